@@ -1,0 +1,115 @@
+import { isUtf8 } from 'node:buffer'
+import sjson from 'secure-json-parse'
+import { VerificationError } from '../errors.js'
+import type { WebhookEvent, WebhookEventType } from './types.js'
+
+/** Decides whether a `customer_handle` may deliver to this endpoint. */
+export type CustomerHandlePolicy = (customerHandle: string) => boolean
+
+const KNOWN = new Set<string>([
+  'processed', 'delivered', 'open', 'click', 'hard-bounced', 'soft-bounced', 'dropped', 'complained', 'unsubscribed', 'test',
+] satisfies WebhookEventType[])
+
+/** Keys mapped on every event; anything else goes to `fields` of an unknown event. */
+const COMMON_KEYS = new Set(['event', 'customer_handle', 'timestamp', 'email', 'request_id', 'smtp_id', 'campaign_id', 'recipients'])
+
+const invalid = (message: string): VerificationError => new VerificationError('invalid_payload', message)
+
+/**
+ * Decodes and parses *verified* bytes into typed events.
+ * Fatal UTF-8 (no BOM), prototype-safe JSON, a top-level array of at most `maxEvents`
+ * flat event objects; every `customer_handle` must pass `allowCustomer`.
+ * Events are rebuilt from known keys, so nothing from the body is spread into them.
+ */
+export function parseEvents (body: Uint8Array, maxEvents: number, allowCustomer: CustomerHandlePolicy | null): WebhookEvent[] {
+  if (body.length === 0) throw invalid('The body is empty; expected a JSON array of events.')
+  if (body[0] === 0xef && body[1] === 0xbb && body[2] === 0xbf) throw invalid('The body starts with a UTF-8 byte order mark; expected plain JSON.')
+  if (!isUtf8(body)) throw invalid('The body is not valid UTF-8.')
+  const text = Buffer.from(body.buffer, body.byteOffset, body.byteLength).toString('utf8')
+
+  let parsed: unknown
+  try {
+    parsed = sjson.parse(text)
+  } catch (err) {
+    // secure-json-parse rejects __proto__ and constructor.prototype keys (prototype poisoning).
+    const poisoned = err instanceof SyntaxError && /prototype/i.test(err.message)
+    throw invalid(poisoned ? 'The body contains a forbidden "__proto__" or "constructor.prototype" key.' : 'The body is not valid JSON.')
+  }
+  if (!Array.isArray(parsed)) throw invalid('The body must be a JSON array of events.')
+  if (parsed.length > maxEvents) {
+    throw new VerificationError('payload_too_large', `The delivery holds ${parsed.length} events, more than maxEvents (${maxEvents}).`)
+  }
+
+  const events = new Array<WebhookEvent>(parsed.length)
+  for (let i = 0; i < parsed.length; i++) {
+    const event = toEvent(parsed[i], i)
+    if (allowCustomer !== null && !allowCustomer(event.customerHandle)) {
+      throw new VerificationError('customer_not_allowed', `Event ${i} belongs to a customer handle that is not in customerHandles.`)
+    }
+    events[i] = event
+  }
+  return events
+}
+
+function optString (raw: Record<string, unknown>, key: string, i: number): string | undefined {
+  const v = raw[key]
+  if (v === undefined || v === null) return undefined
+  if (typeof v !== 'string') throw invalid(`Event ${i}: "${key}" must be a string.`)
+  return v
+}
+
+/** Maps one wire event (snake_case) to a `WebhookEvent`. Exported for the test kit and property tests. */
+export function toEvent (raw: unknown, i: number): WebhookEvent {
+  if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) throw invalid(`Event ${i} is not a JSON object.`)
+  const r = raw as Record<string, unknown>
+  const name = r.event
+  if (typeof name !== 'string') throw invalid(`Event ${i}: "event" must be a string.`)
+  const customerHandle = r.customer_handle
+  if (typeof customerHandle !== 'string') throw invalid(`Event ${i}: "customer_handle" must be a string.`)
+  const timestamp = r.timestamp
+  if (typeof timestamp !== 'number' || !Number.isSafeInteger(timestamp) || timestamp < 0) {
+    throw invalid(`Event ${i}: "timestamp" must be a non-negative integer (Unix seconds).`)
+  }
+
+  const event: Record<string, unknown> = { event: name, customerHandle, timestamp }
+  setIf(event, 'email', optString(r, 'email', i))
+  setIf(event, 'requestId', optString(r, 'request_id', i))
+  setIf(event, 'smtpId', optString(r, 'smtp_id', i))
+  setIf(event, 'campaignId', optString(r, 'campaign_id', i))
+  const recipients = r.recipients
+  if (recipients !== undefined && recipients !== null) {
+    if (!Array.isArray(recipients) || !recipients.every((x) => typeof x === 'string')) {
+      throw invalid(`Event ${i}: "recipients" must be an array of strings.`)
+    }
+    event.recipients = recipients.slice()
+  }
+
+  switch (name) {
+    case 'click':
+      setIf(event, 'url', optString(r, 'url', i))
+    // falls through: a click carries what an open carries
+    case 'open':
+      setIf(event, 'userAgent', optString(r, 'user_agent', i))
+      setIf(event, 'ip', optString(r, 'ip', i))
+      break
+    case 'hard-bounced':
+    case 'soft-bounced':
+    case 'dropped':
+      setIf(event, 'status', optString(r, 'status', i))
+      setIf(event, 'reason', optString(r, 'reason', i))
+      break
+    default:
+      if (!KNOWN.has(name)) {
+        const fields: Record<string, unknown> = {}
+        for (const key of Object.keys(r)) if (!COMMON_KEYS.has(key)) fields[key] = r[key]
+        event.event = 'unknown'
+        event.eventName = name
+        event.fields = fields
+      }
+  }
+  return event as unknown as WebhookEvent
+}
+
+function setIf (target: Record<string, unknown>, key: string, value: string | undefined): void {
+  if (value !== undefined) target[key] = value
+}

@@ -1,0 +1,198 @@
+import type { KeyObject } from 'node:crypto'
+import { LRUCache } from 'lru-cache'
+import { DEFAULT_BASE_URL, parseBaseUrl } from '../base-url.js'
+import { VerificationError } from '../errors.js'
+import { noopLogger, type Logger } from '../logger.js'
+import { fetchPublicKey } from './fetch-public-key.js'
+
+/** Options of a `KeyStore`. Every value is validated once, at construction. */
+export interface KeyStoreOptions {
+  /** Where keys are fetched: `<baseUrl>/tx/v1/webhook/public-key?id=<keyId>`. Default `https://api.mailchannels.net` (`http:` only for loopback hosts). */
+  baseUrl?: string
+  /** The fetch implementation. Default `globalThis.fetch`. */
+  fetch?: typeof globalThis.fetch
+  /** Most keys held. Default 100. */
+  maxKeys?: number
+  /** Seconds a fetched key is used before it is fetched again. Default 3600. */
+  keyTtl?: number
+  /** Seconds past `keyTtl` a key may still be used while the endpoint is failing (a trade-off against revocation). Default 3600. */
+  maxStale?: number
+  /** Seconds an unknown key id (HTTP 404) is remembered, so it is not fetched again. Default 300. */
+  unknownKeyTtl?: number
+  /** Seconds a failed fetch (down, slow, garbage) is remembered before trying again. Default 30. */
+  errorTtl?: number
+  /** Milliseconds before a key fetch is abandoned. Default 3000. */
+  fetchTimeout?: number
+  /** Global fetch budget: at most this many key fetches per minute, whatever the key ids. Default 10. */
+  fetchesPerMinute?: number
+  /** Most key fetches in flight at once. Default 2. */
+  maxConcurrentFetches?: number
+  /** Most remembered failures (the negative cache). Default 1000. */
+  maxFailures?: number
+  /** Clock in milliseconds, for tests. Default `Date.now`. */
+  now?: () => number
+  /** Where fetch failures are logged. Default: nowhere. */
+  logger?: Logger
+}
+
+/** Counters, for tests, metrics and the soak run. */
+export interface KeyStoreStats {
+  /** Fetches sent to the key endpoint. */
+  fetches: number
+  /** Lookups answered from the negative cache. */
+  negativeHits: number
+  /** Lookups refused because the fetch budget or concurrency cap was spent. */
+  budgetRejections: number
+  /** Keys held. */
+  keys: number
+  /** Failures held. */
+  failures: number
+}
+
+interface Entry { key: KeyObject, fetchedAt: number }
+
+function positive (value: unknown, name: string, integer = false): number {
+  if (typeof value !== 'number' || !(value > 0) || !Number.isFinite(value) || (integer && !Number.isInteger(value))) {
+    throw new TypeError(`${name} must be a positive ${integer ? 'integer' : 'number'}`)
+  }
+  return value
+}
+
+/**
+ * Fetches Ed25519 signing keys by key id, once, and keeps them safely (threat-model T9, T10):
+ * a bounded LRU with TTL and single-flight fetches (lru-cache's `fetchMethod`), a bounded
+ * negative cache, a global fetch budget and concurrency cap, a fetch timeout, and a bounded
+ * stale window when the endpoint fails. Keys are imported once and the `KeyObject` reused.
+ */
+export class KeyStore {
+  readonly #keys: LRUCache<string, Entry>
+  readonly #failures: LRUCache<string, VerificationError>
+  readonly #baseUrl: string
+  readonly #fetch: typeof globalThis.fetch
+  readonly #now: () => number
+  readonly #log: Logger
+  readonly #keyTtl: number
+  readonly #maxStale: number
+  readonly #unknownKeyTtl: number
+  readonly #errorTtl: number
+  readonly #fetchTimeout: number
+  readonly #budget: number
+  readonly #maxConcurrent: number
+  #tokens: number
+  #refilledAt: number
+  #inFlight = 0
+  readonly #stats = { fetches: 0, negativeHits: 0, budgetRejections: 0 }
+
+  constructor (options: KeyStoreOptions = {}) {
+    if (options === null || typeof options !== 'object') throw new TypeError('KeyStore options must be an object')
+    this.#baseUrl = parseBaseUrl(options.baseUrl ?? DEFAULT_BASE_URL)
+    if (options.fetch !== undefined && typeof options.fetch !== 'function') throw new TypeError('fetch must be a function')
+    this.#fetch = options.fetch ?? ((input, init) => globalThis.fetch(input, init))
+    if (options.now !== undefined && typeof options.now !== 'function') throw new TypeError('now must be a function returning milliseconds')
+    this.#now = options.now ?? Date.now
+    this.#log = options.logger ?? noopLogger
+    this.#keyTtl = positive(options.keyTtl ?? 3600, 'keyTtl') * 1000
+    this.#maxStale = (options.maxStale === 0 ? 0 : positive(options.maxStale ?? 3600, 'maxStale')) * 1000
+    this.#unknownKeyTtl = positive(options.unknownKeyTtl ?? 300, 'unknownKeyTtl') * 1000
+    this.#errorTtl = positive(options.errorTtl ?? 30, 'errorTtl') * 1000
+    this.#fetchTimeout = positive(options.fetchTimeout ?? 3000, 'fetchTimeout')
+    this.#budget = positive(options.fetchesPerMinute ?? 10, 'fetchesPerMinute', true)
+    this.#maxConcurrent = positive(options.maxConcurrentFetches ?? 2, 'maxConcurrentFetches', true)
+    this.#tokens = this.#budget
+    this.#refilledAt = this.#now()
+    const perf = { now: () => this.#now() }
+    this.#failures = new LRUCache({ max: positive(options.maxFailures ?? 1000, 'maxFailures', true), ttl: this.#errorTtl, perf })
+    this.#keys = new LRUCache<string, Entry>({
+      max: positive(options.maxKeys ?? 100, 'maxKeys', true),
+      ttl: this.#keyTtl,
+      // A stale key stays held (not returned) so a failed refresh can fall back to it.
+      noDeleteOnStaleGet: true,
+      perf,
+      fetchMethod: (keyId, stale, { signal, options: setOptions }) => this.#load(keyId, stale, signal, setOptions),
+    })
+  }
+
+  /** The base URL keys are fetched from. */
+  get baseUrl (): string { return this.#baseUrl }
+
+  /**
+   * A fresh cached key, synchronously, or `undefined`. The verify hot path uses this so
+   * a cached key costs no promise.
+   */
+  peek (keyId: string): KeyObject | undefined {
+    return this.#keys.get(keyId)?.key
+  }
+
+  /** The key for `keyId`, fetched at most once at a time. Rejects with a `VerificationError` (`unknown_key` or `key_unavailable`). */
+  async get (keyId: string): Promise<KeyObject> {
+    const cached = this.peek(keyId)
+    if (cached !== undefined) return cached
+    const failure = this.#failures.get(keyId)
+    if (failure !== undefined) {
+      this.#stats.negativeHits++
+      throw failure
+    }
+    const entry = await this.#keys.fetch(keyId)
+    /* c8 ignore next */
+    if (entry === undefined) throw new VerificationError('key_unavailable', 'The signing key could not be fetched.', 30)
+    return entry.key
+  }
+
+  /** Forgets every key and failure (e.g. after a known rotation). */
+  clear (): void {
+    this.#keys.clear()
+    this.#failures.clear()
+  }
+
+  stats (): KeyStoreStats {
+    return { ...this.#stats, keys: this.#keys.size, failures: this.#failures.size }
+  }
+
+  /** Token bucket: `fetchesPerMinute` tokens, refilled continuously. */
+  #takeToken (): boolean {
+    const now = this.#now()
+    this.#tokens = Math.min(this.#budget, this.#tokens + ((now - this.#refilledAt) * this.#budget) / 60_000)
+    this.#refilledAt = now
+    if (this.#tokens < 1 || this.#inFlight >= this.#maxConcurrent) return false
+    this.#tokens -= 1
+    return true
+  }
+
+  async #load (keyId: string, stale: Entry | undefined, signal: AbortSignal, setOptions: { ttl?: number }): Promise<Entry> {
+    if (!this.#takeToken()) {
+      this.#stats.budgetRejections++
+      const err = new VerificationError('key_unavailable', 'The signing key could not be fetched now: the key-fetch budget is spent. MailChannels will retry the delivery.', 60)
+      return this.#fallback(keyId, stale, err, setOptions, false)
+    }
+    this.#inFlight++
+    this.#stats.fetches++
+    try {
+      const key = await fetchPublicKey(keyId, {
+        baseUrl: this.#baseUrl,
+        fetch: this.#fetch,
+        signal: AbortSignal.any([signal, AbortSignal.timeout(this.#fetchTimeout)]),
+      })
+      return { key, fetchedAt: this.#now() }
+    } catch (err) {
+      const error = err instanceof VerificationError
+        ? err
+        /* c8 ignore next */
+        : new VerificationError('key_unavailable', 'The signing key could not be fetched.', 30)
+      return this.#fallback(keyId, stale, error, setOptions, true)
+    } finally {
+      this.#inFlight--
+    }
+  }
+
+  /** After a failed fetch: serve a stale key within `maxStale`, else remember the failure and throw. */
+  #fallback (keyId: string, stale: Entry | undefined, err: VerificationError, setOptions: { ttl?: number }, remember: boolean): Entry {
+    this.#log.warn({ keyId, reason: err.type }, err.message)
+    if (stale !== undefined && err.type === 'key_unavailable' && this.#now() - stale.fetchedAt < this.#keyTtl + this.#maxStale) {
+      // Keep the stale key, and look again once errorTtl has passed.
+      setOptions.ttl = Math.max(1, Math.min(this.#errorTtl, stale.fetchedAt + this.#keyTtl + this.#maxStale - this.#now()))
+      return stale
+    }
+    if (remember) this.#failures.set(keyId, err, { ttl: err.type === 'unknown_key' ? this.#unknownKeyTtl : this.#errorTtl })
+    throw err
+  }
+}

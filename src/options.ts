@@ -1,0 +1,168 @@
+import type { KeyObject } from 'node:crypto'
+import { DEFAULT_BASE_URL, parseBaseUrl } from './base-url.js'
+import type { CustomerHandlePolicy } from './events/parse-events.js'
+import { KeyStore } from './keys/key-store.js'
+import { importEd25519PublicKey, KeyRejectedError } from './keys/public-key.js'
+import { noopLogger, type Logger } from './logger.js'
+import { KEY_ID_PATTERN } from './verify/signature-input.js'
+
+export const DEFAULT_MAX_AGE = 300
+export const DEFAULT_CLOCK_SKEW = 60
+export const DEFAULT_MAX_EVENTS = 10_000
+
+/** A clock: a `Date`, milliseconds since the epoch, or a function returning either. */
+export type Clock = Date | number | (() => Date | number)
+
+/** How a delivery is verified: everything but the delivery itself. Validated once. */
+export interface VerifyConfig {
+  /**
+   * The signing key, as PEM or base64 SPKI DER (what the public-key endpoint serves), or a
+   * `KeyObject`. When set, no key is fetched. Default: fetch the key named by `keyid`.
+   */
+  publicKey?: string | KeyObject
+  /** Keep fetched keys (and failures) in a bounded cache shared by calls with the same `baseUrl`. Default `true`. */
+  cache?: boolean
+  /** Where keys are fetched. Default `https://api.mailchannels.net`; `http:` only for loopback hosts. */
+  baseUrl?: string
+  /**
+   * Which `customer_handle`s may deliver here: a list, or a predicate. Every event is
+   * checked; one outside it fails the delivery with `customer_not_allowed`. Default: any
+   * (MailChannels signs every customer's webhooks with one key, so set this: threat-model T22).
+   */
+  customerHandles?: readonly string[] | ((customerHandle: string) => boolean)
+  /** Seconds a signature stays valid after its `created` time. Default 300. */
+  maxAge?: number
+  /** Seconds a `created` time may lie in the future (clock drift). Default 60. */
+  clockSkew?: number
+  /** Most events one delivery may hold. Default 10,000. */
+  maxEvents?: number
+  /** Key ids accepted; any other fails with `unknown_key` before any fetch. Default: any well-formed id. */
+  keyIds?: readonly string[]
+  /** A key store to use instead of the shared one (to tune its budget, TTLs or fetch). */
+  keyStore?: KeyStore
+  /** Where key-fetch failures are logged. Default: nowhere. */
+  logger?: Logger
+}
+
+/** The options of one `verify` call. */
+export interface VerifyOptions extends VerifyConfig {
+  /** The exact raw body as received: never re-serialised JSON. */
+  payload: string | Buffer | Uint8Array
+  /** The request headers: a plain object (any name case), Node's `IncomingHttpHeaders` or a fetch `Headers`. */
+  headers: import('./verify/headers.js').HeadersInput
+  /** The time to verify at, e.g. when a queued delivery was received. Default: now. */
+  now?: Clock
+}
+
+/** `VerifyConfig` after validation. */
+export interface ResolvedVerifyConfig {
+  publicKey: KeyObject | null
+  keyStore: KeyStore | null
+  /** `cache: false`: a store per call. */
+  freshStorePerCall: { baseUrl: string } | null
+  allowCustomer: CustomerHandlePolicy | null
+  keyIds: ReadonlySet<string> | null
+  maxAge: number
+  clockSkew: number
+  maxEvents: number
+  logger: Logger
+}
+
+const sharedStores = new Map<string, KeyStore>()
+const MAX_SHARED_STORES = 16
+
+/** The process-wide store for a base URL (used by `cache: true`, the default). */
+export function sharedKeyStore (baseUrl: string): KeyStore {
+  let store = sharedStores.get(baseUrl)
+  if (store === undefined) {
+    if (sharedStores.size >= MAX_SHARED_STORES) sharedStores.delete(sharedStores.keys().next().value!)
+    store = new KeyStore({ baseUrl })
+    sharedStores.set(baseUrl, store)
+  }
+  return store
+}
+
+const importedKeys = new Map<string, KeyObject>()
+const MAX_IMPORTED_KEYS = 32
+
+/** Imports a `publicKey` option once per distinct value: an import costs as much as a verify. */
+function importConfiguredKey (material: string | KeyObject): KeyObject {
+  if (typeof material !== 'string') {
+    if (material?.type !== 'public' || material.asymmetricKeyType !== 'ed25519') throw new TypeError('publicKey must be an Ed25519 public key')
+    return material
+  }
+  let key = importedKeys.get(material)
+  if (key === undefined) {
+    try {
+      key = importEd25519PublicKey(material)
+    } catch (err) {
+      throw new TypeError(`publicKey is not usable: ${err instanceof KeyRejectedError ? err.message : 'not an Ed25519 SPKI key'}`)
+    }
+    if (importedKeys.size >= MAX_IMPORTED_KEYS) importedKeys.delete(importedKeys.keys().next().value!)
+    importedKeys.set(material, key)
+  }
+  return key
+}
+
+function seconds (value: unknown, name: string, fallback: number, allowZero: boolean): number {
+  if (value === undefined) return fallback
+  if (typeof value !== 'number' || !Number.isFinite(value) || value < 0 || (!allowZero && value === 0)) {
+    throw new TypeError(`${name} must be a ${allowZero ? 'non-negative' : 'positive'} number of seconds`)
+  }
+  return value
+}
+
+/** Validates a `VerifyConfig`. Throws a `TypeError` naming the option. */
+export function resolveVerifyConfig (config: VerifyConfig): ResolvedVerifyConfig {
+  if (config === null || typeof config !== 'object') throw new TypeError('options must be an object')
+  const publicKey = config.publicKey === undefined ? null : importConfiguredKey(config.publicKey)
+  if (config.cache !== undefined && typeof config.cache !== 'boolean') throw new TypeError('cache must be a boolean')
+  const baseUrl = parseBaseUrl(config.baseUrl ?? DEFAULT_BASE_URL)
+  if (config.keyStore !== undefined && !(config.keyStore instanceof KeyStore)) throw new TypeError('keyStore must be a KeyStore')
+
+  let allowCustomer: CustomerHandlePolicy | null = null
+  const handles = config.customerHandles
+  if (typeof handles === 'function') {
+    allowCustomer = (h) => handles(h) === true
+  } else if (handles !== undefined) {
+    if (!Array.isArray(handles) || handles.length === 0 || !handles.every((h) => typeof h === 'string' && h.length > 0)) {
+      throw new TypeError('customerHandles must be a non-empty array of customer handles, or a function')
+    }
+    const set = new Set(handles)
+    allowCustomer = (h) => set.has(h)
+  }
+
+  let keyIds: Set<string> | null = null
+  if (config.keyIds !== undefined) {
+    if (!Array.isArray(config.keyIds) || config.keyIds.length === 0 || !config.keyIds.every((k) => typeof k === 'string' && KEY_ID_PATTERN.test(k))) {
+      throw new TypeError('keyIds must be a non-empty array of key ids (1 to 64 characters from A-Z a-z 0-9 . _ ~ -)')
+    }
+    keyIds = new Set(config.keyIds)
+  }
+  const maxEvents = config.maxEvents ?? DEFAULT_MAX_EVENTS
+  if (!Number.isSafeInteger(maxEvents) || maxEvents < 1) throw new TypeError('maxEvents must be a positive integer')
+  const logger = config.logger ?? noopLogger
+  if (typeof logger?.warn !== 'function') throw new TypeError('logger must have debug, info, warn and error methods')
+
+  const cache = config.cache ?? true
+  return {
+    publicKey,
+    keyStore: publicKey !== null ? null : config.keyStore ?? (cache ? sharedKeyStore(baseUrl) : null),
+    freshStorePerCall: publicKey === null && config.keyStore === undefined && !cache ? { baseUrl } : null,
+    allowCustomer,
+    keyIds,
+    maxAge: seconds(config.maxAge, 'maxAge', DEFAULT_MAX_AGE, false),
+    clockSkew: seconds(config.clockSkew, 'clockSkew', DEFAULT_CLOCK_SKEW, true),
+    maxEvents,
+    logger,
+  }
+}
+
+/** Reads a `Clock` as Unix milliseconds. Throws a `TypeError` naming `now`. */
+export function readClock (now: Clock | undefined): number {
+  if (now === undefined) return Date.now()
+  const v = typeof now === 'function' ? now() : now
+  const ms = v instanceof Date ? v.getTime() : v
+  if (typeof ms !== 'number' || !Number.isFinite(ms)) throw new TypeError('now must be a Date, a number of milliseconds, or a function returning one')
+  return ms
+}

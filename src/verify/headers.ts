@@ -1,0 +1,94 @@
+import { VerificationError } from '../errors.js'
+
+/** What `verify` accepts as headers: a plain object (any name case), Node's `IncomingHttpHeaders`, or a fetch `Headers`. */
+export type HeadersInput =
+  | Record<string, string | string[] | number | undefined | null>
+  | { get (name: string): string | null, forEach (cb: (value: string, name: string) => void): void }
+
+/** Signature headers are small; anything larger is an attack or a bug (threat-model T5, C9). */
+export const MAX_SIGNATURE_HEADER_BYTES = 1024
+
+/** The three signature fields, each exactly one field line, as received (trimmed). */
+export interface SignatureFields {
+  contentDigest: string
+  signatureInput: string
+  signature: string
+}
+
+const NAMES = ['content-digest', 'signature-input', 'signature'] as const
+const DISPLAY: Record<(typeof NAMES)[number], string> = {
+  'content-digest': 'Content-Digest',
+  'signature-input': 'Signature-Input',
+  signature: 'Signature',
+}
+
+function isFetchHeaders (h: HeadersInput): h is Extract<HeadersInput, { get: unknown }> {
+  return typeof (h as { get?: unknown }).get === 'function' && typeof (h as { forEach?: unknown }).forEach === 'function'
+}
+
+/**
+ * Reads the three signature fields. A name may appear under any case, but only once:
+ * two keys differing in case, an array value, or a missing field are rejected here.
+ * (A value Node or fetch joined from two field lines is caught later, as two members.)
+ */
+export function readSignatureFields (headers: HeadersInput): SignatureFields {
+  if (headers === null || typeof headers !== 'object') {
+    throw new VerificationError('missing_header', 'No headers were given; pass the request headers.')
+  }
+  const found: Array<string | undefined> = [undefined, undefined, undefined]
+  if (isFetchHeaders(headers)) {
+    for (let i = 0; i < 3; i++) found[i] = headers.get(NAMES[i]!) ?? undefined
+  } else {
+    // Fast path: Node lower-cases names, so the exact keys are usually there.
+    const rec = headers as Record<string, unknown>
+    let exact = true
+    for (let i = 0; i < 3; i++) {
+      const v = rec[NAMES[i]!]
+      if (v === undefined) exact = false
+      else found[i] = headerValue(v, NAMES[i]!)
+    }
+    if (!exact || hasMixedCaseSignatureKey(rec)) {
+      for (let i = 0; i < 3; i++) found[i] = undefined
+      for (const key of Object.keys(rec)) {
+        const i = NAMES.indexOf(key.toLowerCase() as (typeof NAMES)[number])
+        if (i === -1 || rec[key] === undefined) continue
+        if (found[i] !== undefined) {
+          throw new VerificationError('malformed_header', `The ${DISPLAY[NAMES[i]!]} header appears more than once.`)
+        }
+        found[i] = headerValue(rec[key], NAMES[i]!)
+      }
+    }
+  }
+  for (let i = 0; i < 3; i++) {
+    const v = found[i]
+    const name = DISPLAY[NAMES[i]!]
+    if (v === undefined || v.trim() === '') {
+      throw new VerificationError('missing_header', `The ${name} header is missing; MailChannels signs every delivery with Content-Digest, Signature-Input and Signature.`)
+    }
+    if (v.length > MAX_SIGNATURE_HEADER_BYTES) {
+      throw new VerificationError('malformed_header', `The ${name} header is longer than ${MAX_SIGNATURE_HEADER_BYTES} bytes.`)
+    }
+  }
+  return { contentDigest: found[0]!.trim(), signatureInput: found[1]!.trim(), signature: found[2]!.trim() }
+}
+
+function headerValue (v: unknown, name: (typeof NAMES)[number]): string {
+  if (typeof v === 'string') return v
+  if (Array.isArray(v)) {
+    if (v.length === 1 && typeof v[0] === 'string') return v[0]
+    throw new VerificationError('malformed_header', `The ${DISPLAY[name]} header appears more than once.`)
+  }
+  throw new VerificationError('malformed_header', `The ${DISPLAY[name]} header is not a string.`)
+}
+
+/** True when a key other than the lower-case one names a signature field (e.g. both `signature` and `Signature`). */
+function hasMixedCaseSignatureKey (rec: Record<string, unknown>): boolean {
+  for (const key of Object.keys(rec)) {
+    const c = key.charCodeAt(0)
+    // Only names starting with C/c or S/s can be one of ours; skip the rest cheaply.
+    if (c !== 67 && c !== 83) continue
+    const lower = key.toLowerCase()
+    if (lower !== key && (lower === 'content-digest' || lower === 'signature-input' || lower === 'signature')) return true
+  }
+  return false
+}

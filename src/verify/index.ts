@@ -1,0 +1,33 @@
+import { localError, VerificationError, type ErrorResponse, type Result } from '../errors.js'
+import type { WebhookEvent } from '../events/types.js'
+import { readClock, resolveVerifyConfig, type VerifyConfig, type VerifyOptions } from '../options.js'
+import { verifyDelivery } from './verify-webhook.js'
+
+/** Maps anything thrown inside the pipeline to an `ErrorResponse`; nothing escapes. */
+export function toErrorResponse (err: unknown): ErrorResponse {
+  if (err instanceof VerificationError) return localError(err.type, err.message)
+  if (err instanceof TypeError) return localError('validation_error', err.message)
+  /* c8 ignore next */
+  return localError('application_error', 'Verification failed unexpectedly.')
+}
+
+/**
+ * Verifies one delivery and returns its typed events. Never throws, never rejects.
+ * Shared by `Webhooks.verify` and `MailChannels#webhooks.verify`.
+ */
+export async function verifyWebhook (options: VerifyOptions, defaults?: VerifyConfig): Promise<Result<WebhookEvent[]>> {
+  try {
+    if (options === null || typeof options !== 'object') throw new TypeError('verify expects an options object with payload and headers')
+    const config = resolveVerifyConfig(defaults === undefined ? options : { ...defaults, ...definedOnly(options) })
+    const delivery = await verifyDelivery(config, options.payload, options.headers, readClock(options.now))
+    return { data: delivery.events, error: null }
+  } catch (err) {
+    return { data: null, error: toErrorResponse(err) }
+  }
+}
+
+function definedOnly<T extends object> (o: T): Partial<T> {
+  const out: Partial<T> = {}
+  for (const k of Object.keys(o) as Array<keyof T>) if (o[k] !== undefined) out[k] = o[k]
+  return out
+}

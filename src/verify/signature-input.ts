@@ -1,0 +1,132 @@
+import { serializeInnerList, type Item, type InnerList } from 'structured-headers'
+import { VerificationError } from '../errors.js'
+import { parseDictionaryField, scanShape } from './structured-fields.js'
+
+/** A keyid the library will look up: ASCII, URL-safe, bounded (threat-model pipeline step 4, T10). */
+export const KEY_ID_PATTERN = /^[A-Za-z0-9._~-]{1,64}$/
+
+/** The signature a delivery carries, after the strict MailChannels profile was applied. */
+export interface ParsedSignature {
+  label: string
+  keyId: string
+  /** Unix seconds. */
+  created: number
+  /** Unix seconds, when the signer set it. */
+  expires: number | undefined
+  /** The `@signature-params` value: the canonical serialisation of the parsed member (RFC 9421 §2.3). */
+  params: string
+  /** The 64 raw signature bytes. */
+  signature: Buffer
+}
+
+const malformed = (message: string): VerificationError => new VerificationError('malformed_header', message)
+
+// The form MailChannels sends, which is also the canonical serialisation: for it the
+// compliant parse below would give exactly these values, so it may skip the parser.
+// Anything else (other order, spaces, extra parameters...) takes the full path.
+const CANONICAL_INPUT = /^([a-z*][a-z0-9_.*-]{0,63})=(\("content-digest"\);created=(0|[1-9][0-9]{0,14});alg="ed25519";keyid="([A-Za-z0-9._~-]{1,64})")$/
+const CANONICAL_SIGNATURE = /^([a-z*][a-z0-9_.*-]{0,63})=:([A-Za-z0-9+/]{86}==):$/
+
+/**
+ * Applies the strict profile to `Signature-Input` and `Signature`: one member each,
+ * the same label, covered components exactly `("content-digest")`, `created` an
+ * Integer, `keyid` a sane String, `alg` absent or `"ed25519"`, a 64-byte signature.
+ */
+export function parseSignature (signatureInput: string, signatureHeader: string): ParsedSignature {
+  const input = CANONICAL_INPUT.exec(signatureInput)
+  const sig = CANONICAL_SIGNATURE.exec(signatureHeader)
+  if (input !== null && sig !== null && input[1] === sig[1]) {
+    return {
+      label: input[1]!,
+      keyId: input[4]!,
+      created: Number(input[3]),
+      expires: undefined,
+      params: input[2]!,
+      signature: Buffer.from(sig[2]!, 'base64'),
+    }
+  }
+  return parseSignatureStrict(signatureInput, signatureHeader)
+}
+
+/** The full path: RFC 9651 parse, then the profile with explicit type checks. Exported for tests. */
+export function parseSignatureStrict (signatureInput: string, signatureHeader: string): ParsedSignature {
+  const inputDict = parseDictionaryField(signatureInput, 'Signature-Input')
+  const inputShape = scanShape(signatureInput)
+  if (inputDict.size !== 1 || inputShape.members !== 1) {
+    throw malformed('The Signature-Input header must hold exactly one signature (it holds several, or the header was sent twice).')
+  }
+  const [label, member] = inputDict.entries().next().value as [string, Item | InnerList]
+
+  const sigDict = parseDictionaryField(signatureHeader, 'Signature')
+  if (sigDict.size !== 1 || scanShape(signatureHeader).members !== 1) {
+    throw malformed('The Signature header must hold exactly one signature (it holds several, or the header was sent twice).')
+  }
+  const sigMember = sigDict.get(label)
+  if (sigMember === undefined) throw malformed('The Signature and Signature-Input headers use different labels.')
+
+  if (!Array.isArray(member[0])) throw malformed('Signature-Input must list its covered components in parentheses.')
+  const [items, params] = member as InnerList
+  if (items.length !== 1 || items[0]![0] !== 'content-digest' || items[0]![1].size !== 0) {
+    throw malformed('Signature-Input must cover exactly ("content-digest").')
+  }
+
+  // Duplicate parameters are merged by the parser (last wins); the raw scan sees them.
+  const seen = new Set<string>()
+  for (const [key, raw] of inputShape.params) {
+    if (seen.has(key)) throw malformed(`Signature-Input repeats the "${key}" parameter.`)
+    seen.add(key)
+    if ((key === 'created' || key === 'expires') && !/^-?[0-9]{1,15}$/.test(raw)) {
+      throw malformed(`Signature-Input "${key}" must be an Integer (Unix seconds).`)
+    }
+  }
+
+  let created: number | undefined
+  let expires: number | undefined
+  let keyId: string | undefined
+  for (const [key, value] of params) {
+    switch (key) {
+      case 'created':
+      case 'expires':
+        if (typeof value !== 'number' || !Number.isInteger(value)) throw malformed(`Signature-Input "${key}" must be an Integer (Unix seconds).`)
+        if (key === 'created') created = value
+        else expires = value
+        break
+      case 'keyid':
+        if (typeof value !== 'string' || !KEY_ID_PATTERN.test(value)) {
+          throw malformed('Signature-Input "keyid" must be a String of 1 to 64 characters from A-Z a-z 0-9 . _ ~ -.')
+        }
+        keyId = value
+        break
+      case 'alg':
+        if (typeof value !== 'string') throw malformed('Signature-Input "alg" must be a String.')
+        if (value !== 'ed25519') throw new VerificationError('unsupported_algorithm', 'Signature-Input "alg" must be "ed25519"; other algorithms are not accepted.')
+        break
+      case 'nonce':
+      case 'tag':
+        if (typeof value !== 'string') throw malformed(`Signature-Input "${key}" must be a String.`)
+        break
+      default:
+        throw malformed(`Signature-Input has a parameter this profile does not allow ("${key.slice(0, 32)}").`)
+    }
+  }
+  if (created === undefined) throw malformed('Signature-Input has no "created" parameter.')
+  if (keyId === undefined) throw malformed('Signature-Input has no "keyid" parameter.')
+
+  const [sigValue, sigParams] = sigMember as Item
+  if (Array.isArray(sigValue) || !(sigValue instanceof ArrayBuffer) || sigParams.size !== 0) {
+    throw malformed('The Signature value must be a byte sequence (:base64:) with no parameters.')
+  }
+  if (sigValue.byteLength !== 64) {
+    // A well-formed header whose signature cannot be valid: an authentication failure (catalogue C12).
+    throw new VerificationError('signature_invalid', 'The signature is not 64 bytes long, so it is not a valid Ed25519 signature.')
+  }
+
+  return {
+    label,
+    keyId,
+    created,
+    expires,
+    params: serializeInnerList(member as InnerList),
+    signature: Buffer.from(sigValue),
+  }
+}

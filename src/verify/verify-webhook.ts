@@ -1,0 +1,101 @@
+import type { KeyObject } from 'node:crypto'
+import { VerificationError } from '../errors.js'
+import { parseEvents } from '../events/parse-events.js'
+import type { WebhookEvent } from '../events/types.js'
+import { KeyStore } from '../keys/key-store.js'
+import type { ResolvedVerifyConfig } from '../options.js'
+import { checkContentDigest, parseContentDigest } from './content-digest.js'
+import { readSignatureFields, type HeadersInput } from './headers.js'
+import { parseSignature, type ParsedSignature } from './signature-input.js'
+import { signatureBase, verifyEd25519, verifyEd25519Async } from './signature.js'
+
+/** What a verified delivery yields. */
+export interface VerifiedDelivery {
+  events: WebhookEvent[]
+  keyId: string
+  /** Signature `created`, Unix seconds. */
+  created: number
+  /** The signature bytes and base, for replay detection (the same material means the same signed delivery). */
+  signature: Buffer
+  base: Buffer
+}
+
+/** The result of the local, synchronous stages: everything but the key and the signature. */
+export interface CheckedDelivery {
+  sig: ParsedSignature
+  base: Buffer
+  body: Uint8Array
+}
+
+/**
+ * Steps 1-3 of the pipeline, all local and cheap: header shape and profile, freshness,
+ * Content-Digest over the raw bytes. Nothing here touches the network.
+ */
+export function checkDelivery (config: ResolvedVerifyConfig, payload: unknown, headers: HeadersInput, nowMs: number): CheckedDelivery {
+  const body = toBytes(payload)
+  const fields = readSignatureFields(headers)
+  const digests = parseContentDigest(fields.contentDigest)
+  const sig = parseSignature(fields.signatureInput, fields.signature)
+
+  const now = Math.floor(nowMs / 1000)
+  if (sig.created < now - config.maxAge) {
+    throw new VerificationError('signature_expired', `The signature was created ${now - sig.created} s ago, more than maxAge (${config.maxAge} s). If deliveries are queued, verify with the receipt time as "now".`)
+  }
+  if (sig.created > now + config.clockSkew) {
+    throw new VerificationError('signature_from_future', `The signature's created time is ${sig.created - now} s in the future, more than clockSkew (${config.clockSkew} s). Check this machine's clock (NTP).`)
+  }
+  if (sig.expires !== undefined && sig.expires < now) {
+    throw new VerificationError('signature_expired', 'The signature has passed its "expires" time.')
+  }
+  if (config.keyIds !== null && !config.keyIds.has(sig.keyId)) {
+    throw new VerificationError('unknown_key', 'The signature names a key id that is not in keyIds.')
+  }
+  checkContentDigest(digests, body)
+  return { sig, base: signatureBase(fields.contentDigest, sig.params), body }
+}
+
+/** Step 4 without waiting when it can: the configured key, a cached key, or a promise of a fetched one. */
+export function resolveKey (config: ResolvedVerifyConfig, keyId: string): KeyObject | Promise<KeyObject> {
+  if (config.publicKey !== null) return config.publicKey
+  const store = config.keyStore ?? new KeyStore({ baseUrl: config.freshStorePerCall!.baseUrl, logger: config.logger })
+  return store.peek(keyId) ?? store.get(keyId)
+}
+
+function finish (config: ResolvedVerifyConfig, checked: CheckedDelivery): VerifiedDelivery {
+  const { sig, base, body } = checked
+  return { events: parseEvents(body, config.maxEvents, config.allowCustomer), keyId: sig.keyId, created: sig.created, signature: sig.signature, base }
+}
+
+/**
+ * The whole pipeline. Returns synchronously when the key is at hand and `async` is false,
+ * otherwise a promise. Throws (or rejects with) `VerificationError` only.
+ *
+ * @param async verify Ed25519 on the libuv pool (frees the event loop; pays a round trip).
+ */
+export function verifyDelivery (
+  config: ResolvedVerifyConfig,
+  payload: unknown,
+  headers: HeadersInput,
+  nowMs: number,
+  async = false,
+): VerifiedDelivery | Promise<VerifiedDelivery> {
+  const checked = checkDelivery(config, payload, headers, nowMs)
+  const key = resolveKey(config, checked.sig.keyId)
+  if (!(key instanceof Promise) && !async) {
+    verifyEd25519(checked.base, key, checked.sig.signature)
+    return finish(config, checked)
+  }
+  return (async () => {
+    const k = await key
+    if (async) await verifyEd25519Async(checked.base, k, checked.sig.signature)
+    else verifyEd25519(checked.base, k, checked.sig.signature)
+    return finish(config, checked)
+  })()
+}
+
+/** The raw body as bytes. A string is taken as the UTF-8 text received. */
+export function toBytes (payload: unknown): Uint8Array {
+  if (payload instanceof Uint8Array) return payload
+  if (typeof payload === 'string') return Buffer.from(payload, 'utf8')
+  throw new VerificationError('invalid_payload', 'payload must be the raw body as a Buffer, Uint8Array or string (not parsed JSON).')
+}

@@ -1,0 +1,27 @@
+import crypto from 'node:crypto'
+
+/** Where a delivery stands in a replay store. */
+export type ClaimState = 'claimed' | 'processing' | 'done'
+
+/**
+ * Remembers which signed deliveries were already handled, so a replay of the same
+ * signature material is never handed to the handler again (threat-model T2).
+ * Implementations must be atomic across every instance that shares them.
+ */
+export interface ReplayStore {
+  /**
+   * Atomically claims `id` for `ttlSeconds`. `'claimed'`: it is new and now ours to handle;
+   * `'processing'`: another request is handling it; `'done'`: it was handled.
+   * Rejects (never resolves wrongly) when the store cannot answer.
+   */
+  claim (id: string, ttlSeconds: number): Promise<ClaimState>
+  /** Marks a claimed delivery as handled (the handler answered 2xx). */
+  complete (id: string, ttlSeconds: number): Promise<void>
+  /** Releases a claim, so the sender's retry is processed (the handler failed). */
+  release (id: string): Promise<void>
+}
+
+/** The replay key of a verified delivery: SHA-256 over the signature base and the signature bytes (threat-model pipeline step 6). */
+export function deliveryId (base: Uint8Array, signature: Uint8Array): string {
+  return crypto.createHash('sha256').update(base).update(signature).digest('base64url')
+}

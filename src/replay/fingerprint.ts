@@ -1,0 +1,56 @@
+import crypto from 'node:crypto'
+import type { WebhookEvent } from '../events/types.js'
+
+/**
+ * The fields hashed by `eventFingerprint`, in this order (camelCase names as on
+ * `WebhookEvent`). Absent fields are skipped; `recipients` is sorted.
+ */
+export const FINGERPRINT_FIELDS = [
+  'event', 'customerHandle', 'timestamp', 'requestId', 'smtpId', 'email', 'campaignId', 'recipients',
+  'url', 'ip', 'userAgent', 'status', 'reason',
+] as const
+
+const VERSION = 'mcwh-event-v1'
+
+/**
+ * A stable identifier for one event, for business-level idempotency: MailChannels events
+ * carry no id, and a resent delivery is re-signed (new `created`, new signature), so the
+ * replay store cannot recognise it while its events are identical.
+ *
+ * SHA-256 (base64url, 43 characters) over a canonical JSON serialisation of
+ * `["mcwh-event-v1", [name, value]...]` for the fields in `FINGERPRINT_FIELDS` that the
+ * event carries: the event type (`eventName` as sent for an unknown type), `customerHandle`,
+ * `timestamp`, `requestId`, `smtpId`, `email`, `campaignId`, `recipients` (sorted: their
+ * order says nothing), `url` (click), `ip` and `userAgent` (open, click), `status` and
+ * `reason` (bounces, dropped); for an unknown type, also every extra field (`fields`, keys
+ * sorted at every depth). Every field the event carries takes part because a resend carries
+ * the very same values, so each extra field can only tell two genuinely different events
+ * apart (two opens of one message in the same second from two devices), never split a resend.
+ * The result does not depend on key order or on how the body was formatted.
+ */
+export function eventFingerprint (event: WebhookEvent): string {
+  const parts: unknown[] = [VERSION]
+  const source = event as unknown as Record<string, unknown>
+  for (const name of FINGERPRINT_FIELDS) {
+    let value = source[name]
+    if (name === 'event' && event.event === 'unknown') value = event.eventName
+    if (value === undefined || value === null) continue
+    if (name === 'recipients' && Array.isArray(value)) value = [...(value as string[])].sort()
+    parts.push([name, value])
+  }
+  if (event.event === 'unknown') parts.push(['fields', canonical(event.fields)])
+  return crypto.createHash('sha256').update(JSON.stringify(parts)).digest('base64url')
+}
+
+/**
+ * Objects become `["{}", [key, value]...]` with sorted keys and arrays `["[]", item...]`,
+ * at every depth, so JSON.stringify is canonical and the two can never collide
+ * (pairs, not objects: keys like "__proto__" stay plain data).
+ */
+function canonical (value: unknown): unknown {
+  if (Array.isArray(value)) return ['[]', ...value.map(canonical)]
+  if (typeof value !== 'object' || value === null) return value
+  const out: unknown[] = ['{}']
+  for (const key of Object.keys(value).sort()) out.push([key, canonical((value as Record<string, unknown>)[key])])
+  return out
+}

@@ -1,0 +1,96 @@
+import crypto from 'node:crypto'
+import { ReplayStoreError } from './errors.js'
+
+/**
+ * The few ioredis methods the Redis stores call, typed structurally so ioredis is not a
+ * dependency of this library: pass your own `ioredis` client (as with @fastify/redis).
+ * An `ioredis` `Redis` instance fits as is.
+ */
+export interface RedisClientLike {
+  get (key: string): Promise<string | null>
+  mget (...keys: string[]): Promise<Array<string | null>>
+  del (...keys: string[]): Promise<number>
+  eval (script: string, numkeys: number, ...args: Array<string | number>): Promise<unknown>
+  evalsha (sha1: string, numkeys: number, ...args: Array<string | number>): Promise<unknown>
+}
+
+/** Options shared by the Redis stores. */
+export interface RedisStoreOptions {
+  /**
+   * Longest wait for one store call, in ms, after which it fails with `ReplayStoreError`
+   * (the route answers 503). A guard on top of ioredis' own `commandTimeout`, so a
+   * misconfigured client (offline queue on, no timeout) cannot hang requests. Default 1000.
+   */
+  timeout?: number
+}
+
+export function checkClient (client: unknown, name: string): asserts client is RedisClientLike {
+  const c = client as Record<string, unknown> | null
+  if (typeof c !== 'object' || c === null || !['get', 'mget', 'del', 'eval', 'evalsha'].every((m) => typeof c[m] === 'function')) {
+    throw new TypeError(`${name} needs an ioredis client (with get, mget, del, eval and evalsha)`)
+  }
+}
+
+export function checkTimeout (timeout: unknown): number {
+  if (timeout === undefined) return 1000
+  if (typeof timeout !== 'number' || !Number.isSafeInteger(timeout) || timeout < 1) throw new TypeError('timeout must be a positive integer number of milliseconds')
+  return timeout
+}
+
+export function checkPrefix (prefix: unknown): string {
+  if (typeof prefix !== 'string' || prefix.length === 0) throw new TypeError('prefix must be a non-empty string')
+  return prefix
+}
+
+/** A Lua script run by SHA (one round trip), loaded with EVAL on the first NOSCRIPT. */
+export class LuaScript {
+  readonly source: string
+  readonly sha1: string
+
+  constructor (source: string) {
+    this.source = source
+    this.sha1 = crypto.createHash('sha1').update(source).digest('hex')
+  }
+
+  async run (client: RedisClientLike, keys: string[], args: Array<string | number>): Promise<unknown> {
+    try {
+      return await client.evalsha(this.sha1, keys.length, ...keys, ...args)
+    } catch (err) {
+      if (!(err instanceof Error) || !err.message.startsWith('NOSCRIPT')) throw err
+      return await client.eval(this.source, keys.length, ...keys, ...args)
+    }
+  }
+}
+
+/**
+ * Runs one store call so that every failure (connection refused, offline, timeout,
+ * a synchronous throw) becomes a `ReplayStoreError` rejection, and a call never waits
+ * longer than `timeoutMs`. A late settle of the abandoned call is swallowed, so it can
+ * never surface as an unhandled rejection.
+ */
+export async function guarded<T> (operation: string, timeoutMs: number, call: () => Promise<T>): Promise<T> {
+  let timer: NodeJS.Timeout | undefined
+  let pending: Promise<T>
+  try {
+    pending = Promise.resolve(call())
+  } catch (err) {
+    throw storeError(operation, err)
+  }
+  pending.catch(() => {})
+  const timeout = new Promise<never>((_resolve, reject) => {
+    timer = setTimeout(() => reject(new ReplayStoreError(operation, `Redis did not answer ${operation} within ${timeoutMs} ms.`)), timeoutMs)
+  })
+  try {
+    return await Promise.race([pending, timeout])
+  } catch (err) {
+    throw storeError(operation, err)
+  } finally {
+    clearTimeout(timer)
+  }
+}
+
+function storeError (operation: string, err: unknown): ReplayStoreError {
+  if (err instanceof ReplayStoreError) return err
+  const reason = err instanceof Error ? err.message : String(err)
+  return new ReplayStoreError(operation, `Redis ${operation} failed: ${reason}`, { cause: err })
+}

@@ -1,0 +1,124 @@
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
+import net from 'node:net'
+import { Redis, type RedisOptions } from 'ioredis'
+
+/** A real redis-server on a loopback port, no persistence, for one test file. */
+export interface RedisServer {
+  readonly port: number
+  /** Starts it (again, on the same port) and waits until PING answers. */
+  start (): Promise<void>
+  /** Stops it (SIGKILL, like a crash) and waits for the process to exit. */
+  stop (): Promise<void>
+  /** A client configured to fail fast, as the README recommends; closed by `close`. */
+  client (options?: RedisOptions): Redis
+  /** Disconnects every client and stops the server. */
+  close (): Promise<void>
+}
+
+/** Recommended fail-closed ioredis options (README): no offline queue, short command timeout, one retry. */
+export const FAIL_FAST: RedisOptions = {
+  enableOfflineQueue: false,
+  commandTimeout: 250,
+  maxRetriesPerRequest: 1,
+  // Reconnect quickly in tests so recovery after a restart is seen within a bounded wait.
+  retryStrategy: () => 50,
+  lazyConnect: false,
+}
+
+export async function freePort (): Promise<number> {
+  return await new Promise((resolve, reject) => {
+    const server = net.createServer()
+    server.once('error', reject)
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address()
+      server.close(() => { resolve(typeof address === 'object' && address !== null ? address.port : 0) })
+    })
+  })
+}
+
+function requireRedisServer (): void {
+  const found = spawnSync('redis-server', ['--version'], { encoding: 'utf8' })
+  if (found.error !== undefined || found.status !== 0) {
+    throw new Error('redis-server is not installed: the Redis replay-store tests need a real one. ' +
+      'Install it with `apt-get install -y redis-server` (.ci/run does this on CI).')
+  }
+}
+
+async function ping (port: number): Promise<boolean> {
+  return await new Promise((resolve) => {
+    const socket = net.connect({ port, host: '127.0.0.1' })
+    let data = ''
+    socket.setTimeout(200)
+    socket.on('connect', () => socket.write('PING\r\n'))
+    socket.on('data', (chunk) => {
+      data += chunk.toString()
+      if (data.includes('\r\n')) { socket.destroy(); resolve(data.startsWith('+PONG')) }
+    })
+    socket.on('timeout', () => { socket.destroy(); resolve(false) })
+    socket.on('error', () => { socket.destroy(); resolve(false) })
+  })
+}
+
+/** Starts a redis-server on a free loopback port. Call `close` in t.teardown. */
+export async function startRedisServer (): Promise<RedisServer> {
+  requireRedisServer()
+  const port = await freePort()
+  let child: ChildProcess | null = null
+  const clients: Redis[] = []
+  let stderr = ''
+
+  const start = async (): Promise<void> => {
+    if (child !== null) return
+    stderr = ''
+    const proc = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no',
+      '--maxmemory-policy', 'noeviction'], { stdio: ['ignore', 'ignore', 'pipe'] })
+    proc.stderr?.on('data', (chunk: Buffer) => { stderr += chunk.toString() })
+    child = proc
+    proc.once('exit', () => { if (child === proc) child = null })
+    const deadline = Date.now() + 5000
+    while (Date.now() < deadline) {
+      if (await ping(port)) return
+      if (child === null) break
+      await new Promise((resolve) => setTimeout(resolve, 20))
+    }
+    throw new Error(`redis-server did not answer PING on 127.0.0.1:${port}. ${stderr.trim()}`)
+  }
+
+  const stop = async (): Promise<void> => {
+    const proc = child
+    if (proc === null) return
+    child = null
+    await new Promise<void>((resolve) => {
+      proc.once('exit', () => resolve())
+      proc.kill('SIGKILL')
+    })
+  }
+
+  await start()
+  return {
+    port,
+    start,
+    stop,
+    client (options: RedisOptions = {}): Redis {
+      const c = new Redis({ host: '127.0.0.1', port, ...FAIL_FAST, ...options })
+      // Connection errors are expected while the server is stopped; commands still reject.
+      c.on('error', () => {})
+      clients.push(c)
+      return c
+    },
+    async close (): Promise<void> {
+      for (const c of clients) c.disconnect()
+      await stop()
+    },
+  }
+}
+
+/** Polls `check` until it returns true or `ms` pass. */
+export async function waitFor (check: () => Promise<boolean>, ms: number): Promise<boolean> {
+  const deadline = Date.now() + ms
+  while (Date.now() < deadline) {
+    if (await check().catch(() => false)) return true
+    await new Promise((resolve) => setTimeout(resolve, 25))
+  }
+  return false
+}

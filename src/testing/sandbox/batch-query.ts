@@ -1,0 +1,133 @@
+/** The `status` of a recorded batch, as the listing returns it (wire-format.md §3.2). */
+export type SandboxBatchStatus = '1xx_response' | '2xx_response' | '3xx_response' | '4xx_response' | '5xx_response' | 'no_response'
+
+/** A webhook batch exactly as `GET /tx/v1/webhook-batch` returns it (snake_case, wire-format.md §3.2). */
+export interface SandboxBatch {
+  batch_id: number
+  /** ISO 8601 with milliseconds, UTC. */
+  created_at: string
+  customer_handle: string
+  duration: { unit: 'milliseconds', value: number }
+  event_count: number
+  status: SandboxBatchStatus
+  /** The receiver's HTTP status; `null` when it did not answer (timeout, refused connection). */
+  status_code: number | null
+  /** The URL the batch was posted to. */
+  webhook: string
+}
+
+/** The validated filter of one listing request. */
+export interface BatchQuery {
+  /** Inclusive lower bound, epoch ms. */
+  after: number
+  /** Exclusive upper bound, epoch ms (`Infinity` when not given). */
+  before: number
+  statuses: ReadonlySet<SandboxBatchStatus> | null
+  webhook: string | null
+  limit: number
+  offset: number
+}
+
+const DAY_MS = 24 * 60 * 60 * 1000
+/** With neither bound given the service lists the last 3 days (wire-format.md §3). */
+export const DEFAULT_RANGE_MS = 3 * DAY_MS
+const MAX_RANGE_MS = 31 * DAY_MS
+const STATUS_FILTERS = ['1xx', '2xx', '3xx', '4xx', '5xx', 'no_response'] as const
+const PARAMS = ['created_after', 'created_before', 'statuses', 'webhook', 'limit', 'offset']
+const DATE = /^(\d{4})-(\d{2})-(\d{2})$/
+const DATE_TIME = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})Z$/
+const UINT = /^\d{1,9}$/
+
+/** Parses the two documented formats, `YYYY-MM-DD` and `YYYY-MM-DDTHH:MM:SSZ` (UTC); `null` if invalid (e.g. `2026-02-30`). */
+export function parseApiDate (value: string): number | null {
+  const m = DATE.exec(value) ?? DATE_TIME.exec(value)
+  if (m === null) return null
+  const [y, mo, d, h = 0, mi = 0, s = 0] = m.slice(1).map(Number) as number[]
+  const ms = Date.UTC(y!, mo! - 1, d!, h, mi, s)
+  const back = new Date(ms)
+  // Date.UTC rolls 2026-02-30 over to March; reject anything that does not round-trip.
+  if (back.getUTCFullYear() !== y || back.getUTCMonth() !== mo! - 1 || back.getUTCDate() !== d ||
+    back.getUTCHours() !== h || back.getUTCMinutes() !== mi || back.getUTCSeconds() !== s) return null
+  return ms
+}
+
+/**
+ * Validates the query of `GET /tx/v1/webhook-batch` as the service documents it (wire-format.md §3):
+ * every problem is reported, as the `errors` of a 400 body. `statuses` must be one
+ * comma-separated parameter; repeated keys are rejected so a client that sends them is caught.
+ */
+export function parseBatchQuery (params: URLSearchParams, nowMs: number): { query: BatchQuery, errors: null } | { query: null, errors: string[] } {
+  const errors: string[] = []
+  for (const name of PARAMS) {
+    if (params.getAll(name).length > 1) {
+      errors.push(name === 'statuses'
+        ? 'statuses must be given once, as a comma-separated list (statuses=4xx,5xx), not as repeated keys.'
+        : `${name} must be given at most once.`)
+    }
+  }
+  const date = (name: string): number | null | undefined => {
+    const raw = params.get(name)
+    if (raw === null) return undefined
+    const ms = parseApiDate(raw)
+    if (ms === null) errors.push(`${name} must be a date in the format YYYY-MM-DD or YYYY-MM-DDTHH:MM:SSZ (UTC).`)
+    return ms
+  }
+  const afterIn = date('created_after')
+  const beforeIn = date('created_before')
+  if (typeof afterIn === 'number' && typeof beforeIn === 'number') {
+    if (beforeIn <= afterIn) errors.push('created_before must be later than created_after.')
+    else if (beforeIn - afterIn > MAX_RANGE_MS) errors.push('The range between created_after and created_before must not exceed 31 days.')
+  }
+
+  let statuses: Set<SandboxBatchStatus> | null = null
+  const rawStatuses = params.get('statuses')
+  if (rawStatuses !== null && rawStatuses !== '') {
+    const list = rawStatuses.split(',')
+    if (list.some((s) => !(STATUS_FILTERS as readonly string[]).includes(s))) {
+      errors.push("statuses may contain only '1xx', '2xx', '3xx', '4xx', '5xx' and 'no_response'.")
+    } else if (new Set(list).size !== list.length) {
+      errors.push('statuses must be unique.')
+    } else if (list.length > 6) {
+      errors.push('statuses may contain at most 6 values.')
+    }
+    // The filter says `4xx`, the record says `4xx_response`; `no_response` is the same in both.
+    statuses = new Set(list.map((s) => (s === 'no_response' ? s : `${s}_response`) as SandboxBatchStatus))
+  }
+
+  const int = (name: string, min: number, max: number, fallback: number, message: string): number => {
+    const raw = params.get(name)
+    if (raw === null) return fallback
+    if (!UINT.test(raw) || Number(raw) < min || Number(raw) > max) {
+      errors.push(message)
+      return fallback
+    }
+    return Number(raw)
+  }
+  const limit = int('limit', 1, 500, 500, 'limit must be an integer between 1 and 500.')
+  const offset = int('offset', 0, Number.MAX_SAFE_INTEGER, 0, 'offset must be an integer greater than or equal to 0.')
+
+  if (errors.length > 0) return { query: null, errors }
+  const after = typeof afterIn === 'number'
+    ? afterIn
+    : (typeof beforeIn === 'number' ? beforeIn : nowMs) - DEFAULT_RANGE_MS
+  const before = typeof beforeIn === 'number' ? beforeIn : Infinity
+  return { query: { after, before, statuses, webhook: params.get('webhook'), limit, offset }, errors: null }
+}
+
+/** Applies a validated query: created_after inclusive, created_before exclusive, oldest first. */
+export function filterBatches (batches: readonly SandboxBatch[], query: BatchQuery): SandboxBatch[] {
+  return batches
+    .filter((b) => {
+      const at = Date.parse(b.created_at)
+      return at >= query.after && at < query.before &&
+        (query.statuses === null || query.statuses.has(b.status)) &&
+        (query.webhook === null || b.webhook === query.webhook)
+    })
+    .slice(query.offset, query.offset + query.limit)
+}
+
+/** The listing's status category for an HTTP status, or `no_response` when there was none. */
+export function statusCategory (statusCode: number | null): SandboxBatchStatus {
+  if (statusCode === null || statusCode < 100 || statusCode > 599) return 'no_response'
+  return `${Math.floor(statusCode / 100)}xx_response` as SandboxBatchStatus
+}

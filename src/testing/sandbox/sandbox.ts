@@ -1,0 +1,346 @@
+import crypto, { type KeyObject } from 'node:crypto'
+import http from 'node:http'
+import type { AddressInfo } from 'node:net'
+import { setTimeout as sleep } from 'node:timers/promises'
+import type { WebhookEvent } from '../../events/types.js'
+import { noopLogger, type Logger } from '../../logger.js'
+import { generateSigningKeyPair, signWebhook, type SignedWebhook, type WireEvent } from '../sign-webhook.js'
+import { filterBatches, parseBatchQuery, type SandboxBatch } from './batch-query.js'
+import { parseTarget, postBatch } from './delivery.js'
+import { sampleEvents } from './sample-events.js'
+
+/** How `deliver` can spoil a delivery on purpose, to show a receiver rejecting it. */
+export type TamperKind =
+  /** The body is changed after signing: `digest_mismatch`. */
+  | 'body'
+  /** Signed with a key the sandbox does not serve, under the current keyid: `signature_invalid`. */
+  | 'signature'
+  /** Signed an hour ago: `signature_expired`. */
+  | 'expired'
+
+const TAMPER_KINDS: readonly TamperKind[] = ['body', 'signature', 'expired']
+
+/** Options of `createSandbox`. Validated once; a bad value throws a TypeError naming the option. */
+export interface SandboxOptions {
+  /** Where deliveries are POSTed: an `http:` URL on a loopback host, or an `https:` URL. Default: none (give it here or to `deliver`). */
+  target?: string | URL
+  /** Port of the sandbox's API server on 127.0.0.1. Default `0` (any free port). */
+  port?: number
+  /** Deliveries per second of the periodic sender (`start()`), up to 100. Default `1`. */
+  rate?: number
+  /** Events per delivery when `deliver` is given none, 1 to 1000. Default `10` (one of each type). */
+  batchSize?: number
+  /** The `customer_handle` of generated events and recorded batches. Default `"sandbox"`. */
+  customerHandle?: string
+  /** The `X-Api-Key` the sandbox's API requires (not the public-key endpoint). Default `"sandbox-api-key"`. */
+  apiKey?: string
+  /** Time limit of one POST, ms; past it the attempt is `no_response`. Default `10000`. */
+  deliveryTimeout?: number
+  /** Attempts per delivery, including the first; each failed one (non-2xx or no response) is retried after a backoff. Default `3`. */
+  maxAttempts?: number
+  /** Wait before the first retry, ms; it doubles for each further retry. Default `1000`. */
+  retryDelay?: number
+  /** Make every n-th periodic delivery a tampered one (cycling body, signature, expired), not retried. Default `0` (never). */
+  tamperEvery?: number
+  /** Periodic deliveries allowed in flight at once; a tick past it is skipped. Default `4`. */
+  maxInFlight?: number
+  /** Called after each attempt is recorded. Default: none. */
+  onAttempt?: (batch: SandboxBatch, detail: AttemptDetail) => void
+  /** Where the sandbox logs (object first, message second). Default: silent. */
+  logger?: Logger
+}
+
+/** More about a recorded attempt than the listing shows. */
+export interface AttemptDetail {
+  /** 1 for the first POST of a delivery. */
+  attempt: number
+  /** Whether another attempt will follow. */
+  willRetry: boolean
+  tamper: TamperKind | null
+  /** Why there was no response, when there was none. */
+  error: string | null
+}
+
+/** Options of one `deliver` call. */
+export interface DeliverOptions {
+  /** Overrides the sandbox's `target` for this delivery. */
+  target?: string | URL
+  /** Spoil this delivery on purpose (it is then not retried). Default: none. */
+  tamper?: TamperKind
+}
+
+/** Requests the sandbox's API server has answered, by endpoint. */
+export interface SandboxStats {
+  publicKeyRequests: number
+  batchListRequests: number
+  /** POSTs made to targets (every attempt). */
+  attempts: number
+}
+
+/** A local stand-in for MailChannels: signs and delivers webhooks, serves its keys and the batch listing. */
+export interface Sandbox {
+  /** Origin of the API server, e.g. `http://127.0.0.1:39123`: pass it as `baseUrl` to the verifier and the client. */
+  readonly baseUrl: string
+  /** Current signing key, base64 SPKI DER as the key endpoint serves it. */
+  readonly publicKey: string
+  /** Current keyid (`sandbox-key-1`, then `sandbox-key-2` after a rotation, …). */
+  readonly keyId: string
+  readonly apiKey: string
+  readonly customerHandle: string
+  readonly target: string | null
+  /** Every attempt so far, oldest first, as the listing returns them. */
+  readonly batches: readonly SandboxBatch[]
+  readonly stats: Readonly<SandboxStats>
+  /** Switches to a new signing key with a new keyid; old keys stay served so queued deliveries still verify. */
+  rotateKey (): { keyId: string, publicKey: string }
+  /** Signs events with the current key (fresh `created`). */
+  sign (events: ReadonlyArray<WebhookEvent | WireEvent>): SignedWebhook
+  /** One delivery with retries; resolves with the last attempt's record. Rejects if the sandbox closes meanwhile. */
+  deliver (events?: ReadonlyArray<WebhookEvent | WireEvent>, options?: DeliverOptions): Promise<SandboxBatch>
+  /** Starts the periodic sender (`rate` deliveries per second). Needs a `target`. */
+  start (): void
+  /** Stops the periodic sender and waits for its deliveries in flight. */
+  stop (): Promise<void>
+  /** Stops everything, aborts deliveries in flight, closes the server and its keep-alive sockets. */
+  close (): Promise<void>
+}
+
+interface ServedKey { id: string, publicKey: string, privateKey: KeyObject }
+
+function number (value: unknown, option: string, fallback: number, min: number, max: number, integer = true): number {
+  if (value === undefined) return fallback
+  if (typeof value !== 'number' || !Number.isFinite(value) || (integer && !Number.isInteger(value)) || value < min || value > max) {
+    throw new TypeError(`${option} must be ${integer ? 'an integer' : 'a number'} from ${min} to ${max}`)
+  }
+  return value
+}
+
+function text (value: unknown, option: string, fallback: string): string {
+  if (value === undefined) return fallback
+  if (typeof value !== 'string' || value.trim() === '' || value.length > 255) throw new TypeError(`${option} must be a non-empty string of at most 255 characters`)
+  return value
+}
+
+function sameSecret (a: string, b: string): boolean {
+  return crypto.timingSafeEqual(crypto.hash('sha256', a, 'buffer'), crypto.hash('sha256', b, 'buffer'))
+}
+
+function sendJson (res: http.ServerResponse, status: number, body: unknown): void {
+  const json = JSON.stringify(body)
+  res.writeHead(status, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(json) })
+  res.end(json)
+}
+
+function closedError (): Error {
+  return new Error('The sandbox was closed before the delivery finished')
+}
+
+/**
+ * Starts a sandbox: an API server on 127.0.0.1 that serves `GET /tx/v1/webhook/public-key`
+ * and `GET /tx/v1/webhook-batch` in the service's wire format (plus `POST /sandbox/rotate-key`
+ * and `POST /sandbox/deliver`), and a sender that POSTs signed batches to `target`.
+ */
+export async function createSandbox (options: SandboxOptions = {}): Promise<Sandbox> {
+  if (options === null || typeof options !== 'object') throw new TypeError('createSandbox options must be an object')
+  const defaultTarget = options.target === undefined ? null : parseTarget(options.target)
+  const port = number(options.port, 'port', 0, 0, 65535)
+  const rate = number(options.rate, 'rate', 1, 0.001, 100, false)
+  const batchSize = number(options.batchSize, 'batchSize', 10, 1, 1000)
+  const customerHandle = text(options.customerHandle, 'customerHandle', 'sandbox')
+  const apiKey = text(options.apiKey, 'apiKey', 'sandbox-api-key')
+  const deliveryTimeout = number(options.deliveryTimeout, 'deliveryTimeout', 10_000, 1, 600_000)
+  const maxAttempts = number(options.maxAttempts, 'maxAttempts', 3, 1, 10)
+  const retryDelay = number(options.retryDelay, 'retryDelay', 1000, 0, 600_000)
+  const tamperEvery = number(options.tamperEvery, 'tamperEvery', 0, 0, 1_000_000)
+  const maxInFlight = number(options.maxInFlight, 'maxInFlight', 4, 1, 100)
+  const logger = options.logger ?? noopLogger
+  const onAttempt = options.onAttempt
+  if (onAttempt !== undefined && typeof onAttempt !== 'function') throw new TypeError('onAttempt must be a function')
+
+  const keys = new Map<string, ServedKey>()
+  let current!: ServedKey
+  const rotateKey = (): { keyId: string, publicKey: string } => {
+    const pair = generateSigningKeyPair()
+    current = { id: `sandbox-key-${keys.size + 1}`, publicKey: pair.publicKey, privateKey: pair.privateKey }
+    keys.set(current.id, current)
+    logger.info({ keyId: current.id }, 'sandbox signing key rotated')
+    return { keyId: current.id, publicKey: current.publicKey }
+  }
+  rotateKey()
+
+  const batches: SandboxBatch[] = []
+  const stats: SandboxStats = { publicKeyRequests: 0, batchListRequests: 0, attempts: 0 }
+  const closing = new AbortController()
+  let nextBatchId = 1
+  let eventCursor = 0
+  let periodicCount = 0
+  let timer: NodeJS.Timeout | null = null
+  const inFlight = new Set<Promise<unknown>>()
+
+  const sign = (events: ReadonlyArray<WebhookEvent | WireEvent>, created?: number, privateKey = current.privateKey): SignedWebhook =>
+    signWebhook({ events, privateKey, keyId: current.id, ...(created !== undefined ? { created } : {}) })
+
+  const tampered = (events: ReadonlyArray<WebhookEvent | WireEvent>, kind: TamperKind): SignedWebhook => {
+    if (kind === 'signature') return sign(events, undefined, crypto.generateKeyPairSync('ed25519').privateKey)
+    if (kind === 'expired') return sign(events, Math.floor(Date.now() / 1000) - 3600)
+    const signed = sign(events)
+    const wire = JSON.parse(signed.body.toString('utf8')) as WireEvent[]
+    if (wire[0] !== undefined) wire[0].email = 'attacker@evil.example'
+    else wire.push({ event: 'delivered', customer_handle: customerHandle, timestamp: Math.floor(Date.now() / 1000) })
+    return { body: Buffer.from(JSON.stringify(wire), 'utf8'), headers: signed.headers }
+  }
+
+  const deliver = async (events?: ReadonlyArray<WebhookEvent | WireEvent>, opts: DeliverOptions = {}): Promise<SandboxBatch> => {
+    if (closing.signal.aborted) throw closedError()
+    const target = opts.target !== undefined ? parseTarget(opts.target) : defaultTarget
+    if (target === null) throw new TypeError('deliver needs a target: createSandbox({ target }) or deliver(events, { target })')
+    const tamper = opts.tamper ?? null
+    if (tamper !== null && !TAMPER_KINDS.includes(tamper)) throw new TypeError(`tamper must be one of ${TAMPER_KINDS.join(', ')}`)
+    let list = events
+    if (list === undefined) {
+      list = sampleEvents(batchSize, { customerHandle, startAt: eventCursor })
+      eventCursor = (eventCursor + batchSize) % 10
+    }
+    const attempts = tamper === null ? maxAttempts : 1
+    for (let attempt = 1; ; attempt++) {
+      // Each attempt is signed afresh (new `created`, so a new signature), as the real sender does.
+      const signed = tamper === null ? sign(list) : tampered(list, tamper)
+      const createdAt = new Date()
+      stats.attempts++
+      const outcome = await postBatch(target, signed, deliveryTimeout, closing.signal)
+      if (closing.signal.aborted) throw closedError()
+      const batch: SandboxBatch = {
+        batch_id: nextBatchId++,
+        created_at: createdAt.toISOString(),
+        customer_handle: customerHandle,
+        duration: { unit: 'milliseconds', value: outcome.durationMs },
+        event_count: list.length,
+        status: outcome.status,
+        status_code: outcome.statusCode,
+        webhook: target,
+      }
+      batches.push(batch)
+      const willRetry = batch.status !== '2xx_response' && attempt < attempts
+      const log = { batchId: batch.batch_id, attempt, status: batch.status, statusCode: batch.status_code, durationMs: outcome.durationMs, tamper, error: outcome.error }
+      if (batch.status === '2xx_response') logger.info(log, 'sandbox delivery')
+      else logger.warn(log, 'sandbox delivery failed')
+      onAttempt?.(batch, { attempt, willRetry, tamper, error: outcome.error })
+      if (!willRetry) return batch
+      try {
+        await sleep(retryDelay * 2 ** (attempt - 1), undefined, { signal: closing.signal })
+      } catch {
+        throw closedError()
+      }
+    }
+  }
+
+  const tick = (): void => {
+    if (inFlight.size >= maxInFlight) return
+    periodicCount++
+    const tamper = tamperEvery > 0 && periodicCount % tamperEvery === 0
+      ? TAMPER_KINDS[(periodicCount / tamperEvery - 1) % TAMPER_KINDS.length]
+      : undefined
+    const p = deliver(undefined, tamper !== undefined ? { tamper } : {})
+      .catch((err: Error) => { if (!closing.signal.aborted) logger.error({ err: err.message }, 'sandbox delivery error') })
+      .finally(() => inFlight.delete(p))
+    inFlight.add(p)
+  }
+
+  const stop = async (): Promise<void> => {
+    if (timer !== null) clearInterval(timer)
+    timer = null
+    await Promise.allSettled([...inFlight])
+  }
+
+  const handle = async (req: http.IncomingMessage, res: http.ServerResponse): Promise<void> => {
+    req.resume()
+    const url = new URL(req.url ?? '/', 'http://sandbox.invalid')
+    const route = `${req.method} ${url.pathname}`
+    if (url.pathname === '/tx/v1/webhook/public-key' && req.method === 'GET') {
+      // Public, like the real endpoint: no API key.
+      stats.publicKeyRequests++
+      const id = url.searchParams.get('id')
+      if (id === null || id === '') return sendJson(res, 400, { errors: ['id is required.'] })
+      const key = keys.get(id)
+      if (key === undefined) return sendJson(res, 404, { errors: ['Key not found.'] })
+      return sendJson(res, 200, { id: key.id, key: key.publicKey })
+    }
+    const known = ['GET /tx/v1/webhook-batch', 'POST /sandbox/rotate-key', 'POST /sandbox/deliver']
+    if (!known.includes(route)) {
+      const pathKnown = known.some((r) => r.endsWith(` ${url.pathname}`)) || url.pathname === '/tx/v1/webhook/public-key'
+      return sendJson(res, pathKnown ? 405 : 404, { errors: [pathKnown ? 'Method not allowed.' : 'Not found.'] })
+    }
+    const given = req.headers['x-api-key']
+    if (typeof given !== 'string' || !sameSecret(given, apiKey)) {
+      return sendJson(res, 401, { errors: ['Missing or invalid X-Api-Key header.'] })
+    }
+    if (route === 'GET /tx/v1/webhook-batch') {
+      stats.batchListRequests++
+      const parsed = parseBatchQuery(url.searchParams, Date.now())
+      if (parsed.errors !== null) return sendJson(res, 400, { errors: parsed.errors })
+      return sendJson(res, 200, { webhook_batches: filterBatches(batches, parsed.query) })
+    }
+    if (route === 'POST /sandbox/rotate-key') {
+      const { keyId, publicKey } = rotateKey()
+      return sendJson(res, 200, { id: keyId, key: publicKey })
+    }
+    if (defaultTarget === null) return sendJson(res, 409, { errors: ['The sandbox has no target to deliver to.'] })
+    const tamperParam = url.searchParams.get('tamper')
+    if (tamperParam !== null && !TAMPER_KINDS.includes(tamperParam as TamperKind)) {
+      return sendJson(res, 400, { errors: [`tamper must be one of ${TAMPER_KINDS.join(', ')}.`] })
+    }
+    const batch = await deliver(undefined, tamperParam !== null ? { tamper: tamperParam as TamperKind } : {})
+    return sendJson(res, 200, batch)
+  }
+
+  const server = http.createServer((req, res) => {
+    handle(req, res).catch((err: Error) => {
+      logger.error({ err: err.message }, 'sandbox request failed')
+      if (!res.headersSent) sendJson(res, 500, { errors: ['Internal sandbox error.'] })
+      else res.destroy()
+    })
+  })
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject)
+    server.listen(port, '127.0.0.1', () => {
+      server.off('error', reject)
+      resolve()
+    })
+  })
+  const address = server.address() as AddressInfo
+  const baseUrl = `http://127.0.0.1:${address.port}`
+  let closed: Promise<void> | null = null
+
+  return {
+    baseUrl,
+    get publicKey () { return current.publicKey },
+    get keyId () { return current.id },
+    apiKey,
+    customerHandle,
+    target: defaultTarget,
+    get batches () { return batches },
+    get stats () { return { ...stats } },
+    rotateKey,
+    sign: (events) => sign(events),
+    deliver,
+    start () {
+      if (defaultTarget === null) throw new TypeError('start needs a target: createSandbox({ target })')
+      if (closing.signal.aborted) throw closedError()
+      if (timer === null) timer = setInterval(tick, 1000 / rate)
+    },
+    stop,
+    close () {
+      closed ??= (async () => {
+        if (timer !== null) clearInterval(timer)
+        timer = null
+        closing.abort()
+        await Promise.allSettled([...inFlight])
+        await new Promise<void>((resolve) => {
+          server.close(() => resolve())
+          server.closeAllConnections()
+        })
+      })()
+      return closed
+    },
+  }
+}

@@ -1,19 +1,73 @@
-import type { Result } from '../errors.js'
+import { localError, type ErrorResponse, type Result } from '../errors.js'
 import type { WebhookEvent } from '../events/types.js'
 import type { VerifyOptions } from '../options.js'
 import { verifyWebhook } from '../verify/index.js'
 import { DEFAULT_BASE_URL, parseBaseUrl } from '../base-url.js'
+import { MAX_KEY_RESPONSE_BYTES, publicKeyUrl } from '../keys/fetch-public-key.js'
+import { importEd25519PublicKey, KeyRejectedError } from '../keys/public-key.js'
+import { KEY_ID_PATTERN } from '../verify/signature-input.js'
+import { buildBatchesQuery, MAX_LIMIT, mapBatchesResponse, type BatchesOptions, type WebhooksBatch } from './batches.js'
+import { getJson, isRecord, type Transport } from './http.js'
+
+export const DEFAULT_TIMEOUT = 30_000
+export const DEFAULT_MAX_RETRIES = 2
+export const DEFAULT_MAX_RETRY_DELAY = 30_000
 
 /** Options of the API client. */
 export interface MailChannelsOptions {
   /** API origin. Default `https://api.mailchannels.net`; `http:` only for loopback hosts. */
   baseUrl?: string
+  /** Milliseconds each HTTP attempt may take (headers and body). Default `30000`. */
+  timeout?: number
+  /** The fetch implementation. Default `globalThis.fetch`. */
+  fetch?: typeof globalThis.fetch
+  /** Retries after an upstream 429 or 5xx, an integer from 0 to 5. Default `2`. */
+  maxRetries?: number
+  /**
+   * The longest wait before a retry, in milliseconds. A `Retry-After` longer than this ends
+   * the retries and returns the error. Default `30000`.
+   */
+  maxRetryDelay?: number
+}
+
+/** A signing key as the public-key endpoint serves it (validated as an Ed25519 key). */
+export interface SigningKey {
+  id: string
+  /** Base64 SPKI DER or PEM, exactly as served. */
+  key: string
 }
 
 /** The webhook operations of a client. */
 export interface WebhooksApi {
   /** Same as `Webhooks.verify`, with keys fetched from the client's `baseUrl` (never with the API key). */
   verify (options: VerifyOptions): Promise<Result<WebhookEvent[]>>
+  /**
+   * One page of webhook delivery batches (`GET /tx/v1/webhook-batch`). Invalid options give
+   * `validation_error` without any HTTP call. Never throws, never rejects.
+   */
+  batches (options?: BatchesOptions): Promise<Result<WebhooksBatch[]>>
+  /**
+   * Every batch matching `options`, page by page (by `offset`, `limit` items a page, default
+   * 500) until a page is shorter than `limit`. The one API that throws: an iterator has no
+   * `{ data, error }` channel, so a failure rejects the pending `next()` with a
+   * `MailChannelsError` whose `error` is the `ErrorResponse`.
+   */
+  iterateBatches (options?: BatchesOptions): AsyncGenerator<WebhooksBatch, void, undefined>
+  /** Fetches a signing key by id from the public-key endpoint. Sends no API key. Never throws. */
+  getSigningKey (id: string): Promise<Result<SigningKey>>
+}
+
+/** Thrown by `iterateBatches` (only); carries the `ErrorResponse`. */
+export class MailChannelsError extends Error {
+  readonly error: ErrorResponse
+  constructor (error: ErrorResponse) {
+    super(error.message)
+    this.name = 'MailChannelsError'
+    this.error = error
+  }
+
+  get type (): ErrorResponse['type'] { return this.error.type }
+  get statusCode (): number | null { return this.error.statusCode }
 }
 
 /** MailChannels API client. The API key is held privately: it never appears in errors, logs, `JSON.stringify` or `util.inspect`. */
@@ -26,12 +80,82 @@ export class MailChannels {
     if (typeof apiKey !== 'string' || apiKey.trim() === '') {
       throw new TypeError('MailChannels needs an API key: new MailChannels(apiKey). Webhooks.verify works without one.')
     }
+    if (options === null || typeof options !== 'object') throw new TypeError('MailChannels options must be an object')
     this.#apiKey = apiKey
     this.baseUrl = parseBaseUrl(options.baseUrl ?? DEFAULT_BASE_URL)
+    const timeout = options.timeout ?? DEFAULT_TIMEOUT
+    if (typeof timeout !== 'number' || !Number.isFinite(timeout) || timeout <= 0) throw new TypeError('timeout must be a positive number of milliseconds')
+    const fetchFn = options.fetch ?? globalThis.fetch
+    if (typeof fetchFn !== 'function') throw new TypeError('fetch must be a function')
+    const maxRetries = options.maxRetries ?? DEFAULT_MAX_RETRIES
+    if (!Number.isInteger(maxRetries) || maxRetries < 0 || maxRetries > 5) throw new TypeError('maxRetries must be an integer from 0 to 5')
+    const maxRetryDelay = options.maxRetryDelay ?? DEFAULT_MAX_RETRY_DELAY
+    if (typeof maxRetryDelay !== 'number' || !Number.isFinite(maxRetryDelay) || maxRetryDelay < 0) throw new TypeError('maxRetryDelay must be a number of milliseconds >= 0')
+
     const baseUrl = this.baseUrl
-    this.webhooks = {
-      verify: (opts) => verifyWebhook(opts, { baseUrl }),
+    const transport = (withKey: boolean): Transport => ({
+      baseUrl, fetch: fetchFn, timeout, maxRetries, maxRetryDelay, apiKey: withKey ? this.#apiKey : null, secret: this.#apiKey,
+    })
+
+    const batches = async (opts?: BatchesOptions): Promise<Result<WebhooksBatch[]>> => {
+      try {
+        const built = buildBatchesQuery(opts)
+        if (built.error !== null) return { data: null, error: built.error }
+        const url = new URL(`${baseUrl}/tx/v1/webhook-batch`)
+        for (const [k, v] of built.query) url.searchParams.append(k, v)
+        const outcome = await getJson(transport(true), url, 'fetch webhook batches')
+        if (!outcome.ok) return { data: null, error: outcome.error }
+        return mapBatchesResponse(outcome.body)
+      } catch {
+        /* c8 ignore next */
+        return { data: null, error: localError('application_error', 'Failed to fetch webhook batches.') }
+      }
     }
+
+    async function * iterateBatches (opts: BatchesOptions = {}): AsyncGenerator<WebhooksBatch, void, undefined> {
+      const limit = opts?.limit ?? MAX_LIMIT
+      let offset = opts?.offset ?? 0
+      for (;;) {
+        const page = await batches({ ...opts, limit, offset })
+        if (page.error !== null) throw new MailChannelsError(page.error)
+        yield * page.data
+        if (page.data.length < limit) return
+        offset += page.data.length
+      }
+    }
+
+    const getSigningKey = async (id: string): Promise<Result<SigningKey>> => {
+      try {
+        if (typeof id !== 'string' || !KEY_ID_PATTERN.test(id)) {
+          return { data: null, error: localError('validation_error', 'The id value must be a key id of 1 to 64 characters from A-Z, a-z, 0-9, ".", "_", "~", "-".') }
+        }
+        // The public-key endpoint takes no API key (wire-format.md §1.4, threat-model T11).
+        const outcome = await getJson({ ...transport(false), maxRetries: 0 }, publicKeyUrl(baseUrl, id), 'fetch the signing key')
+        if (!outcome.ok) return { data: null, error: outcome.error }
+        const body = outcome.body
+        if (!isRecord(body) || typeof body.id !== 'string' || typeof body.key !== 'string' || body.key.length > MAX_KEY_RESPONSE_BYTES) {
+          return { data: null, error: localError('api_error', 'Failed to fetch the signing key: the response is not {"id", "key"}.') }
+        }
+        if (body.id !== id) return { data: null, error: localError('api_error', 'Failed to fetch the signing key: the response is for a different key id.') }
+        try {
+          importEd25519PublicKey(body.key)
+        } catch (err) {
+          const why = err instanceof KeyRejectedError ? `: ${err.message}` : ''
+          return { data: null, error: localError('api_error', `Failed to fetch the signing key: the served key was refused${why}.`) }
+        }
+        return { data: { id: body.id, key: body.key }, error: null }
+      } catch {
+        /* c8 ignore next */
+        return { data: null, error: localError('application_error', 'Failed to fetch the signing key.') }
+      }
+    }
+
+    this.webhooks = Object.freeze({
+      verify: (opts: VerifyOptions) => verifyWebhook(opts, { baseUrl }),
+      batches,
+      iterateBatches,
+      getSigningKey,
+    })
   }
 
   toJSON (): object {

@@ -1,1 +1,3 @@
 export {}
+export { batchesRoute } from './batches-route.js'
+export type { BatchesRouteOptions } from './batches-route.js'

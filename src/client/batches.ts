@@ -1,0 +1,173 @@
+import { localError, type ErrorResponse } from '../errors.js'
+import { isRecord } from './http.js'
+
+/** Status filter values of `batches` (wire-format.md §3). */
+export type WebhooksBatchStatus = '1xx' | '2xx' | '3xx' | '4xx' | '5xx' | 'no_response'
+
+/** The `status` of a batch in a listing: the filter value plus `_response`, except `no_response`. */
+export type WebhooksBatchResponseStatus = '1xx_response' | '2xx_response' | '3xx_response' | '4xx_response' | '5xx_response' | 'no_response'
+
+export const WEBHOOKS_BATCH_STATUSES: readonly WebhooksBatchStatus[] = Object.freeze(['1xx', '2xx', '3xx', '4xx', '5xx', 'no_response'])
+const RESPONSE_STATUSES: ReadonlySet<string> = new Set(['1xx_response', '2xx_response', '3xx_response', '4xx_response', '5xx_response', 'no_response'])
+
+/** Options of `webhooks.batches` and `webhooks.iterateBatches`. All are optional. */
+export interface BatchesOptions {
+  /**
+   * Inclusive lower bound, UTC: `YYYY-MM-DD`, `YYYY-MM-DDTHH:MM:SSZ` or a `Date` (sent as
+   * `YYYY-MM-DDTHH:MM:SSZ`, milliseconds dropped). Default: none (with neither bound the
+   * service lists the last 3 days).
+   */
+  createdAfter?: string | Date
+  /** Exclusive upper bound, same formats. At most 31 days after `createdAfter`. Default: none. */
+  createdBefore?: string | Date
+  /** Only batches whose delivery ended with one of these (unique, at most 6). Default: all. */
+  statuses?: WebhooksBatchStatus[]
+  /** Only batches sent to this exact endpoint URL. Default: all. */
+  webhook?: string
+  /** Page size, an integer from 1 to 500. Default: the service's, 500. */
+  limit?: number
+  /** Items to skip, an integer >= 0. Default: 0. */
+  offset?: number
+}
+
+/** One webhook delivery batch (the service's `WebhookBatch`, in camelCase). */
+export interface WebhooksBatch {
+  batchId: number
+  /** ISO 8601 date-time, as the service sends it. */
+  createdAt: string
+  customerHandle: string
+  /** How long the delivery took, when the service reports it. */
+  duration?: { unit: string, value: number }
+  eventCount: number
+  status: WebhooksBatchResponseStatus
+  /** The HTTP status your endpoint answered, or `null` when there was no response. */
+  statusCode: number | null
+  webhook: string
+}
+
+export const MAX_LIMIT = 500
+const MAX_RANGE_MS = 31 * 24 * 3600 * 1000
+const MAX_WEBHOOK_CHARS = 2048
+const OPTION_NAMES: ReadonlySet<string> = new Set(['createdAfter', 'createdBefore', 'statuses', 'webhook', 'limit', 'offset'])
+
+/** The wire query (snake_case names, wire-format.md §3), in a fixed order. */
+export type BatchesQuery = Array<[string, string]>
+
+/**
+ * Validates `batches` options (wire-format.md §4.3 order and messages, plus integer,
+ * date-format and allowlist checks) and builds the query. A failure names the option.
+ */
+export function buildBatchesQuery (options: unknown): { query: BatchesQuery, error: null } | { query: null, error: ErrorResponse } {
+  const bad = (message: string): { query: null, error: ErrorResponse } => ({ query: null, error: localError('validation_error', message) })
+  if (options === undefined || options === null) options = {}
+  if (!isRecord(options)) return bad('batches options must be an object.')
+  for (const key of Object.keys(options)) {
+    if (!OPTION_NAMES.has(key)) return bad(`Unknown option '${key.slice(0, 40)}'. Valid options are: createdAfter, createdBefore, statuses, webhook, limit, offset.`)
+  }
+  const { limit, offset, statuses, webhook } = options
+  if (limit !== undefined && !(Number.isInteger(limit) && (limit as number) >= 1 && (limit as number) <= MAX_LIMIT)) {
+    return bad('The limit value must be an integer between 1 and 500.')
+  }
+  if (offset !== undefined && !(Number.isSafeInteger(offset) && (offset as number) >= 0)) {
+    return bad('The offset value must be an integer greater than or equal to 0.')
+  }
+  if (statuses !== undefined) {
+    if (!Array.isArray(statuses)) return bad('The statuses value must be an array of status filters.')
+    if (statuses.length > 6) return bad('statuses: A maximum of 6 status filters can be provided.')
+    if (new Set(statuses).size !== statuses.length) return bad('statuses: Status filters must be unique.')
+    if (!statuses.every((s) => (WEBHOOKS_BATCH_STATUSES as readonly unknown[]).includes(s))) {
+      return bad("statuses: Invalid status filter provided. Valid values are: '1xx', '2xx', '3xx', '4xx', '5xx', 'no_response'.")
+    }
+  }
+  const after = parseDateInput(options.createdAfter)
+  if (after === 'invalid') return bad("The 'createdAfter' value is not a valid date. Use YYYY-MM-DD, YYYY-MM-DDTHH:MM:SSZ (UTC) or a Date.")
+  const before = parseDateInput(options.createdBefore)
+  if (before === 'invalid') return bad("The 'createdBefore' value is not a valid date. Use YYYY-MM-DD, YYYY-MM-DDTHH:MM:SSZ (UTC) or a Date.")
+  if (after !== null && before !== null) {
+    if (before.ms <= after.ms) return bad('createdBefore must be later than createdAfter.')
+    if (before.ms - after.ms > MAX_RANGE_MS) return bad('The time range between createdAfter and createdBefore must not exceed 31 days.')
+  }
+  if (webhook !== undefined && !(typeof webhook === 'string' && webhook.length > 0 && webhook.length <= MAX_WEBHOOK_CHARS)) {
+    return bad(`The webhook value must be a non-empty string of at most ${MAX_WEBHOOK_CHARS} characters.`)
+  }
+  const query: BatchesQuery = []
+  if (after !== null) query.push(['created_after', after.wire])
+  if (before !== null) query.push(['created_before', before.wire])
+  // One comma-separated parameter (OpenAPI `explode: false`, wire-format.md §3.1); an empty list sends nothing.
+  if (Array.isArray(statuses) && statuses.length > 0) query.push(['statuses', statuses.join(',')])
+  if (typeof webhook === 'string') query.push(['webhook', webhook])
+  if (limit !== undefined) query.push(['limit', String(limit)])
+  if (offset !== undefined) query.push(['offset', String(offset)])
+  return { query, error: null }
+}
+
+const DATE_ONLY = /^(\d{4})-(\d{2})-(\d{2})$/
+const DATE_TIME = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})Z$/
+
+/** A date option as `{ms, wire}`; `null` when absent; `'invalid'` otherwise. */
+export function parseDateInput (value: unknown): { ms: number, wire: string } | null | 'invalid' {
+  if (value === undefined) return null
+  if (value instanceof Date) {
+    const ms = value.getTime()
+    if (Number.isNaN(ms)) return 'invalid'
+    const wire = new Date(Math.floor(ms / 1000) * 1000).toISOString().replace('.000Z', 'Z')
+    return DATE_TIME.test(wire) ? { ms, wire } : 'invalid'
+  }
+  if (typeof value !== 'string') return 'invalid'
+  const m = DATE_ONLY.exec(value) ?? DATE_TIME.exec(value)
+  if (m === null) return 'invalid'
+  const [y, mo, d, h = 0, mi = 0, s = 0] = m.slice(1).map(Number) as number[]
+  if (h! > 23 || mi! > 59 || s! > 59) return 'invalid'
+  const ms = Date.UTC(y!, mo! - 1, d!, h, mi, s)
+  const back = new Date(ms)
+  // Date.UTC rolls 2026-02-30 over to March: a calendar-invalid date does not round-trip.
+  if (back.getUTCFullYear() !== y || back.getUTCMonth() !== mo! - 1 || back.getUTCDate() !== d) return 'invalid'
+  return { ms, wire: value }
+}
+
+/** Maps the service's reply to `WebhooksBatch[]`, or explains why it is not one. */
+export function mapBatchesResponse (body: unknown): { data: WebhooksBatch[], error: null } | { data: null, error: ErrorResponse } {
+  const bad = (why: string): { data: null, error: ErrorResponse } => ({
+    data: null,
+    error: localError('api_error', `Failed to fetch webhook batches: the response is not a valid batch listing (${why}).`),
+  })
+  if (!isRecord(body)) return bad('not a JSON object')
+  const list = body.webhook_batches
+  if (!Array.isArray(list)) return bad('"webhook_batches" is not an array')
+  const data: WebhooksBatch[] = []
+  for (let i = 0; i < list.length; i++) {
+    const item: unknown = list[i]
+    const why = checkItem(item)
+    if (why !== null) return bad(`item ${i}: ${why}`)
+    const r = item as Record<string, unknown>
+    const batch: WebhooksBatch = {
+      batchId: r.batch_id as number,
+      createdAt: r.created_at as string,
+      customerHandle: r.customer_handle as string,
+      eventCount: r.event_count as number,
+      status: r.status as WebhooksBatchResponseStatus,
+      statusCode: (r.status_code ?? null) as number | null,
+      webhook: r.webhook as string,
+    }
+    if (isRecord(r.duration)) batch.duration = { unit: r.duration.unit as string, value: r.duration.value as number }
+    data.push(batch)
+  }
+  return { data, error: null }
+}
+
+function checkItem (item: unknown): string | null {
+  if (!isRecord(item)) return 'not an object'
+  if (!Number.isSafeInteger(item.batch_id)) return '"batch_id" is not an integer'
+  if (typeof item.created_at !== 'string') return '"created_at" is not a string'
+  if (typeof item.customer_handle !== 'string') return '"customer_handle" is not a string'
+  if (!Number.isSafeInteger(item.event_count) || (item.event_count as number) < 0) return '"event_count" is not a non-negative integer'
+  if (typeof item.status !== 'string' || !RESPONSE_STATUSES.has(item.status)) return '"status" is not a known batch status'
+  if (item.status_code !== undefined && item.status_code !== null && !Number.isInteger(item.status_code)) return '"status_code" is not an integer or null'
+  if (typeof item.webhook !== 'string') return '"webhook" is not a string'
+  if (item.duration !== undefined && item.duration !== null) {
+    if (!isRecord(item.duration) || typeof item.duration.unit !== 'string' || typeof item.duration.value !== 'number' || !Number.isFinite(item.duration.value)) {
+      return '"duration" is not {unit, value}'
+    }
+  }
+  return null
+}

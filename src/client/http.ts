@@ -1,0 +1,204 @@
+import { localError, type ApiErrorType, type ErrorResponse } from '../errors.js'
+import { readCapped } from '../keys/fetch-public-key.js'
+import { CLIENT_VERSION } from './version.js'
+
+/** Replies of the API are small; anything larger is garbage or an attack (threat-model H13). */
+export const MAX_RESPONSE_BYTES = 10 * 1024 * 1024
+/** Error bodies are only read for a message; no need for more. */
+const MAX_ERROR_BODY_BYTES = 64 * 1024
+/** Details taken from an upstream body are cut to this length. */
+const MAX_DETAIL_CHARS = 300
+const BACKOFF_BASE_MS = 250
+
+export const USER_AGENT = `mailchannels-webhooks/${CLIENT_VERSION}`
+
+/** Resolved transport settings of a client. */
+export interface Transport {
+  baseUrl: string
+  fetch: typeof globalThis.fetch
+  timeout: number
+  maxRetries: number
+  maxRetryDelay: number
+  /** The API key, or `null` for the public endpoints. */
+  apiKey: string | null
+  /** The key to scrub from any text that leaves the client (set even when not sent). */
+  secret: string
+}
+
+/** The outcome of one logical API call (after retries). */
+export type JsonOutcome = { ok: true, body: unknown } | { ok: false, error: ErrorResponse }
+
+// Errors produced by a timeout: the batches route answers 504 for these and 502 for the other transport errors.
+const timeoutErrors = new WeakSet<ErrorResponse>()
+
+/** True when `error` came from the client's `timeout`. */
+export function isTimeoutError (error: ErrorResponse): boolean {
+  return timeoutErrors.has(error)
+}
+
+const TYPE_BY_STATUS: Readonly<Record<number, ApiErrorType>> = {
+  400: 'invalid_request_error',
+  401: 'authentication_error',
+  403: 'permission_error',
+  404: 'not_found',
+  409: 'conflict_error',
+  413: 'payload_too_large_error',
+  422: 'unprocessable_entity_error',
+  429: 'rate_limit_error',
+  500: 'internal_server_error',
+}
+
+const TEXT_BY_STATUS: Readonly<Record<number, string>> = {
+  400: 'Bad request.',
+  401: 'Authorization required.',
+  403: 'Forbidden.',
+  404: 'Not found.',
+  409: 'Conflict.',
+  413: 'Payload too large.',
+  422: 'Unprocessable entity.',
+  429: 'Too many requests.',
+  500: 'Internal server error.',
+}
+
+/** The `type` of an upstream HTTP error (wire-format.md §4.2). */
+export function errorTypeForStatus (status: number): ApiErrorType {
+  return TYPE_BY_STATUS[status] ?? 'api_error'
+}
+
+/**
+ * GETs `url` and parses a JSON reply. Retries 429 and 5xx up to `maxRetries` times with
+ * exponential backoff and jitter, honouring `Retry-After` up to `maxRetryDelay`; never
+ * follows a redirect; enforces `timeout` per attempt (headers and body) and a size cap.
+ * Never throws.
+ */
+export async function getJson (transport: Transport, url: URL, what: string): Promise<JsonOutcome> {
+  for (let attempt = 0; ; attempt++) {
+    const outcome = await attemptOnce(transport, url, what)
+    if (outcome.ok || outcome.retryable === null || attempt >= transport.maxRetries) return stripRetry(outcome)
+    const wait = outcome.retryable.retryAfterMs ?? backoff(attempt, transport.maxRetryDelay)
+    if (wait > transport.maxRetryDelay) return stripRetry(outcome)
+    await sleep(wait)
+  }
+}
+
+type AttemptOutcome = { ok: true, body: unknown } | { ok: false, error: ErrorResponse, retryable: { retryAfterMs: number | null } | null }
+
+function stripRetry (o: AttemptOutcome): JsonOutcome {
+  return o.ok ? o : { ok: false, error: o.error }
+}
+
+async function attemptOnce (t: Transport, url: URL, what: string): Promise<AttemptOutcome> {
+  const headers: Record<string, string> = { accept: 'application/json', 'user-agent': USER_AGENT }
+  if (t.apiKey !== null) headers['x-api-key'] = t.apiKey
+  const signal = AbortSignal.timeout(t.timeout)
+  let res: Response
+  try {
+    res = await t.fetch(url, { method: 'GET', headers, redirect: 'error', signal })
+  } catch (err) {
+    return { ok: false, error: transportError(err, signal, t, what), retryable: null }
+  }
+  if (res.status >= 300 && res.status < 400) {
+    // A custom fetch that ignores `redirect: 'error'`: refuse all the same (threat-model T17).
+    await cancel(res)
+    return { ok: false, error: localError('application_error', `Failed to ${what}: the MailChannels API answered with a redirect (HTTP ${res.status}), which the client refuses to follow.`), retryable: null }
+  }
+  if (res.status !== 200) {
+    const retryable = res.status === 429 || res.status >= 500 ? { retryAfterMs: parseRetryAfter(res.headers.get('retry-after')) } : null
+    let text = ''
+    try {
+      text = await readCapped(res, MAX_ERROR_BODY_BYTES)
+    } catch {
+      // The status alone still describes the failure.
+    }
+    return { ok: false, error: httpError(res.status, text, t.secret), retryable }
+  }
+  let text: string
+  try {
+    text = await readCapped(res, MAX_RESPONSE_BYTES)
+  } catch (err) {
+    if (err instanceof RangeError) {
+      return { ok: false, error: localError('api_error', `Failed to ${what}: the response is larger than ${MAX_RESPONSE_BYTES} bytes.`), retryable: null }
+    }
+    return { ok: false, error: transportError(err, signal, t, what), retryable: null }
+  }
+  try {
+    return { ok: true, body: JSON.parse(text) }
+  } catch {
+    return { ok: false, error: localError('api_error', `Failed to ${what}: the response is not valid JSON.`), retryable: null }
+  }
+}
+
+function transportError (err: unknown, signal: AbortSignal, t: Transport, what: string): ErrorResponse {
+  const name = (err as Error | null)?.name
+  if (signal.aborted || name === 'TimeoutError' || name === 'AbortError') {
+    const error = localError('application_error', `Failed to ${what}: the MailChannels API did not answer within ${t.timeout} ms (timed out).`)
+    timeoutErrors.add(error)
+    return error
+  }
+  const cause = (err as { cause?: { message?: unknown } } | null)?.cause
+  if (typeof cause?.message === 'string' && /redirect/i.test(cause.message)) {
+    return localError('application_error', `Failed to ${what}: the MailChannels API answered with a redirect, which the client refuses to follow.`)
+  }
+  // undici's messages ("fetch failed", "terminated", "other side closed") carry no secret; keep them short.
+  const detail = err instanceof Error ? scrub(`${err.message}${typeof cause?.message === 'string' ? ` (${cause.message})` : ''}`, t.secret) : ''
+  return localError('application_error', `Failed to ${what}: the request could not be completed${detail === '' ? '' : `: ${detail}`}.`)
+}
+
+/** Builds the ErrorResponse of an upstream HTTP error (wire-format.md §4.2). */
+export function httpError (status: number, text: string, secret: string): ErrorResponse {
+  let body: unknown = null
+  try {
+    body = text === '' ? null : JSON.parse(text)
+  } catch {
+    body = null
+  }
+  let details = ''
+  if (isRecord(body)) {
+    if (typeof body.message === 'string') details = body.message
+    else if (Array.isArray(body.errors)) details = body.errors.filter((e) => typeof e === 'string').join(', ')
+    else if (typeof body.error === 'string') details = body.error
+  } else if (typeof body === 'string') {
+    details = body
+  } else if (body === null && text.length <= 200 && !/[<>]/.test(text)) {
+    // A short plain-text body ("boom"); HTML and long bodies are not echoed.
+    details = text
+  }
+  details = scrub(details.replace(/[\u0000-\u001f\u007f]+/g, ' ').trim(), secret)
+  if (details.length > MAX_DETAIL_CHARS) details = `${details.slice(0, MAX_DETAIL_CHARS)}...`
+  const statusText = TEXT_BY_STATUS[status] ?? `Unknown error (HTTP ${status}).`
+  let response = isRecord(body) ? body : null
+  if (response !== null && secret !== '' && JSON.stringify(response).includes(secret)) response = null
+  return { message: details === '' ? statusText : `${statusText} ${details}`, statusCode: status, type: errorTypeForStatus(status), response }
+}
+
+/** Seconds or an HTTP date; `null` when absent or unreadable. */
+export function parseRetryAfter (value: string | null, now = Date.now()): number | null {
+  if (value === null) return null
+  const v = value.trim()
+  if (/^\d{1,10}$/.test(v)) return Number(v) * 1000
+  const at = Date.parse(v)
+  if (Number.isNaN(at)) return null
+  return Math.max(0, at - now)
+}
+
+function backoff (attempt: number, cap: number): number {
+  const ceiling = Math.min(cap, BACKOFF_BASE_MS * 2 ** attempt)
+  return Math.round(ceiling / 2 + Math.random() * ceiling / 2)
+}
+
+function sleep (ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms))
+}
+
+async function cancel (res: Response): Promise<void> {
+  await res.body?.cancel().catch(() => {})
+}
+
+/** Removes the API key from text that may leave the client. */
+export function scrub (text: string, secret: string): string {
+  return secret === '' ? text : text.split(secret).join('[redacted]')
+}
+
+export function isRecord (v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v)
+}

@@ -1,5 +1,6 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
 import net from 'node:net'
+import { once } from 'node:events'
 import { Redis, type RedisOptions } from 'ioredis'
 
 /** A real redis-server on a loopback port, no persistence, for one test file. */
@@ -9,8 +10,8 @@ export interface RedisServer {
   start (): Promise<void>
   /** Stops it (SIGKILL, like a crash) and waits for the process to exit. */
   stop (): Promise<void>
-  /** A client configured to fail fast, as the README recommends; closed by `close`. */
-  client (options?: RedisOptions): Redis
+  /** A client configured to fail fast, as the README recommends, once it is ready; closed by `close`. */
+  client (options?: RedisOptions): Promise<Redis>
   /** Disconnects every client and stops the server. */
   close (): Promise<void>
 }
@@ -99,11 +100,13 @@ export async function startRedisServer (): Promise<RedisServer> {
     port,
     start,
     stop,
-    client (options: RedisOptions = {}): Redis {
+    async client (options: RedisOptions = {}): Promise<Redis> {
       const c = new Redis({ host: '127.0.0.1', port, ...FAIL_FAST, ...options })
       // Connection errors are expected while the server is stopped; commands still reject.
       c.on('error', () => {})
       clients.push(c)
+      // Without the offline queue, commands sent before the connection is ready fail.
+      if (c.status !== 'ready') await once(c, 'ready')
       return c
     },
     async close (): Promise<void> {

@@ -1,3 +1,9 @@
-export {}
+export { mailchannelsWebhook } from './middleware.js'
+export type { MailChannelsWebhookOptions, WebhookMiddleware, WebhookRequest } from './middleware.js'
+export type { WebhookReceiverOptions } from '../adapter/options.js'
+export type { WebhookErrorBody } from '../adapter/flow.js'
+export type { WebhookEvent } from '../events/types.js'
+export type { ReplayStore, ClaimState } from '../replay/types.js'
+export type { Logger } from '../logger.js'
 export { batchesRouter } from './batches-router.js'
 export type { BatchesRouterOptions, BatchesRouterRequest, BatchesMiddleware } from './batches-router.js'

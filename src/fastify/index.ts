@@ -1,3 +1,11 @@
-export {}
+import { mailchannelsWebhooksPlugin } from './plugin.js'
+
+export default mailchannelsWebhooksPlugin
+export { mailchannelsWebhooksPlugin as mailchannelsWebhooks }
+export type { MailChannelsWebhooksOptions } from './plugin.js'
+export type { WebhookReceiverOptions, WebhookRouteOptions } from '../adapter/options.js'
+export type { WebhookErrorBody } from '../adapter/flow.js'
+export type { WebhookEvent } from '../events/types.js'
+export type { ReplayStore, ClaimState } from '../replay/types.js'
 export { batchesRoute } from './batches-route.js'
 export type { BatchesRouteOptions } from './batches-route.js'

@@ -1,0 +1,150 @@
+import { DEFAULT_BASE_URL, parseBaseUrl } from '../base-url.js'
+import { KeyStore } from '../keys/key-store.js'
+import type { Logger } from '../logger.js'
+import { readClock, resolveVerifyConfig, type Clock, type ResolvedVerifyConfig, type VerifyConfig } from '../options.js'
+import { MemoryReplayStore } from '../replay/memory-store.js'
+import type { ReplayStore } from '../replay/types.js'
+
+/** Default body limit of the plugin and the middleware: 1 MiB. */
+export const DEFAULT_BODY_LIMIT = 1024 * 1024
+
+/** Bodies below this many bytes are verified on the libuv pool with `verifyOnThreadPool: 'auto'`. */
+export const POOL_BODY_THRESHOLD = 64 * 1024
+
+/**
+ * Options shared by the Fastify plugin and the Express middleware: everything `verify`
+ * takes, plus the receiver's own. Validated once, at registration / construction.
+ */
+export interface WebhookReceiverOptions extends Omit<VerifyConfig, 'customerHandles' | 'logger'> {
+  /**
+   * Which `customer_handle`s may deliver here: a non-empty list, or a predicate.
+   * **Required**: MailChannels signs every customer's webhooks with one key, so without it any
+   * MailChannels customer could replay their own signed deliveries to you (threat-model T22).
+   * `'any'` opts out explicitly and logs a warning at startup.
+   */
+  customerHandles: readonly string[] | ((customerHandle: string) => boolean) | 'any'
+  /** The time to verify at (for tests or queued deliveries). Default: the current time. */
+  now?: Clock
+  /** Largest body accepted, in bytes; larger ones are answered 413 (before reading, when `Content-Length` says so). Default 1 MiB. */
+  bodyLimit?: number
+  /**
+   * Where verified deliveries are remembered, so an exact resend is answered
+   * `200 { duplicate: true }` without running the handler. `false` disables replay protection.
+   * Default: a new `MemoryReplayStore` (one process only; use a shared store such as Redis with several instances).
+   */
+  replay?: ReplayStore | false
+  /**
+   * Run the Ed25519 verify on the libuv thread pool (frees the event loop; uses a second core).
+   * `'auto'`: on the pool for bodies under 64 KiB, on the event loop above (large bodies are
+   * dominated by JSON parsing, where the pool round trip loses). Default `'auto'`.
+   */
+  verifyOnThreadPool?: boolean | 'auto'
+}
+
+/** Per-route overrides (Fastify `config.mailchannelsWebhook`): any receiver option. */
+export type WebhookRouteOptions = Partial<WebhookReceiverOptions>
+
+/** Options after validation: what the hot path reads. */
+export interface ResolvedReceiver {
+  config: ResolvedVerifyConfig
+  bodyLimit: number
+  replay: ReplayStore | null
+  /** Replay TTL: the freshness window, maxAge + clockSkew (seconds). */
+  replayTtl: number
+  /** Bodies shorter than this are verified on the pool (0: never; Infinity: always). */
+  poolBelow: number
+  now: Clock | undefined
+  /** True when `customerHandles: 'any'` was given. */
+  anyCustomer: boolean
+}
+
+const KNOWN_OPTIONS = new Set([
+  'publicKey', 'cache', 'baseUrl', 'customerHandles', 'maxAge', 'clockSkew', 'maxEvents', 'keyIds', 'keyStore',
+  'now', 'bodyLimit', 'replay', 'verifyOnThreadPool', 'logger',
+])
+
+/** Throws a TypeError naming the first unknown option (a typo like `customerHandle` must not pass silently). */
+export function rejectUnknownOptions (options: object, extra: readonly string[] = []): void {
+  for (const key of Object.keys(options)) {
+    if (!KNOWN_OPTIONS.has(key) && !extra.includes(key)) throw new TypeError(`${key} is not a known option`)
+  }
+}
+
+function isReplayStore (v: unknown): v is ReplayStore {
+  const s = v as ReplayStore
+  return s !== null && typeof s === 'object' && typeof s.claim === 'function' && typeof s.complete === 'function' && typeof s.release === 'function'
+}
+
+/**
+ * A key store per base URL, owned by one plugin registration / middleware, so key-fetch
+ * warnings go to that receiver's logger. Used when neither `publicKey` nor `keyStore` is given.
+ */
+export function keyStoreFactory (logger: Logger): (baseUrl: string) => KeyStore {
+  const stores = new Map<string, KeyStore>()
+  return (baseUrl) => {
+    let store = stores.get(baseUrl)
+    if (store === undefined) {
+      store = new KeyStore({ baseUrl, logger })
+      stores.set(baseUrl, store)
+    }
+    return store
+  }
+}
+
+/**
+ * Validates receiver options once. Throws a `TypeError` whose message names the option.
+ * `defaultReplay` is called only when `replay` is not given (one store per registration).
+ */
+export function resolveReceiverOptions (
+  options: WebhookReceiverOptions,
+  keyStoreFor: (baseUrl: string) => KeyStore,
+  defaultReplay: () => ReplayStore = () => new MemoryReplayStore(),
+): ResolvedReceiver {
+  if (options === null || typeof options !== 'object') throw new TypeError('options must be an object')
+  const handles = options.customerHandles
+  if (handles === undefined) {
+    throw new TypeError("customerHandles is required: list the customer handles allowed to deliver here (or pass customerHandles: 'any' to accept every MailChannels customer)")
+  }
+  const anyCustomer = handles === 'any'
+  if (typeof handles === 'string' && !anyCustomer) throw new TypeError("customerHandles must be a non-empty array of customer handles, a function, or 'any'")
+
+  const bodyLimit = options.bodyLimit ?? DEFAULT_BODY_LIMIT
+  if (!Number.isSafeInteger(bodyLimit) || bodyLimit < 1) throw new TypeError('bodyLimit must be a positive integer number of bytes')
+
+  let replay: ReplayStore | null
+  if (options.replay === false) replay = null
+  else if (options.replay === undefined) replay = defaultReplay()
+  else if (isReplayStore(options.replay)) replay = options.replay
+  else throw new TypeError('replay must be a ReplayStore (claim, complete, release) or false')
+
+  const pool = options.verifyOnThreadPool ?? 'auto'
+  if (pool !== 'auto' && typeof pool !== 'boolean') throw new TypeError("verifyOnThreadPool must be true, false or 'auto'")
+
+  if (options.now !== undefined) readClock(options.now)
+
+  const verifyConfig: VerifyConfig = {
+    publicKey: options.publicKey,
+    cache: options.cache,
+    baseUrl: options.baseUrl,
+    customerHandles: anyCustomer ? undefined : handles as VerifyConfig['customerHandles'],
+    maxAge: options.maxAge,
+    clockSkew: options.clockSkew,
+    maxEvents: options.maxEvents,
+    keyIds: options.keyIds,
+    keyStore: options.keyStore,
+  }
+  // The receiver's own key store (with its logger) replaces the process-wide shared one.
+  if (options.publicKey === undefined && options.keyStore === undefined && options.cache !== false) {
+    verifyConfig.keyStore = keyStoreFor(parseBaseUrl(options.baseUrl ?? DEFAULT_BASE_URL))
+  }
+  const config = resolveVerifyConfig(verifyConfig)
+  return {
+    config,
+    bodyLimit,
+    replay,
+    replayTtl: config.maxAge + config.clockSkew,
+    poolBelow: pool === 'auto' ? POOL_BODY_THRESHOLD : pool ? Infinity : 0,
+    now: options.now,
+    anyCustomer,
+  }
+}

@@ -1,10 +1,8 @@
 import { HTTP_STATUS_BY_TYPE, type Result, type VerifyErrorType } from '../../../src/errors.js'
 
-/** A minimal view of tap's Test, so helpers need not import tap types. */
-interface T {
-  equal: (a: unknown, b: unknown, msg?: string) => unknown
-  ok: (a: unknown, msg?: string) => unknown
-}
+import type { Test } from 'tap'
+
+type T = Test
 
 /** Asserts a failed verify: exact type, the catalogue's HTTP status through HTTP_STATUS_BY_TYPE, statusCode/data/response null. */
 export function assertRejected (t: T, r: Result<unknown>, type: VerifyErrorType | 'validation_error', status?: number): void {

@@ -36,7 +36,10 @@ export interface SandboxOptions {
   apiKey?: string
   /** Time limit of one POST, ms; past it the attempt is `no_response`. Default `10000`. */
   deliveryTimeout?: number
-  /** Attempts per delivery, including the first; each failed one (non-2xx or no response) is retried after a backoff. Default `3`. */
+  /**
+   * Attempts per delivery, including the first; a failed one (non-2xx or no response) is retried
+   * after a backoff, signed afresh with a later `created` (a new signature). Default `3`.
+   */
   maxAttempts?: number
   /** Wait before the first retry, ms; it doubles for each further retry. Default `1000`. */
   retryDelay?: number
@@ -202,9 +205,13 @@ export async function createSandbox (options: SandboxOptions = {}): Promise<Sand
       eventCursor = (eventCursor + batchSize) % 10
     }
     const attempts = tamper === null ? maxAttempts : 1
+    let lastCreated = 0
     for (let attempt = 1; ; attempt++) {
-      // Each attempt is signed afresh (new `created`, so a new signature), as the real sender does.
-      const signed = tamper === null ? sign(list) : tampered(list, tamper)
+      // Each attempt is signed afresh, as the real sender does. `created` always moves on, even
+      // when a short test backoff lands in the same second, so every retry has a new signature.
+      const created = Math.max(Math.floor(Date.now() / 1000), lastCreated + 1)
+      lastCreated = created
+      const signed = tamper === null ? sign(list, created) : tampered(list, tamper)
       const createdAt = new Date()
       stats.attempts++
       const outcome = await postBatch(target, signed, deliveryTimeout, closing.signal)

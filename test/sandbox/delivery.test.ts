@@ -1,0 +1,146 @@
+import t from 'tap'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { Webhooks, WEBHOOK_EVENT_TYPES, KeyStore, type WebhookEvent } from '../../src/index.js'
+import { sampleEvents } from '../../src/testing/index.js'
+import { closedPortUrl, startReceiver, type Received } from './helpers/receiver.js'
+import { testSandbox } from './helpers/sandbox.js'
+
+const created = (r: Received): number => Number(/;created=(\d+);/.exec(String(r.headers['signature-input']))![1])
+
+t.test('sample events: all ten types with the fields each carries', async (t) => {
+  const events = sampleEvents(10, { customerHandle: 'acme', timestamp: 1700000000 })
+  t.same(events.map((e) => e.event), WEBHOOK_EVENT_TYPES)
+  for (const e of events) {
+    t.equal(e.customer_handle, 'acme')
+    t.equal(e.timestamp, 1700000000)
+    t.type(e.request_id, 'string')
+    const has = (k: string): boolean => k in e
+    t.equal(has('user_agent') && has('ip'), e.event === 'open' || e.event === 'click', `${e.event}: user_agent/ip`)
+    t.equal(has('url'), e.event === 'click', `${e.event}: url`)
+    t.equal(has('status') && has('reason'), ['hard-bounced', 'soft-bounced', 'dropped'].includes(e.event), `${e.event}: status/reason`)
+    t.equal(has('recipients') && has('campaign_id'), e.event !== 'test', `${e.event}: recipients/campaign_id`)
+  }
+  t.match(events[4], { status: '5.1.1', reason: 'User does not exist' })
+  t.same(sampleEvents(3, { startAt: 9 }).map((e) => e.event), ['test', 'processed', 'delivered'])
+})
+
+t.test('a delivery verifies with the sandbox as the key server, and is recorded', async (t) => {
+  const receiver = await startReceiver(t)
+  const sandbox = await testSandbox(t, { target: receiver.url, customerHandle: 'acme' })
+  const batch = await sandbox.deliver()
+  t.match(batch, { batch_id: 1, status: '2xx_response', status_code: 200, event_count: 10, customer_handle: 'acme', webhook: receiver.url })
+  t.equal(receiver.received.length, 1)
+  const r = receiver.received[0]!
+  t.equal(r.headers['content-type'], 'application/json')
+  t.match(r.headers['signature-input'], /^sig_\d+=\("content-digest"\);created=\d+;alg="ed25519";keyid="sandbox-key-1"$/)
+  const keyStore = new KeyStore({ baseUrl: sandbox.baseUrl })
+  const verified = await Webhooks.verify({ payload: r.body, headers: r.headers, keyStore, customerHandles: ['acme'] })
+  t.equal(verified.error, null)
+  const events = verified.data as WebhookEvent[]
+  t.same(events.map((e) => e.event), WEBHOOK_EVENT_TYPES, 'typed events of all ten types')
+  const click = events.find((e) => e.event === 'click')
+  t.ok(click?.event === 'click' && typeof click.url === 'string' && typeof click.userAgent === 'string')
+  t.equal(sandbox.stats.publicKeyRequests, 1)
+  t.same(sandbox.batches, [batch])
+
+  const own = await sandbox.deliver([{ event: 'delivered', customer_handle: 'acme', timestamp: 1 }])
+  t.equal(own.event_count, 1, 'given events are sent as they are')
+  t.equal(receiver.received[1]!.body.toString(), '[{"event":"delivered","customer_handle":"acme","timestamp":1}]')
+})
+
+t.test('failed deliveries are retried with backoff, re-signed, each attempt recorded', async (t) => {
+  const receiver = await startReceiver(t, (_r, n) => (n === 1 ? 503 : n === 2 ? 429 : 204))
+  const sandbox = await testSandbox(t, { target: receiver.url })
+  const last = await sandbox.deliver()
+  t.same(sandbox.batches.map((b) => [b.batch_id, b.status, b.status_code]), [[1, '5xx_response', 503], [2, '4xx_response', 429], [3, '2xx_response', 204]])
+  t.same(last, sandbox.batches[2])
+  const [a, b, c] = receiver.received as [Received, Received, Received]
+  t.equal(a.body.toString(), c.body.toString(), 'the same events each time')
+  t.ok(created(a) < created(b) && created(b) < created(c), 'each retry has a later created')
+  t.not(a.headers.signature, b.headers.signature, 'so a new signature')
+})
+
+t.test('attempts are bounded; a receiver that rejects every time', async (t) => {
+  const receiver = await startReceiver(t, () => 400)
+  const sandbox = await testSandbox(t, { target: receiver.url, maxAttempts: 2 })
+  const last = await sandbox.deliver()
+  t.equal(last.status, '4xx_response')
+  t.equal(receiver.received.length, 2)
+  t.same(sandbox.batches.map((b) => [b.status, b.status_code]), [['4xx_response', 400], ['4xx_response', 400]])
+})
+
+t.test('no response: a closed port and a receiver that hangs', async (t) => {
+  const seen: Array<[number, string | null, boolean]> = []
+  const sandbox = await testSandbox(t, { deliveryTimeout: 150, onAttempt: (b, d) => seen.push([b.batch_id, d.error, d.willRetry]) })
+  const down = await closedPortUrl()
+  const refused = await sandbox.deliver(undefined, { target: down })
+  t.match(refused, { status: 'no_response', status_code: null, webhook: down })
+  t.same(seen, [[1, 'ECONNREFUSED', true], [2, 'ECONNREFUSED', true], [3, 'ECONNREFUSED', false]])
+  const hung = await startReceiver(t, () => 0)
+  const timedOut = await sandbox.deliver(undefined, { target: hung.url })
+  t.match(timedOut, { status: 'no_response', status_code: null })
+  t.ok(timedOut.duration.value >= 100, 'the duration runs to the timeout')
+  t.equal(seen[3]![1], 'timed out after 150 ms')
+})
+
+t.test('tampered deliveries are rejected for the expected reason and not retried', async (t) => {
+  const receiver = await startReceiver(t, () => 401)
+  const sandbox = await testSandbox(t, { target: receiver.url })
+  const keyStore = new KeyStore({ baseUrl: sandbox.baseUrl })
+  for (const [tamper, type] of [['body', 'digest_mismatch'], ['signature', 'signature_invalid'], ['expired', 'signature_expired']] as const) {
+    const before = receiver.received.length
+    await sandbox.deliver(undefined, { tamper })
+    t.equal(receiver.received.length, before + 1, `${tamper}: one attempt`)
+    const r = receiver.received.at(-1)!
+    const { error } = await Webhooks.verify({ payload: r.body, headers: r.headers, keyStore, customerHandles: ['sandbox'] })
+    t.equal(error?.type, type, tamper)
+  }
+})
+
+t.test('key rotation: new deliveries use the new key, queued ones still verify', async (t) => {
+  const receiver = await startReceiver(t)
+  const sandbox = await testSandbox(t, { target: receiver.url })
+  await sandbox.deliver()
+  sandbox.rotateKey()
+  await sandbox.deliver()
+  t.match(receiver.received[1]!.headers['signature-input'], /keyid="sandbox-key-2"/)
+  const keyStore = new KeyStore({ baseUrl: sandbox.baseUrl })
+  for (const r of receiver.received) {
+    t.equal((await Webhooks.verify({ payload: r.body, headers: r.headers, keyStore, customerHandles: ['sandbox'] })).error, null)
+  }
+  t.equal(sandbox.stats.publicKeyRequests, 2, 'one fetch per key')
+})
+
+t.test('periodic sender: start, stop, and tampering every n-th delivery', async (t) => {
+  const receiver = await startReceiver(t)
+  const sandbox = await testSandbox(t, { target: receiver.url, rate: 50, batchSize: 2, tamperEvery: 3 })
+  sandbox.start()
+  while (receiver.received.length < 6) await sleep(10)
+  await sandbox.stop()
+  const count = receiver.received.length
+  await sleep(100)
+  t.equal(receiver.received.length, count, 'nothing is sent after stop()')
+  t.ok(sandbox.batches.every((b) => b.event_count === 2))
+  const keyStore = new KeyStore({ baseUrl: sandbox.baseUrl })
+  const results = await Promise.all(receiver.received.slice(0, 6).map(async (r) => (await Webhooks.verify({ payload: r.body, headers: r.headers, keyStore, customerHandles: ['sandbox'] })).error?.type ?? 'ok'))
+  t.same(results, ['ok', 'ok', 'digest_mismatch', 'ok', 'ok', 'signature_invalid'])
+})
+
+t.test('close() aborts a delivery in flight and closes promptly', async (t) => {
+  const hung = await startReceiver(t, () => 0)
+  const sandbox = await testSandbox(t, { target: hung.url, deliveryTimeout: 60_000 })
+  const pending = sandbox.deliver()
+  while (hung.received.length === 0) await sleep(5)
+  await sandbox.close()
+  await t.rejects(pending, { message: 'The sandbox was closed before the delivery finished' })
+  t.equal(sandbox.batches.length, 0, 'an aborted attempt is not recorded')
+  await t.rejects(sandbox.deliver(), { message: /closed/ })
+  await sandbox.close() // idempotent
+})
+
+t.test('deliver needs a target', async (t) => {
+  const sandbox = await testSandbox(t)
+  await t.rejects(sandbox.deliver(), { name: 'TypeError', message: /deliver needs a target/ })
+  t.throws(() => sandbox.start(), { name: 'TypeError', message: /start needs a target/ })
+  await t.rejects(sandbox.deliver(undefined, { target: 'http://192.0.2.1/x' }), { name: 'TypeError', message: /^target/ })
+})

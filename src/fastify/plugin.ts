@@ -151,6 +151,17 @@ function asArray<T> (v: T | T[] | undefined): T[] {
 }
 
 function mailchannelsWebhooks (fastify: FastifyInstance, options: MailChannelsWebhooksOptions, done: (err?: Error) => void): void {
+  // Invalid options reject app.ready() (a throw here would escape avvio as an uncaught exception).
+  try {
+    setup(fastify, options)
+  } catch (err) {
+    done(err as Error)
+    return
+  }
+  done()
+}
+
+function setup (fastify: FastifyInstance, options: MailChannelsWebhooksOptions): void {
   if (fastify.hasRequestDecorator('webhookEvents')) {
     throw new Error('mailchannels-webhooks is already registered in this scope or a parent one; use config.mailchannelsWebhook options to configure routes differently')
   }
@@ -234,8 +245,6 @@ function mailchannelsWebhooks (fastify: FastifyInstance, options: MailChannelsWe
     }
     ready()
   })
-
-  done()
 }
 
 /**

@@ -81,6 +81,8 @@ export class KeyStore {
   #tokens: number
   #refilledAt: number
   #inFlight = 0
+  /** Single flight: the fetch in progress per key id. */
+  readonly #pending = new Map<string, Promise<Entry | undefined>>()
   readonly #stats = { fetches: 0, negativeHits: 0, budgetRejections: 0 }
 
   constructor (options: KeyStoreOptions = {}) {
@@ -132,7 +134,22 @@ export class KeyStore {
       this.#stats.negativeHits++
       throw failure
     }
-    const entry = await this.#keys.fetch(keyId)
+    let pending = this.#pending.get(keyId)
+    if (pending === undefined) {
+      // Spend the budget before lru-cache sees the id: every fetch() puts a placeholder
+      // in the key LRU, so a flood of random key ids would otherwise evict cached keys (E1).
+      if (!this.#takeToken()) {
+        this.#stats.budgetRejections++
+        const stale = this.#keys.get(keyId, { allowStale: true })
+        const err = new VerificationError('key_unavailable', 'The signing key could not be fetched now: the key-fetch budget is spent. MailChannels will retry the delivery.', 60)
+        return this.#fallback(keyId, stale, err, {}, false).key
+      }
+      pending = this.#keys.fetch(keyId)
+      this.#pending.set(keyId, pending)
+      const done = (): void => { this.#pending.delete(keyId) }
+      pending.then(done, done)
+    }
+    const entry = await pending
     /* c8 ignore next */
     if (entry === undefined) throw new VerificationError('key_unavailable', 'The signing key could not be fetched.', 30)
     return entry.key
@@ -158,12 +175,8 @@ export class KeyStore {
     return true
   }
 
+  /** Runs inside lru-cache's fetch; `get` has already taken a budget token. */
   async #load (keyId: string, stale: Entry | undefined, signal: AbortSignal, setOptions: { ttl?: number }): Promise<Entry> {
-    if (!this.#takeToken()) {
-      this.#stats.budgetRejections++
-      const err = new VerificationError('key_unavailable', 'The signing key could not be fetched now: the key-fetch budget is spent. MailChannels will retry the delivery.', 60)
-      return this.#fallback(keyId, stale, err, setOptions, false)
-    }
     this.#inFlight++
     this.#stats.fetches++
     try {

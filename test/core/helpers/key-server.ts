@@ -10,7 +10,7 @@ export interface RecordedRequest {
 /** What the fake key API answers for one request: status, body, extra headers; or `'hang'` / `'destroy'`. */
 export type KeyReply = { status: number, body?: string | Buffer, headers?: Record<string, string> } | 'hang' | 'destroy'
 
-export type KeyBehaviour = (id: string | null, req: http.IncomingMessage) => KeyReply
+export type KeyBehaviour = (id: string | null, req: http.IncomingMessage) => KeyReply | Promise<KeyReply>
 
 export interface KeyServer {
   baseUrl: string
@@ -38,9 +38,11 @@ export async function startKeyServer (behaviour: KeyBehaviour): Promise<KeyServe
   const server = http.createServer((req, res) => {
     requests.push({ method: req.method ?? '', url: req.url ?? '', headers: { ...req.headers } })
     const url = new URL(req.url ?? '/', 'http://127.0.0.1')
-    const reply = url.pathname === '/tx/v1/webhook/public-key'
+    void Promise.resolve(url.pathname === '/tx/v1/webhook/public-key'
       ? current(url.searchParams.get('id'), req)
-      : { status: 404, body: 'no route' }
+      : { status: 404, body: 'no route' }).then((reply) => respond(req, res, reply))
+  })
+  function respond (req: http.IncomingMessage, res: http.ServerResponse, reply: KeyReply): void {
     if (reply === 'hang') {
       hung.add(res)
       res.on('close', () => hung.delete(res))
@@ -50,9 +52,10 @@ export async function startKeyServer (behaviour: KeyBehaviour): Promise<KeyServe
       req.socket.destroy()
       return
     }
+    if (res.destroyed) return
     res.writeHead(reply.status, reply.headers ?? {})
     res.end(reply.body ?? '')
-  })
+  }
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
   const port = (server.address() as AddressInfo).port
   return {
@@ -77,3 +80,5 @@ export async function closedPort (): Promise<number> {
   await new Promise<void>((resolve) => s.close(() => resolve()))
   return port
 }
+
+export const delay = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms))

@@ -1,0 +1,195 @@
+#!/usr/bin/env node
+// Prints test/README.md: which named test covers each row of threat-model.md §3 (the
+// bad-input catalogue, rows A1..I2). Tests carry row ids in their names ('A1 ...', 'C2 C3: ...',
+// 'B3-B9 ...' ranges too); this script greps every test/**/*.test.ts for them.
+//   node test/catalogue-map.mjs > test/README.md
+import fs from 'node:fs'
+import path from 'node:path'
+import { fileURLToPath } from 'node:url'
+
+const ROOT = path.dirname(fileURLToPath(import.meta.url))
+
+/** The catalogue rows (threat-model.md §3), with a short summary of the bad input. */
+const ROWS = [
+  ['A1', 'body tampered, headers unchanged -> 401 digest_mismatch'],
+  ['A2', 'tampered body + recomputed digest, original signature -> 401 signature_invalid'],
+  ['A3', 'Content-Digest sha-256=:AAAA: (3 bytes) -> 400 malformed_header'],
+  ['A4', 'Content-Digest md5 (re-signed) -> 401 unsupported_algorithm'],
+  ['A5', 'sha-256 ok + wrong sha-512 (re-signed) -> 401 digest_mismatch'],
+  ['A6', 'SHA-256=:..: / sha-256=<b64 without colons> -> 400'],
+  ['A7', 'Content-Digest absent -> 400 missing_header'],
+  ['A8', 'empty body with its digest (re-signed) -> 400 invalid_payload'],
+  ['A9', 'covered components () -> 400 malformed_header'],
+  ['A10', 'other covered components -> 400 malformed_header'],
+  ['A11', 'duplicate covered component -> 400'],
+  ['B1', 'exact resend within the window -> 200 duplicate, handler once'],
+  ['B2', 'two identical valid requests concurrently -> handler once'],
+  ['B3', 'created NOW-301 / NOW-86400 -> 401 signature_expired'],
+  ['B4', 'created NOW+61 -> 401 signature_from_future'],
+  ['B5', 'created absent -> 400 malformed_header'],
+  ['B6', 'created String / Decimal / Date / -1 -> 400 (or 401 expired for -1)'],
+  ['B7', 'created 16 digits -> 400; leading zero -> accepted'],
+  ['B8', 'expires=NOW-1 (re-signed) -> 401 signature_expired'],
+  ['B9', 'customer_handle acct_other -> 403 customer_not_allowed'],
+  ['B10', 'replayed to a route configured for another account -> 403'],
+  ['B11', 'handler throws, identical retry -> 500 then processed'],
+  ['C1', 'no Signature-Input / Signature / none -> 400 missing_header'],
+  ['C2', 'two Signature-Input field lines -> 400 malformed_header'],
+  ['C3', 'two signatures in Signature-Input -> 400, 0 fetches for k2'],
+  ['C4', 'Signature label differs from Signature-Input -> 400'],
+  ['C5', 'Signature with a duplicate label -> 400'],
+  ['C6', 'duplicate created parameter -> 400'],
+  ['C7', 'invalid structured fields (case, no parens, unclosed, trailing comma) -> 400'],
+  ['C8', 'keyid raw UTF-8 / Token / bytes; alg Token -> 400'],
+  ['C9', 'Signature-Input of 8 KiB; headers > 16 KiB -> 400 / 431'],
+  ['C10', 'the three headers only as trailers -> 400 missing_header'],
+  ['C11', 'Signature sig_1=:!!!!: -> 400'],
+  ['C12', 'signature of 63/65/0 bytes, zeros, S+L -> 401 signature_invalid'],
+  ['C13', 'obs-fold or CR in a header -> 400 from Node'],
+  ['D1', 'alg hmac-sha256 / rsa / ecdsa / ED25519 -> 401 unsupported_algorithm, 0 fetches'],
+  ['D2', 'alg absent (re-signed) -> accepted'],
+  ['D3', 'key API serves RSA / X25519 / P-256 -> 503 key_unavailable, not cached'],
+  ['D4', 'key API serves a small-order key -> 503, not cached'],
+  ['D5', 'key API answers another id -> 503, not cached'],
+  ['D6', 'signed by a different Ed25519 key -> 401 signature_invalid'],
+  ['E1', '1,000 random keyids -> 401/503, fetches within budget'],
+  ['E2', '100 concurrent requests, one uncached keyid -> 1 fetch'],
+  ['E3', 'keyid of 10,000 characters -> 400 (or 431)'],
+  ['E4', 'keyid ../../send, &id=, #, %2e -> 400 / exact URL'],
+  ['E5', 'unknown keyid but expired or wrong digest -> 401, 0 fetches'],
+  ['E6', 'upstream 404, then 50 more for the same id -> 1 fetch'],
+  ['F1', '1 MiB + 1 body (Content-Length / chunked) -> 413'],
+  ['F2', 'Content-Length 50, 100 bytes sent -> 400'],
+  ['F3', 'Content-Encoding gzip / br / bomb -> 415, nothing inflated'],
+  ['F4', 'Content-Type text/plain / missing / utf-16 -> 415'],
+  ['F5', 'invalid UTF-8 body (re-signed) -> 400 invalid_payload'],
+  ['F6', 'BOM + body (re-signed) -> 400'],
+  ['F7', 'object / [1,"x",null] / "x" (re-signed) -> 400'],
+  ['F8', '[] (re-signed) -> 200, zero events'],
+  ['F9', '100,000-deep nesting (re-signed) -> 400, no RangeError'],
+  ['F10', '10,001 events -> 413 payload_too_large'],
+  ['F11', '__proto__ / constructor.prototype keys -> 400, no pollution'],
+  ['F12', 'duplicate customer_handle keys -> 403 (last wins, same value seen)'],
+  ['F13', 'timestamp string / 1e400 / -1, event missing, recipients "x" -> 400'],
+  ['F14', 'unknown event type, \\u0000 and lone surrogates -> 200 unknown variant'],
+  ['G1', 'headers trickled -> closed at headersTimeout (408)'],
+  ['G2', 'body trickled -> closed at requestTimeout (408); warning when 0'],
+  ['G3', '500 idle keep-alive sockets -> closed; valid request still served'],
+  ['H1', 'batches proxy: no/wrong credentials -> 401, 0 upstream calls'],
+  ['H2', 'batches route without authorize -> registration throws'],
+  ['H3', 'bad limit values -> 400 validation_error'],
+  ['H4', 'bad offset -> 400'],
+  ['H5', 'bad statuses -> 400'],
+  ['H6', 'bad date range -> 400'],
+  ['H7', 'unknown query keys -> 400'],
+  ['H8', 'client X-Api-Key / X-Customer-Handle ignored'],
+  ['H9', 'upstream redirect -> 502, nothing leaked'],
+  ['H10', 'upstream 429 Retry-After -> bounded retries, 503'],
+  ['H11', 'upstream 500/503 HTML -> 502/503, body not echoed'],
+  ['H12', 'upstream 200 garbage -> 502, no TypeError'],
+  ['H13', 'upstream hang / reset / 100 MiB -> 504 / 502 / 502'],
+  ['H14', 'upstream 400 -> 502 invalid_request_error'],
+  ['I1', 'every rejection: ErrorResponse schema, no key or URL, no-store'],
+  ['I2', 'captured logs never contain the API key'],
+]
+const IDS = new Set(ROWS.map(([id]) => id))
+
+/** Row ids named in a test title: single ids and same-letter ranges ("B3-B9", "C2–C5", "H8..H14"). */
+export function idsIn (title) {
+  const found = new Set()
+  for (const m of title.matchAll(/\b([A-I])(\d{1,2})\s*(?:-|–|\.\.)\s*([A-I])(\d{1,2})\b/g)) {
+    if (m[1] !== m[3]) continue
+    for (let n = Number(m[2]); n <= Number(m[4]); n++) if (IDS.has(`${m[1]}${n}`)) found.add(`${m[1]}${n}`)
+  }
+  for (const m of title.matchAll(/\b([A-I])(\d{1,2})\b/g)) if (IDS.has(m[0])) found.add(m[0])
+  return found
+}
+
+function testFiles (dir) {
+  return fs.readdirSync(dir, { recursive: true })
+    .filter((f) => String(f).endsWith('.test.ts'))
+    .map((f) => path.join(dir, String(f)))
+    .sort()
+}
+
+/** Test titles: the first string argument of every `.test(` call (quotes or a template). */
+function titles (source) {
+  const out = []
+  for (const m of source.matchAll(/\.test\(\s*(['"`])((?:\\.|(?!\1)[^\\])*)\1/g)) out.push(m[2])
+  return out
+}
+
+/**
+ * Case names of table-driven tests (a title built with `${...}` from a table): string
+ * literals that start with a row id, e.g. `'D3 RSA-2048 SPKI PEM': () => ...`.
+ */
+function tableCases (source) {
+  const out = []
+  for (const m of source.matchAll(/(['"`])([A-I]\d{1,2}(?:[ :,][^'"`\n]*)?)\1/g)) out.push(m[2])
+  return out
+}
+
+const coverage = new Map(ROWS.map(([id]) => [id, []]))
+const escape = (s) => s.replace(/\|/g, '\\|')
+for (const file of testFiles(ROOT)) {
+  const rel = path.relative(path.dirname(ROOT), file)
+  const source = fs.readFileSync(file, 'utf8')
+  const named = new Set()
+  for (const title of titles(source)) {
+    for (const id of idsIn(title)) {
+      coverage.get(id).push(`\`${rel}\`: ${escape(title)}`)
+      named.add(id)
+    }
+  }
+  if (titles(source).some((title) => title.includes('${'))) {
+    for (const name of tableCases(source)) {
+      for (const id of idsIn(name)) {
+        if (named.has(id)) continue
+        coverage.get(id).push(`\`${rel}\`: table case "${escape(name)}"`)
+        named.add(id)
+      }
+    }
+  }
+}
+
+const gaps = ROWS.filter(([id]) => coverage.get(id).length === 0).map(([id]) => id)
+const lines = [
+  '# Tests',
+  '',
+  'Run everything with `npm test` (build, type-check, then tap over `test/**/*.test.ts`). One file: `npx tap test/core/verify-bad-input.test.ts`.',
+  '',
+  '| Folder | What it holds |',
+  '|---|---|',
+  '| `core/` | example-based verification tests: every catalogue row of the core pipeline, known-answer vectors (RFC 9421 B.2.6, RFC 9530, wire-format §6, Wycheproof), key store and key faults |',
+  '| `property/` | fast-check properties: single-byte mutations, hostile header strings, duplicated members, legal SF reformattings, fast/strict parser agreement, the `created` window, prototype-safe JSON, the Content-Digest verdict, a model-based KeyStore test |',
+  '| `fastify/`, `express/` | the adapters through `fastify.inject` / a real Express server on 127.0.0.1 |',
+  '| `batches-route/`, `client/` | the batches proxy and the API client against a loopback fake MailChannels API |',
+  '| `replay/` | memory and Redis replay stores (a real `redis-server`) |',
+  '| `sandbox/`, `interop/` | the signing sandbox and CLI; deliveries cross-checked with independent signers |',
+  '',
+  '## Property tests',
+  '',
+  'Each property runs with a fixed seed (`FC_SEED`, default `20260521`), so CI is deterministic. On failure fast-check',
+  'prints the seed, the shrink path and the counterexample; replay it with `FC_SEED=<seed> npx tap test/property/<file>.test.ts`.',
+  '`FC_RUNS_SCALE=10` multiplies the run counts for a deeper local search.',
+  '',
+  '## Soak',
+  '',
+  '`npm run soak` (60 s; `-- --seconds N` to change) drives the Fastify plugin in a child process over loopback with valid,',
+  'tampered, random-keyid, oversize, slow-body and malformed deliveries and prints PASS/FAIL lines. It is not part of `npm test`.',
+  '',
+  '## Bad-input catalogue (threat-model.md §3) -> tests',
+  '',
+  'Generated by `node test/catalogue-map.mjs > test/README.md` from the row ids in test names; do not edit by hand.',
+  '',
+  '| Row | Bad input -> expected | Tests |',
+  '|---|---|---|',
+  ...ROWS.map(([id, summary]) => {
+    const tests = coverage.get(id)
+    return `| ${id} | ${summary.replace(/\|/g, '\\|')} | ${tests.length === 0 ? '**no test**' : tests.join('<br>')} |`
+  }),
+  '',
+  `Rows with no named test: ${gaps.length === 0 ? 'none' : gaps.join(', ')}.`,
+  '',
+]
+process.stdout.write(lines.join('\n'))

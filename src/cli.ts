@@ -1,5 +1,7 @@
 #!/usr/bin/env node
 // The `mailchannels-webhooks` command. The one place in the package that prints to stdout.
+import { realpathSync } from 'node:fs'
+import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
 import { createSandbox, type Sandbox } from './testing/index.js'
 
@@ -58,7 +60,18 @@ function numeric (value: string | undefined, flag: string): number | undefined {
   return n
 }
 
-async function runSandbox (values: Record<string, string | boolean | undefined>): Promise<void> {
+/** Where the command writes; the real streams by default, a buffer in tests. */
+export interface CliIo {
+  out: (line: string) => void
+  err: (text: string) => void
+}
+
+const processIo: CliIo = {
+  out: (line) => { process.stdout.write(`${line}\n`) },
+  err: (text) => { process.stderr.write(text) },
+}
+
+async function runSandbox (values: Record<string, string | boolean | undefined>, io: CliIo): Promise<void> {
   const str = (name: string): string | undefined => values[name] as string | undefined
   const count = numeric(str('count'), 'count')
   if (count !== undefined && (!Number.isInteger(count) || count < 1)) throw new UsageError('--count must be a positive integer')
@@ -80,7 +93,7 @@ async function runSandbox (values: Record<string, string | boolean | undefined>)
           detail.error ?? '',
           detail.willRetry ? 'will retry' : '',
         ].filter(Boolean).join(', ')
-        console.log(`batch ${batch.batch_id}  ${code} ${batch.status}  ${batch.duration.value} ms  ${batch.event_count} events  attempt ${detail.attempt}${extra ? `  (${extra})` : ''}`)
+        io.out(`batch ${batch.batch_id}  ${code} ${batch.status}  ${batch.duration.value} ms  ${batch.event_count} events  attempt ${detail.attempt}${extra ? `  (${extra})` : ''}`)
         if (!detail.willRetry && count !== undefined && ++delivered >= count) void shutdown()
       },
     })
@@ -90,51 +103,61 @@ async function runSandbox (values: Record<string, string | boolean | undefined>)
     throw err
   }
   let closing: Promise<void> | null = null
+  let markClosed!: () => void
+  const sandboxClosed = new Promise<void>((resolve) => { markClosed = resolve })
+  const onSignal = (): void => { void shutdown() }
   const shutdown = (): Promise<void> => (closing ??= sandbox.close().then(() => {
-    console.log('sandbox closed')
-    process.exitCode = 0
+    process.off('SIGINT', onSignal)
+    process.off('SIGTERM', onSignal)
+    io.out('sandbox closed')
+    markClosed()
   }))
-  process.once('SIGINT', () => { void shutdown() })
-  process.once('SIGTERM', () => { void shutdown() })
+  process.on('SIGINT', onSignal)
+  process.on('SIGTERM', onSignal)
 
-  console.log(`MailChannels sandbox listening on ${sandbox.baseUrl}`)
-  console.log(`  customer handle: ${sandbox.customerHandle}`)
-  console.log(`  signing key:     ${sandbox.keyId} ${sandbox.publicKey}`)
-  console.log(`  public key:      curl '${sandbox.baseUrl}/tx/v1/webhook/public-key?id=${sandbox.keyId}'`)
-  console.log(`  batches:         curl -H 'X-Api-Key: ${sandbox.apiKey}' '${sandbox.baseUrl}/tx/v1/webhook-batch'`)
-  console.log(`  rotate key:      curl -X POST -H 'X-Api-Key: ${sandbox.apiKey}' '${sandbox.baseUrl}/sandbox/rotate-key'`)
+  io.out(`MailChannels sandbox listening on ${sandbox.baseUrl}`)
+  io.out(`  customer handle: ${sandbox.customerHandle}`)
+  io.out(`  signing key:     ${sandbox.keyId} ${sandbox.publicKey}`)
+  io.out(`  public key:      curl '${sandbox.baseUrl}/tx/v1/webhook/public-key?id=${sandbox.keyId}'`)
+  io.out(`  batches:         curl -H 'X-Api-Key: ${sandbox.apiKey}' '${sandbox.baseUrl}/tx/v1/webhook-batch'`)
+  io.out(`  rotate key:      curl -X POST -H 'X-Api-Key: ${sandbox.apiKey}' '${sandbox.baseUrl}/sandbox/rotate-key'`)
   if (sandbox.target === null) {
-    console.log('No --target given: serving the API only. Press Ctrl-C to stop.')
-    return
+    io.out('No --target given: serving the API only. Press Ctrl-C to stop.')
+  } else {
+    io.out(`Delivering to ${sandbox.target}. Press Ctrl-C to stop.`)
+    sandbox.start()
   }
-  console.log(`Delivering to ${sandbox.target}. Press Ctrl-C to stop.`)
-  sandbox.start()
+  // Resolves once the sandbox has closed (Ctrl-C, SIGTERM or --count reached).
+  await sandboxClosed
 }
 
-async function main (argv: string[]): Promise<number> {
+/** Runs the command; resolves with the exit code once it is done (for `sandbox`, once the sandbox has closed). */
+export async function main (argv: string[], io: CliIo = processIo): Promise<number> {
   let parsed
   try {
     parsed = parseArgs({ args: argv, options: OPTIONS, allowPositionals: true, strict: true })
   } catch (err) {
-    process.stderr.write(`${(err as Error).message}\n\n${HELP}`)
+    io.err(`${(err as Error).message}\n\n${HELP}`)
     return 2
   }
   const { values, positionals } = parsed
   if (values.help === true) {
-    process.stdout.write(HELP)
+    io.out(HELP.trimEnd())
     return 0
   }
   if (positionals.length !== 1 || positionals[0] !== 'sandbox') {
-    process.stderr.write(`${positionals.length === 0 ? 'Missing command.' : `Unknown command '${positionals.join(' ')}'.`}\n\n${HELP}`)
+    io.err(`${positionals.length === 0 ? 'Missing command.' : `Unknown command '${positionals.join(' ')}'.`}\n\n${HELP}`)
     return 2
   }
   try {
-    await runSandbox(values)
+    await runSandbox(values, io)
     return 0
   } catch (err) {
-    process.stderr.write(`mailchannels-webhooks: ${(err as Error).message}\n`)
+    io.err(`mailchannels-webhooks: ${(err as Error).message}\n`)
     return err instanceof UsageError ? 2 : 1
   }
 }
 
-process.exitCode = await main(process.argv.slice(2))
+// Run only as the program (the bin, or `node --import tsx src/cli.ts`), not when imported by a test.
+const invoked = process.argv[1] !== undefined ? realpathSync(process.argv[1]) : ''
+if (invoked === realpathSync(fileURLToPath(import.meta.url))) process.exitCode = await main(process.argv.slice(2))

@@ -55,6 +55,8 @@ export function importEd25519PublicKey (material: string): KeyObject {
     if (material.includes('-----BEGIN')) {
       const blocks = material.match(/-----BEGIN /g)?.length ?? 0
       if (blocks !== 1) throw new KeyRejectedError('the PEM holds more than one block')
+      // createPublicKey would also derive a public key from a private key or a certificate; only SPKI is a served key.
+      if (!material.includes('-----BEGIN PUBLIC KEY-----')) throw new KeyRejectedError('the PEM is not a PUBLIC KEY (SPKI) block')
       key = crypto.createPublicKey({ key: material, format: 'pem' })
     } else {
       const b64 = material.replace(/\s+/g, '')

@@ -2,11 +2,11 @@
 // same bodies, same statuses and error codes, same prototype-poisoning protection.
 import { Readable } from 'node:stream'
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify'
-import t from 'tap'
+import t, { type Test } from 'tap'
 import plugin from '../../src/fastify/index.js'
 import { HANDLE, KEYS } from './helpers/fixtures.js'
 
-async function pair (t: Parameters<Parameters<typeof t.test>[1]>[0], opts: FastifyServerOptions = {}): Promise<[FastifyInstance, FastifyInstance]> {
+async function pair (t: Test, opts: FastifyServerOptions = {}): Promise<[FastifyInstance, FastifyInstance]> {
   const build = async (withPlugin: boolean): Promise<FastifyInstance> => {
     const app = Fastify(opts)
     if (withPlugin) await app.register(plugin, { publicKey: KEYS.publicKey, customerHandles: [HANDLE] })

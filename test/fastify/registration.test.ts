@@ -27,7 +27,7 @@ t.test('a bad option makes app.ready() reject with a message naming it', async (
   for (const [opts, message] of bad) {
     const app = Fastify()
     app.register(plugin, opts as never)
-    await t.rejects(app.ready(), message, JSON.stringify(Object.keys(opts)))
+    await t.rejects(async () => { await app.ready() }, message, JSON.stringify(Object.keys(opts)))
     await app.close()
   }
 })
@@ -131,14 +131,14 @@ t.test('registering twice in one scope is refused', async (t) => {
   const app = Fastify()
   await app.register(plugin, { publicKey: KEYS.publicKey, customerHandles: [HANDLE] })
   app.register(plugin, { publicKey: KEYS.publicKey, customerHandles: [HANDLE] })
-  await t.rejects(app.ready(), /already registered/)
+  await t.rejects(async () => { await app.ready() }, /already registered/)
   await app.close()
 })
 
 t.test('a user error handler still sees handler errors; webhook 413 keeps its shape', async (t) => {
   const app = Fastify()
   await app.register(plugin, { publicKey: KEYS.publicKey, customerHandles: [HANDLE], replay: false, bodyLimit: 200 })
-  app.setErrorHandler((error, _request, reply) => { reply.code(418).send({ mine: error.message }) })
+  app.setErrorHandler((error: Error, _request, reply) => { reply.code(418).send({ mine: error.message }) })
   app.post('/wh', { config: { mailchannelsWebhook: true } }, async () => { throw new Error('boom') })
   t.teardown(() => app.close())
   const d = delivery()

@@ -1,10 +1,14 @@
 // Two Fastify instances behind a load balancer share one real Redis (RedisReplayStore):
 // a delivery is handled once across both, concurrent copies run the handler once, a failed
 // handler releases its claim, and Redis going away fails closed (503) and then recovers.
+import http from 'node:http'
+import type { AddressInfo } from 'node:net'
+import express from 'express'
 import Fastify, { type FastifyInstance } from 'fastify'
 import type { Redis } from 'ioredis'
 import t, { type Test } from 'tap'
 import plugin from '../../src/fastify/index.js'
+import { mailchannelsWebhook, type WebhookRequest } from '../../src/express/index.js'
 import { RedisReplayStore, deliveryId } from '../../src/index.js'
 import { generateSigningKeyPair, signWebhook, type SignedWebhook } from '../../src/testing/index.js'
 import { startRedisServer, waitFor, type RedisServer } from './helpers/redis-server.js'
@@ -35,7 +39,7 @@ function replayKey (prefix: string, d: SignedWebhook): string {
   return prefix + deliveryId(Buffer.from(base), Buffer.from(sig, 'base64'))
 }
 
-interface Instance { app: FastifyInstance, url: string }
+interface Instance { url: string }
 interface Cluster { a: Instance, b: Instance, calls: () => number, failNext: (n: number) => void, prefix: string }
 
 /** Two instances, each with its own ioredis client (as two processes would have), one Redis. */
@@ -59,7 +63,7 @@ async function cluster (t: Test, redis: RedisServer): Promise<Cluster> {
     })
     const url = await app.listen({ port: 0, host: '127.0.0.1' })
     t.teardown(() => app.close())
-    return { app, url: `${url}/webhooks/mailchannels` }
+    return { url: `${url}/webhooks/mailchannels` }
   }
   return { a: await start(), b: await start(), calls: () => calls, failNext: (n) => { failures = n }, prefix }
 }
@@ -144,6 +148,45 @@ t.test('two instances sharing one Redis', async (t) => {
     await waitFor(async () => await admin.get(replayKey(c.prefix, down)) === 'done', 2000)
     t.same((await post(c.a, down)).body, { duplicate: true })
   })
+})
+
+t.test('a Fastify and an Express instance share one Redis', async (t) => {
+  const redis = await startRedisServer()
+  t.teardown(async () => { await redis.close() })
+  const admin: Redis = await redis.client()
+  const c = await cluster(t, redis)
+  let expressCalls = 0
+  let failNext = false
+  const app = express()
+  const replay = new RedisReplayStore(await redis.client(), { prefix: c.prefix })
+  app.post('/webhooks/mailchannels', mailchannelsWebhook({ publicKey: KEYS.publicKey, customerHandles: [HANDLE], replay }), (req, res, next) => {
+    expressCalls++
+    if (failNext) {
+      failNext = false
+      next(new Error('database down'))
+      return
+    }
+    res.json({ handled: (req as unknown as WebhookRequest).webhookEvents?.length })
+  })
+  // The app's own error handler (Express' default one prints the stack and answers HTML).
+  app.use((_err: unknown, _req: express.Request, res: express.Response, _next: express.NextFunction) => { res.status(500).json({ error: 'handler failed' }) })
+  const server = http.createServer(app)
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  t.teardown(() => new Promise<void>((resolve) => { server.closeAllConnections(); server.close(() => resolve()) }))
+  const onExpress: Instance = { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/webhooks/mailchannels` }
+
+  const d = delivery()
+  t.same(await post(onExpress, d), { status: 200, body: { handled: 1 }, retryAfter: null })
+  await waitFor(async () => await admin.get(replayKey(c.prefix, d)) === 'done', 2000)
+  t.same(await post(c.a, d), { status: 200, body: { duplicate: true }, retryAfter: null }, 'Fastify sees the Express delivery as a duplicate')
+  t.equal(c.calls() + expressCalls, 1)
+
+  const e = delivery()
+  failNext = true
+  t.equal((await post(onExpress, e)).status, 500)
+  t.ok(await waitFor(async () => await admin.exists(replayKey(c.prefix, e)) === 0, 2000), 'claim released')
+  t.same((await post(c.b, e)).body, { handled: 1 }, 'the retry is processed by a Fastify instance')
+  t.equal(c.calls() + expressCalls, 3)
 })
 
 t.test('no unhandled rejection', async (t) => {

@@ -5,14 +5,14 @@
 // Valid deliveries are accepted once; an exact resend is a duplicate.
 import fc from 'fast-check'
 import Fastify from 'fastify'
-import t from 'tap'
+import t, { type Test } from 'tap'
 import { check, failOnUnhandledRejection, KEYS, KNOWN_TYPES, NOW, sign } from './helpers/fixtures.js'
 import { HTTP_STATUS_BY_TYPE, type VerifyErrorType } from '../../src/errors.js'
 import plugin from '../../src/fastify/index.js'
 
 failOnUnhandledRejection(t)
 
-async function app (t: Parameters<Parameters<typeof t.test>[1]>[0], replay: boolean) {
+async function app (t: Test, replay: boolean) {
   const a = Fastify()
   // A fixed clock, so NOW-based deliveries stay fresh however slow the machine is.
   await a.register(plugin, { publicKey: KEYS.publicKey, customerHandles: ['acct_1'], now: () => NOW * 1000, ...(replay ? {} : { replay: false }) })

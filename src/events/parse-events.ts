@@ -14,16 +14,43 @@ const KNOWN = new Set<string>([
 const COMMON_KEYS = new Set(['event', 'customer_handle', 'timestamp', 'email', 'request_id', 'smtp_id', 'campaign_id', 'recipients'])
 
 const invalid = (message: string): VerificationError => new VerificationError('invalid_payload', message)
+const POISONED = 'The body contains a forbidden "__proto__" or "constructor.prototype" key.'
 
 /**
- * False only when secure-json-parse's own pre-check could not match: its patterns need a
- * literal `__proto__`/`constructor` key or a `\u` escape. One combined scan is ~3x cheaper
- * than its two patterns on large bodies; anything suspicious still goes through it.
+ * Whether secure-json-parse would reject this parse: an own `__proto__` key, or a
+ * `constructor` object with an own `prototype`, anywhere in the tree. Its own pre-scan of
+ * the text costs ~5% of JSON.parse, so for the usual shape it is answered exactly and
+ * cheaply: when the text holds exactly one `{` per array element and every element is an
+ * object, the elements are the only objects (a `constructor` cannot hold one), and only
+ * their own keys need a look. Anything else goes through secure-json-parse itself.
  */
-function mayBePoisoned (text: string): boolean {
-  return text.includes('\\u') || SUSPECT_KEY.test(text)
+function isPoisoned (parsed: unknown, text: string): boolean {
+  if (Array.isArray(parsed) && countUpTo(text, '{', parsed.length + 1) === parsed.length) {
+    let flat = true
+    for (let i = 0; i < parsed.length; i++) {
+      const e: unknown = parsed[i]
+      if (typeof e !== 'object' || e === null || Array.isArray(e)) flat = false
+      else if (Object.hasOwn(e, '__proto__')) return true
+    }
+    if (flat) return false
+  }
+  if (!text.includes('\\u') && !SUSPECT_KEY.test(text)) return false // its own pre-check could not match either
+  try {
+    sjson.parse(text)
+    return false
+  } catch (err) {
+    if (err instanceof SyntaxError && /prototype/i.test(err.message)) return true
+    throw invalid('The body is not valid JSON.')
+  }
 }
 const SUSPECT_KEY = /__proto__|constructor/
+
+/** How many times `ch` occurs in `text`, counting no further than `limit`. */
+function countUpTo (text: string, ch: string, limit: number): number {
+  let n = 0
+  for (let p = text.indexOf(ch); p !== -1 && n < limit; p = text.indexOf(ch, p + 1)) n++
+  return n
+}
 
 /**
  * Decodes and parses *verified* bytes into typed events.
@@ -43,12 +70,13 @@ export function parseEvents (body: Uint8Array, maxEvents: number, allowCustomer:
 
   let parsed: unknown
   try {
-    parsed = mayBePoisoned(text) ? sjson.parse(text) : JSON.parse(text)
+    parsed = JSON.parse(text)
   } catch (err) {
-    // secure-json-parse rejects __proto__ and constructor.prototype keys (prototype poisoning).
     const poisoned = err instanceof SyntaxError && /prototype/i.test(err.message)
-    throw invalid(poisoned ? 'The body contains a forbidden "__proto__" or "constructor.prototype" key.' : 'The body is not valid JSON.')
+    throw invalid(poisoned ? POISONED : 'The body is not valid JSON.')
   }
+  // Prototype poisoning (__proto__, constructor.prototype keys) is refused, as secure-json-parse does.
+  if (isPoisoned(parsed, text)) throw invalid(POISONED)
   if (!Array.isArray(parsed)) throw invalid('The body must be a JSON array of events.')
   if (parsed.length > maxEvents) {
     throw new VerificationError('payload_too_large', `The delivery holds ${parsed.length} events, more than maxEvents (${maxEvents}).`)

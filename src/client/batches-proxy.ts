@@ -124,6 +124,10 @@ export async function proxyBatches (client: BatchesClient, options: BatchesOptio
     log.error({ type: 'application_error' }, 'batches route: the client threw')
     return errorReply(502, 'application_error', 'Listing webhook batches failed upstream.')
   }
+  if (result === null || typeof result !== 'object' || (result.error === null && !Array.isArray(result.data))) {
+    log.error({ type: 'application_error' }, 'batches route: the client returned no { data, error } result')
+    return errorReply(502, 'application_error', 'Listing webhook batches failed upstream.')
+  }
   if (result.error !== null) return upstreamFailure(result.error, log)
   const limit = options.limit ?? MAX_LIMIT
   const offset = options.offset ?? 0

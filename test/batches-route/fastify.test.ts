@@ -57,3 +57,20 @@ t.test('default url, prefix kept in the Link header, other methods not served', 
   t.equal(post.statusCode, 404)
   t.equal(api.requests.length, 1)
 })
+
+t.test('a custom client that throws or returns no result -> 502 with no-store, nothing leaked', async (t) => {
+  const clients = [
+    { webhooks: { batches: async () => { throw new Error('secret internals') } } },
+    { webhooks: { batches: async () => undefined } },
+    { webhooks: { batches: async () => ({ data: 'x', error: null }) } },
+  ]
+  for (const client of clients) {
+    const app = Fastify()
+    await app.register(batchesRoute, { client: client as never, authorize: () => true })
+    const res = await app.inject({ method: 'GET', url: '/webhooks/batches' })
+    t.equal(res.statusCode, 502)
+    t.equal(res.headers['cache-control'], 'no-store')
+    t.same(res.json(), { statusCode: 502, code: 'application_error', error: 'Bad Gateway', message: 'Listing webhook batches failed upstream.' })
+    await app.close()
+  }
+})

@@ -1,5 +1,6 @@
 // Replay-store benchmark (issue 6). Plain Node ESM over the built library: run
-// `npx tsc -p tsconfig.build.json` (or `npm run build`) first, then `node bench/replay-bench.mjs`.
+// `npx tsc -p tsconfig.build.json` (or `npm run build`) first, then
+// `node --expose-gc bench/replay-bench.mjs` (--expose-gc is optional; it settles the heap figures).
 //
 // 1. Bound: MemoryReplayStore({ max: 100_000 }) takes 1,000,000 distinct deliveries
 //    (claim + complete); its size must stay at the cap. Prints size and RSS along the way.
@@ -27,7 +28,8 @@ async function boundTest () {
   const TOTAL = 1_000_000
   const store = new MemoryReplayStore({ max: CAP })
   console.log(`1) MemoryReplayStore({ max: ${CAP.toLocaleString('en')} }): ${TOTAL.toLocaleString('en')} distinct deliveries (claim + complete)`)
-  console.log(`   start          size ${String(store.size).padStart(7)}   rss ${mb(process.memoryUsage().rss)}`)
+  globalThis.gc?.()
+  console.log(`   start          size ${String(store.size).padStart(7)}   rss ${mb(process.memoryUsage().rss)}   heap used ${mb(process.memoryUsage().heapUsed)}`)
   const started = process.hrtime.bigint()
   let maxSize = 0
   for (let i = 1; i <= TOTAL; i++) {
@@ -37,7 +39,8 @@ async function boundTest () {
     if (store.size > maxSize) maxSize = store.size
     if (i === 250_000 || i === 500_000 || i === TOTAL) {
       globalThis.gc?.()
-      console.log(`   ${i.toLocaleString('en').padStart(9)}      size ${String(store.size).padStart(7)}   rss ${mb(process.memoryUsage().rss)}`)
+      const mem = process.memoryUsage()
+      console.log(`   ${i.toLocaleString('en').padStart(9)}      size ${String(store.size).padStart(7)}   rss ${mb(mem.rss)}   heap used ${mb(mem.heapUsed)}${globalThis.gc ? '' : ' (run with --expose-gc for a settled heap)'}`)
     }
   }
   const seconds = Number(process.hrtime.bigint() - started) / 1e9

@@ -90,6 +90,7 @@ export interface Sandbox {
   readonly keyId: string
   readonly apiKey: string
   readonly customerHandle: string
+  /** Where deliveries go by default (`null` until a `target` is given to `createSandbox` or `start`). */
   readonly target: string | null
   /** Every attempt so far, oldest first, as the listing returns them. */
   readonly batches: readonly SandboxBatch[]
@@ -100,8 +101,11 @@ export interface Sandbox {
   sign (events: ReadonlyArray<WebhookEvent | WireEvent>): SignedWebhook
   /** One delivery with retries; resolves with the last attempt's record. Rejects if the sandbox closes meanwhile. */
   deliver (events?: ReadonlyArray<WebhookEvent | WireEvent>, options?: DeliverOptions): Promise<SandboxBatch>
-  /** Starts the periodic sender (`rate` deliveries per second). Needs a `target`. */
-  start (): void
+  /**
+   * Starts the periodic sender (`rate` deliveries per second). `target` (optional) sets the
+   * sandbox's target first: handy when the receiver listens on a port chosen after the sandbox started.
+   */
+  start (options?: { target?: string | URL }): void
   /** Stops the periodic sender and waits for its deliveries in flight. */
   stop (): Promise<void>
   /** Stops everything, aborts deliveries in flight, closes the server and its keep-alive sockets. */
@@ -145,7 +149,7 @@ function closedError (): Error {
  */
 export async function createSandbox (options: SandboxOptions = {}): Promise<Sandbox> {
   if (options === null || typeof options !== 'object') throw new TypeError('createSandbox options must be an object')
-  const defaultTarget = options.target === undefined ? null : parseTarget(options.target)
+  let defaultTarget = options.target === undefined ? null : parseTarget(options.target)
   const port = number(options.port, 'port', 0, 0, 65535)
   const rate = number(options.rate, 'rate', 1, 0.001, 100, false)
   const batchSize = number(options.batchSize, 'batchSize', 10, 1, 1000)
@@ -324,14 +328,15 @@ export async function createSandbox (options: SandboxOptions = {}): Promise<Sand
     get keyId () { return current.id },
     apiKey,
     customerHandle,
-    target: defaultTarget,
+    get target () { return defaultTarget },
     get batches () { return batches },
     get stats () { return { ...stats } },
     rotateKey,
     sign: (events) => sign(events),
     deliver,
-    start () {
-      if (defaultTarget === null) throw new TypeError('start needs a target: createSandbox({ target })')
+    start (opts = {}) {
+      if (opts.target !== undefined) defaultTarget = parseTarget(opts.target)
+      if (defaultTarget === null) throw new TypeError('start needs a target: createSandbox({ target }) or start({ target })')
       if (closing.signal.aborted) throw closedError()
       if (timer === null) timer = setInterval(tick, 1000 / rate)
     },

@@ -104,6 +104,20 @@ function importConfiguredKey (material: string | KeyObject): KeyObject {
   return key
 }
 
+const checkedBaseUrls = new Map<string, string>()
+
+/** `parseBaseUrl`, remembered per string: the static API resolves its options on every call. */
+function checkedBaseUrl (value: unknown): string {
+  if (typeof value !== 'string') return parseBaseUrl(value)
+  let url = checkedBaseUrls.get(value)
+  if (url === undefined) {
+    url = parseBaseUrl(value) // throws for a bad one, which is never remembered
+    if (checkedBaseUrls.size >= MAX_SHARED_STORES) checkedBaseUrls.delete(checkedBaseUrls.keys().next().value!)
+    checkedBaseUrls.set(value, url)
+  }
+  return url
+}
+
 function seconds (value: unknown, name: string, fallback: number, allowZero: boolean): number {
   if (value === undefined) return fallback
   if (typeof value !== 'number' || !Number.isFinite(value) || value < 0 || (!allowZero && value === 0)) {
@@ -117,7 +131,7 @@ export function resolveVerifyConfig (config: VerifyConfig): ResolvedVerifyConfig
   if (config === null || typeof config !== 'object') throw new TypeError('options must be an object')
   const publicKey = config.publicKey === undefined ? null : importConfiguredKey(config.publicKey)
   if (config.cache !== undefined && typeof config.cache !== 'boolean') throw new TypeError('cache must be a boolean')
-  const baseUrl = parseBaseUrl(config.baseUrl ?? DEFAULT_BASE_URL)
+  const baseUrl = checkedBaseUrl(config.baseUrl ?? DEFAULT_BASE_URL)
   if (config.keyStore !== undefined && !(config.keyStore instanceof KeyStore)) throw new TypeError('keyStore must be a KeyStore')
 
   let allowCustomer: CustomerHandlePolicy | null = null

@@ -1,0 +1,143 @@
+import { execFileSync } from 'node:child_process'
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { builtinModules, createRequire } from 'node:module'
+import path from 'node:path'
+import { fileURLToPath } from 'node:url'
+import t from 'tap'
+
+const root = fileURLToPath(new URL('../../', import.meta.url))
+const dist = path.join(root, 'dist')
+const tsc = path.join(root, 'node_modules/.bin/tsc')
+const pkg = JSON.parse(readFileSync(path.join(root, 'package.json'), 'utf8')) as { name: string, dependencies: Record<string, string>, exports: Record<string, unknown> }
+
+t.before(() => {
+  // `npm test` builds first; when run alone, build once.
+  if (!existsSync(path.join(dist, 'index.js'))) execFileSync(tsc, ['-p', 'tsconfig.build.json'], { cwd: root, stdio: 'pipe' })
+})
+
+const SUBPATHS = ['.', './testing', './fastify', './express'] as const
+const specifier = (sub: string): string => (sub === '.' ? pkg.name : `${pkg.name}/${sub.slice(2)}`)
+
+t.test('package.json exports list exactly the four entry points (plus package.json)', async (t) => {
+  t.strictSame(Object.keys(pkg.exports).sort(), ['.', './express', './fastify', './package.json', './testing'])
+})
+
+t.test('import() and require() by package name resolve every subpath', async (t) => {
+  const require = createRequire(import.meta.url)
+  const expected: Record<string, string[]> = {
+    '.': ['Webhooks', 'MailChannels', 'KeyStore', 'HTTP_STATUS_BY_TYPE', 'VerifyErrorType', 'WEBHOOK_EVENT_TYPES'],
+    './testing': ['generateSigningKeyPair', 'signWebhook', 'toWireEvent'],
+    './fastify': ['default'],
+    './express': ['mailchannelsWebhook'],
+  }
+  for (const sub of SUBPATHS) {
+    const name = specifier(sub)
+    const viaImport = await import(name) as Record<string, unknown>
+    const viaRequire = require(name) as Record<string, unknown>
+    const file = require.resolve(name)
+    t.ok(file.startsWith(dist), `${name} resolves into dist/ (${path.relative(root, file)})`)
+    for (const key of expected[sub]!) {
+      t.ok(viaImport[key] !== undefined, `import('${name}').${key}`)
+      t.equal(viaRequire[key], viaImport[key], `require('${name}').${key} is the same binding`)
+    }
+  }
+  // the built package verifies a delivery signed by its own test kit
+  const { Webhooks } = await import(pkg.name) as typeof import('../../src/index.js')
+  const { generateSigningKeyPair, signWebhook } = await import(`${pkg.name}/testing`) as typeof import('../../src/testing/index.js')
+  const keys = generateSigningKeyPair()
+  const signed = signWebhook({ events: [{ event: 'delivered', customer_handle: 'acct_1', timestamp: 1 }], privateKey: keys.privateKey })
+  const r = await Webhooks.verify({ payload: signed.body, headers: signed.headers, publicKey: keys.publicKey })
+  t.equal(r.error, null)
+  t.equal(r.data?.[0]?.event, 'delivered')
+})
+
+/** Static and dynamic import specifiers of an emitted ES module. */
+function specifiers (source: string): string[] {
+  const out: string[] = []
+  const patterns = [
+    /\bimport\s+(?:[\w*{}\s,$]+\s+from\s+)?['"]([^'"]+)['"]/g,
+    /\bexport\s+[\w*{}\s,$]+\s+from\s+['"]([^'"]+)['"]/g,
+    /\bimport\s*\(\s*['"]([^'"]+)['"]\s*\)/g,
+    /\brequire\s*\(\s*['"]([^'"]+)['"]\s*\)/g,
+  ]
+  for (const re of patterns) for (const m of source.matchAll(re)) out.push(m[1]!)
+  return out
+}
+
+t.test('the core never imports fastify or express (scan of emitted files)', async (t) => {
+  const visited = new Set<string>()
+  const bare = new Set<string>()
+  const queue = [path.join(dist, 'index.js'), path.join(dist, 'testing/index.js')]
+  while (queue.length > 0) {
+    const file = queue.pop()!
+    if (visited.has(file)) continue
+    visited.add(file)
+    for (const spec of specifiers(readFileSync(file, 'utf8'))) {
+      if (spec.startsWith('.')) queue.push(path.resolve(path.dirname(file), spec))
+      else bare.add(spec)
+    }
+  }
+  t.ok(visited.size > 10, `scanned ${visited.size} emitted files`)
+  for (const file of visited) {
+    const rel = path.relative(dist, file)
+    t.notOk(rel.startsWith('fastify') || rel.startsWith('express'), `core reaches no adapter file (${rel})`)
+  }
+  const packages = [...bare].map((s) => s.startsWith('@') ? s.split('/').slice(0, 2).join('/') : s.split('/')[0]!)
+  for (const name of packages) {
+    t.notOk(/^(fastify|express|@fastify\/|fastify-plugin|body-parser)/.test(name), `core does not import ${name}`)
+    const builtin = name.startsWith('node:') || builtinModules.includes(name)
+    t.ok(builtin || Object.hasOwn(pkg.dependencies, name), `${name} is a builtin or a runtime dependency`)
+  }
+  t.notOk(packages.includes('fastify') || packages.includes('express'))
+})
+
+t.test('a TypeScript consumer (module nodenext) type-checks against every subpath', async (t) => {
+  const dir = mkdtempSync(path.join(root, 'test/core/fixtures/.consumer-'))
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }))
+  writeFileSync(path.join(dir, 'consumer.ts'), `
+import { Webhooks, MailChannels, KeyStore, HTTP_STATUS_BY_TYPE, type WebhookEvent, type ErrorResponse, type VerifyOptions, type Result } from 'mailchannels-webhooks'
+import { generateSigningKeyPair, signWebhook } from 'mailchannels-webhooks/testing'
+import mailchannelsWebhooks from 'mailchannels-webhooks/fastify'
+import { mailchannelsWebhook } from 'mailchannels-webhooks/express'
+
+export async function run (): Promise<string[]> {
+  const keys = generateSigningKeyPair()
+  const signed = signWebhook({ events: [{ event: 'delivered', customer_handle: 'acct_1', timestamp: 1 }], privateKey: keys.privateKey })
+  const options: VerifyOptions = { payload: signed.body, headers: signed.headers, publicKey: keys.publicKey, customerHandles: ['acct_1'] }
+  const r: Result<WebhookEvent[]> = await Webhooks.verify(options)
+  const r2 = await new MailChannels('key', { baseUrl: 'http://127.0.0.1:1' }).webhooks.verify({ ...options, keyStore: new KeyStore() })
+  if (r.error !== null) {
+    const e: ErrorResponse = r.error
+    const status: number | undefined = (HTTP_STATUS_BY_TYPE as Record<string, number>)[e.type]
+    return [String(status)]
+  }
+  const out: string[] = []
+  for (const event of r.data) {
+    switch (event.event) {
+      case 'click': out.push(event.url ?? ''); break
+      case 'hard-bounced': out.push(event.status ?? ''); break
+      case 'unknown': out.push(event.eventName); break
+      default: out.push(event.customerHandle)
+    }
+  }
+  void r2
+  void mailchannelsWebhooks
+  void mailchannelsWebhook
+  return out
+}
+`)
+  writeFileSync(path.join(dir, 'tsconfig.json'), JSON.stringify({
+    compilerOptions: { module: 'nodenext', moduleResolution: 'nodenext', target: 'es2022', strict: true, noEmit: true, types: ['node'], typeRoots: [path.join(root, 'node_modules/@types')], skipLibCheck: true },
+    files: ['consumer.ts'],
+  }))
+  let output = ''
+  let code = 0
+  try {
+    output = execFileSync(tsc, ['-p', path.join(dir, 'tsconfig.json')], { cwd: dir, encoding: 'utf8', stdio: 'pipe' })
+  } catch (err) {
+    const e = err as { status: number, stdout: string, stderr: string }
+    code = e.status
+    output = `${e.stdout}${e.stderr}`
+  }
+  t.equal(code, 0, `tsc --noEmit exits 0${output ? `:\n${output}` : ''}`)
+})

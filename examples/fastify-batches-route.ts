@@ -1,0 +1,36 @@
+// Listing webhook delivery batches from your own API, behind an authorization hook:
+// `npx tsx examples/fastify-batches-route.ts`
+// Run as is, a local sandbox plays the MailChannels API; in production pass your API key:
+// new MailChannels(process.env.MAILCHANNELS_API_KEY) and keep the key on the server.
+import Fastify from 'fastify'
+import { batchesRoute } from '../src/fastify/index.js' // in your app: 'mailchannels-webhooks/fastify'
+import { MailChannels } from '../src/index.js' // 'mailchannels-webhooks'
+import { createSandbox } from '../src/testing/index.js' // 'mailchannels-webhooks/testing'
+
+const ADMIN_TOKEN = 'change-me' // stands in for your real auth (session, JWT, ...)
+
+const sandbox = await createSandbox({ maxAttempts: 1 })
+const app = Fastify()
+await app.register(batchesRoute, {
+  client: new MailChannels(sandbox.apiKey, { baseUrl: sandbox.baseUrl }),
+  url: '/admin/webhook-batches',
+  // Required: the listing shows delivery metadata and spends your API quota, so it is never public.
+  authorize: (request) => request.headers.authorization === `Bearer ${ADMIN_TOKEN}`,
+})
+app.post('/webhooks', async (_request, reply) => reply.code(204).send()) // a receiver for the sandbox to hit
+const address = await app.listen({ host: '127.0.0.1', port: 0 })
+
+await sandbox.deliver(undefined, { target: `${address}/webhooks` }) // recorded as 2xx_response
+await sandbox.deliver(undefined, { target: `${address}/missing` }) // recorded as 4xx_response (404)
+
+const denied = await fetch(`${address}/admin/webhook-batches`)
+console.log(`without a token: ${denied.status}`)
+const res = await fetch(`${address}/admin/webhook-batches?statuses=4xx,5xx,no_response`, {
+  headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
+})
+const page = await res.json() as { data: Array<{ batchId: number, status: string, statusCode: number | null, webhook: string }> }
+console.log(`with the token: ${res.status}`)
+for (const b of page.data) console.log(`failed batch ${b.batchId}: ${b.status} (${b.statusCode}) ${b.webhook}`)
+
+await sandbox.close()
+await app.close()

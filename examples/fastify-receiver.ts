@@ -1,0 +1,40 @@
+// A Fastify app receiving MailChannels webhooks: `npx tsx examples/fastify-receiver.ts`
+// Run as is, a local sandbox delivers three batches to it, then everything closes.
+import Fastify, { type FastifyInstance } from 'fastify'
+import mailchannelsWebhooks from '../src/fastify/index.js' // in your app: 'mailchannels-webhooks/fastify'
+import { createSandbox } from '../src/testing/index.js' // 'mailchannels-webhooks/testing'
+
+export async function buildReceiver (options: { customerHandles: string[], baseUrl?: string }): Promise<FastifyInstance> {
+  const app = Fastify({ requestTimeout: 30_000, connectionTimeout: 60_000 })
+  await app.register(mailchannelsWebhooks, {
+    customerHandles: options.customerHandles, // required: whose deliveries you accept
+    baseUrl: options.baseUrl, // where signing keys come from; leave it out in production
+  })
+  // Only routes that opt in are verified; the handler runs only for a verified delivery.
+  app.post('/webhooks', { config: { mailchannelsWebhook: true } }, async (request) => {
+    for (const event of request.webhookEvents) {
+      switch (event.event) {
+        case 'hard-bounced':
+        case 'complained':
+        case 'unsubscribed':
+          console.log(`suppress ${event.recipients?.join(', ')} (${event.event})`)
+          break
+        case 'click':
+          console.log(`click on ${event.url}`)
+          break
+      }
+    }
+    return { received: request.webhookEvents.length }
+  })
+  return app
+}
+
+const sandbox = await createSandbox()
+const app = await buildReceiver({ customerHandles: [sandbox.customerHandle], baseUrl: sandbox.baseUrl })
+const address = await app.listen({ host: '127.0.0.1', port: 0 })
+for (let i = 0; i < 3; i++) {
+  const batch = await sandbox.deliver(undefined, { target: `${address}/webhooks` })
+  console.log(`batch ${batch.batch_id}: ${batch.status_code} ${batch.status}, ${batch.event_count} events`)
+}
+await sandbox.close()
+await app.close()

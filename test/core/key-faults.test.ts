@@ -1,4 +1,5 @@
 import crypto from 'node:crypto'
+import path from 'node:path'
 import t, { type Test } from 'tap'
 import { KeyStore, Webhooks, type Logger, type Result } from '../../src/index.js'
 import { importEd25519PublicKey, isWeakEd25519Point, KeyRejectedError } from '../../src/keys/public-key.js'
@@ -6,7 +7,7 @@ import { assertRejected } from './helpers/assert.js'
 import { fakeClock } from './helpers/clock.js'
 import { isSmallOrder } from './helpers/ed25519-math.js'
 import { closedPort, serveKeys, startKeyServer, type KeyBehaviour, type KeyServer } from './helpers/key-server.js'
-import { B0, TEST_PUBLIC_KEY, TEST_PUBLIC_KEY_PEM, validDelivery } from './helpers/sign.js'
+import { B0, nowSeconds, p0, signRaw, TEST_PUBLIC_KEY, TEST_PUBLIC_KEY_PEM, validDelivery } from './helpers/sign.js'
 
 const good = serveKeys({ mckey: TEST_PUBLIC_KEY_PEM })
 const json = (body: unknown): ReturnType<KeyBehaviour> => ({ status: 200, body: JSON.stringify(body), headers: { 'content-type': 'application/json' } })
@@ -202,4 +203,46 @@ t.test('importEd25519PublicKey rejects all small-order encodings and y >= p', as
   for (const bad of ['', 'x'.repeat(5000), 'AAAA', '-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----', 42, null, undefined]) {
     t.throws(() => importEd25519PublicKey(bad as never), KeyRejectedError)
   }
+})
+
+t.test('§4 key API TLS error (self-signed certificate) -> key_unavailable', async (t) => {
+  const { execFileSync } = await import('node:child_process')
+  const { mkdtempSync, readFileSync, rmSync } = await import('node:fs')
+  const os = await import('node:os')
+  const https = await import('node:https')
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'mc-tls-'))
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }))
+  execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-keyout', path.join(dir, 'key.pem'), '-out', path.join(dir, 'cert.pem'), '-days', '1', '-subj', '/CN=127.0.0.1', '-addext', 'subjectAltName=IP:127.0.0.1'], { stdio: 'pipe' })
+  let hits = 0
+  const srv = https.createServer({ key: readFileSync(path.join(dir, 'key.pem')), cert: readFileSync(path.join(dir, 'cert.pem')) }, (_req, res) => {
+    hits++
+    res.end(JSON.stringify({ id: 'mckey', key: TEST_PUBLIC_KEY }))
+  })
+  await new Promise<void>((resolve) => srv.listen(0, '127.0.0.1', resolve))
+  t.teardown(() => new Promise<void>((resolve) => { srv.closeAllConnections(); srv.close(() => resolve()) }))
+  const port = (srv.address() as { port: number }).port
+  const store = new KeyStore({ baseUrl: `https://127.0.0.1:${port}` })
+  const d = validDelivery()
+  assertRejected(t, await Webhooks.verify({ payload: d.body, headers: d.headers, keyStore: store }), 'key_unavailable', 503)
+  t.equal(hits, 0, 'no request completed over the untrusted connection')
+  t.equal(store.stats().keys, 0)
+})
+
+t.test('§4 key rotation: a new keyid is fetched once (single flight) and both keys keep working', async (t) => {
+  const next = crypto.generateKeyPairSync('ed25519')
+  const s = await server(t, async (id, req) => {
+    await new Promise((resolve) => setTimeout(resolve, 30))
+    return serveKeys({ mckey: TEST_PUBLIC_KEY_PEM, mckey2: next.publicKey.export({ format: 'pem', type: 'spki' }).toString() })(id, req)
+  })
+  const store = new KeyStore({ baseUrl: s.baseUrl })
+  const old = validDelivery()
+  t.equal((await Webhooks.verify({ payload: old.body, headers: old.headers, keyStore: store })).error, null)
+  const rotated = signRaw({ params: p0(nowSeconds(), 'mckey2'), body: B0, key: next.privateKey })
+  const results = await Promise.all(Array.from({ length: 20 }, () => Webhooks.verify({ payload: rotated.body, headers: rotated.headers, keyStore: store })))
+  t.equal(results.filter((r) => r.error === null).length, 20)
+  t.equal(s.keyFetches(), 2, 'one fetch per key id')
+  t.equal((await Webhooks.verify({ payload: old.body, headers: old.headers, keyStore: store })).error, null, 'the old key still verifies')
+  // a delivery claiming mckey but signed with the new key is not accepted
+  const confused = signRaw({ params: p0(nowSeconds(), 'mckey'), body: B0, key: next.privateKey })
+  assertRejected(t, await Webhooks.verify({ payload: confused.body, headers: confused.headers, keyStore: store }), 'signature_invalid', 401)
 })

@@ -2,7 +2,7 @@ import type { KeyObject } from 'node:crypto'
 import { DEFAULT_BASE_URL, parseBaseUrl } from './base-url.js'
 import type { CustomerHandlePolicy } from './events/parse-events.js'
 import { KeyStore } from './keys/key-store.js'
-import { importEd25519PublicKey, KeyRejectedError } from './keys/public-key.js'
+import { importEd25519PublicKey, isWeakEd25519Point, KeyRejectedError } from './keys/public-key.js'
 import { noopLogger, type Logger } from './logger.js'
 import { KEY_ID_PATTERN } from './verify/signature-input.js'
 
@@ -89,6 +89,10 @@ const MAX_IMPORTED_KEYS = 32
 function importConfiguredKey (material: string | KeyObject): KeyObject {
   if (typeof material !== 'string') {
     if (material?.type !== 'public' || material.asymmetricKeyType !== 'ed25519') throw new TypeError('publicKey must be an Ed25519 public key')
+    // The same small-order check as for a string key: with such a key forged signatures verify (D4).
+    if (isWeakEd25519Point(material.export({ format: 'der', type: 'spki' }).subarray(-32))) {
+      throw new TypeError('publicKey is not usable: the key is a small-order or non-canonical Ed25519 point, with which forged signatures verify')
+    }
     return material
   }
   let key = importedKeys.get(material)

@@ -156,6 +156,10 @@ t.test('D4 small-order identity key with R=identity,S=0 -> key_unavailable, neve
   const r2 = await Webhooks.verify({ payload: d.body, headers: { ...d.headers, signature: forged }, publicKey: IDENTITY_KEY })
   t.equal(r2.error?.type, 'validation_error')
   t.match(r2.error?.message, /publicKey/)
+  // and as a KeyObject (the forgery verified before the fix)
+  const r3 = await Webhooks.verify({ payload: d.body, headers: { ...d.headers, signature: forged }, publicKey: rawKey })
+  t.equal(r3.error?.type, 'validation_error', 'small-order KeyObject refused')
+  t.equal(r3.data, null)
 })
 
 // ---------------------------------------------------------------- importEd25519PublicKey: small-order and non-canonical points

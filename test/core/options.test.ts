@@ -66,6 +66,8 @@ t.test('bad publicKey -> validation_error naming publicKey', async (t) => {
     {},
     crypto.createPrivateKey(TEST_PRIVATE_KEY_PEM),
     crypto.generateKeyPairSync('x25519').publicKey,
+    // a small-order key as a KeyObject must be refused like its string form (D4)
+    crypto.createPublicKey({ key: Buffer.from('MCowBQYDK2VwAyEAAQAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=', 'base64'), format: 'der', type: 'spki' }),
   ]) {
     const r = await Webhooks.verify({ ...base, publicKey } as never)
     assertRejected(t, r, 'validation_error')

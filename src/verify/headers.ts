@@ -85,8 +85,9 @@ function headerValue (v: unknown, name: (typeof NAMES)[number]): string {
 function hasMixedCaseSignatureKey (rec: Record<string, unknown>): boolean {
   for (const key of Object.keys(rec)) {
     const c = key.charCodeAt(0)
-    // Only names starting with C/c or S/s can be one of ours; skip the rest cheaply.
-    if (c !== 67 && c !== 83) continue
+    // Only names starting with C/c or S/s can be one of ours; skip the rest cheaply
+    // (a lower-case first letter does not make the rest lower case: 'sIGNATURE').
+    if (c !== 67 && c !== 83 && c !== 99 && c !== 115) continue
     const lower = key.toLowerCase()
     if (lower !== key && (lower === 'content-digest' || lower === 'signature-input' || lower === 'signature')) return true
   }

@@ -187,6 +187,10 @@ t.test('C2 two Signature-Input field lines -> malformed_header', async (t) => {
   // two keys that differ only in case
   assertRejected(t, await verify(d.body, { ...d.headers, 'Signature-Input': evil }), 'malformed_header', 400)
   assertRejected(t, await verify(d.body, { ...d.headers, 'Content-Digest': d.headers['content-digest'] }), 'malformed_header', 400)
+  for (const name of ['sIGNATURE-INPUT', 'signaturE-input', 'cONTENT-DIGEST', 'sIGNATURE', 'SIGNATURE']) {
+    const field = name.toLowerCase() as keyof typeof d.headers
+    assertRejected(t, await verify(d.body, { ...d.headers, [name]: field === 'signature-input' ? evil : d.headers[field] }), 'malformed_header', 400)
+  }
 })
 
 t.test('C3 two signatures in one Signature-Input -> malformed_header, 0 fetches for k2', async (t) => {

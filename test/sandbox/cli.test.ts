@@ -1,5 +1,6 @@
 import t from 'tap'
 import { spawn } from 'node:child_process'
+import { readFileSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
 import { main } from '../../src/cli.js'
 import { startReceiver } from './helpers/receiver.js'
@@ -72,4 +73,10 @@ t.test('the program: Ctrl-C (SIGINT) closes the sandbox and exits 0', async (t) 
   t.equal(code, 0)
   t.match(stdout, /Delivering to http:\/\/127\.0\.0\.1:\d+\/webhooks\. Press Ctrl-C to stop\./)
   t.match(stdout, /\nsandbox closed\n$/)
+})
+
+t.test('package.json bin: mailchannels-webhooks -> dist/cli.js, built from a file with a node shebang', async (t) => {
+  const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { bin?: Record<string, string> }
+  t.same(pkg.bin, { 'mailchannels-webhooks': './dist/cli.js' })
+  t.ok(readFileSync(CLI, 'utf8').startsWith('#!/usr/bin/env node\n'), 'tsc keeps the shebang as the first line of dist/cli.js')
 })

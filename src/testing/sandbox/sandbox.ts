@@ -235,7 +235,12 @@ export async function createSandbox (options: SandboxOptions = {}): Promise<Sand
       const log = { batchId: batch.batch_id, attempt, status: batch.status, statusCode: batch.status_code, durationMs: outcome.durationMs, tamper, error: outcome.error }
       if (batch.status === '2xx_response') logger.info(log, 'sandbox delivery')
       else logger.warn(log, 'sandbox delivery failed')
-      onAttempt?.(batch, { attempt, willRetry, tamper, error: outcome.error })
+      try {
+        onAttempt?.(batch, { attempt, willRetry, tamper, error: outcome.error })
+      } catch (err) {
+        // A faulty observer must not break the delivery loop.
+        logger.error({ err: (err as Error).message }, 'sandbox onAttempt callback threw')
+      }
       if (!willRetry) return batch
       try {
         await sleep(retryDelay * 2 ** (attempt - 1), undefined, { signal: closing.signal })

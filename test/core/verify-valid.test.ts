@@ -132,7 +132,7 @@ t.test('headers: plain object in any case, IncomingHttpHeaders-like, fetch Heade
   }
 })
 
-t.test('legal structured-field reformatting is accepted (signed over the canonical base)', async (t) => {
+t.test('B7 D2 legal structured-field reformatting is accepted (signed over the canonical base)', async (t) => {
   const now = nowSeconds()
   const cases: Record<string, string> = {
     'spaces after ";"': `("content-digest"); created=${now};  alg="ed25519"; keyid="mckey"`,

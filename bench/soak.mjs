@@ -1,6 +1,10 @@
 // `npm run soak`: a bounded load run against the Fastify plugin, loopback only.
 //
-//   node bench/soak.mjs [--seconds 60] [--concurrency 16]      (env SOAK_SECONDS also works)
+//   node bench/soak.mjs [--seconds 60] [--warmup 5] [--concurrency 16]   (env SOAK_SECONDS also works)
+//
+// The same mix runs for --warmup seconds first (JIT, thread pool, allocator arenas, socket
+// buffers); "RSS at start" is taken after it, so RSS growth measures what the load keeps.
+// The RSS before any traffic is printed too. Every request of both phases is checked.
 //
 // A child process runs the receiver (bench/soak/server.mjs); this process runs the fake
 // MailChannels key API (knows "mckey", 404 for any other id, counts fetches) and drives a
@@ -18,13 +22,15 @@ import { generateSigningKeyPair } from '../dist/testing/index.js'
 const { values: args } = parseArgs({
   options: {
     seconds: { type: 'string', default: process.env.SOAK_SECONDS ?? '60' },
+    warmup: { type: 'string', default: '5' },
     concurrency: { type: 'string', default: '16' },
   },
 })
 const SECONDS = Number(args.seconds)
+const WARMUP = Number(args.warmup)
 const CONCURRENCY = Number(args.concurrency)
-if (!(SECONDS > 0) || !Number.isInteger(CONCURRENCY) || CONCURRENCY < 1) {
-  console.error('usage: node bench/soak.mjs [--seconds N] [--concurrency N]')
+if (!(SECONDS > 0) || !(WARMUP >= 0) || !Number.isInteger(CONCURRENCY) || CONCURRENCY < 1) {
+  console.error('usage: node bench/soak.mjs [--seconds N] [--warmup N] [--concurrency N]')
   process.exit(2)
 }
 
@@ -177,7 +183,9 @@ const stats = {
   hangs: 0,
   transportErrors: new Map(),
   completed: 0,
+  measured: 0, // requests completed in the measured phase (throughput)
 }
+let measuring = false
 const kindStats = (k) => {
   let s = stats.byKind.get(k)
   if (s === undefined) stats.byKind.set(k, (s = { sent: 0, ok: 0, wrong: 0 }))
@@ -218,6 +226,7 @@ function record (kind, expect, r) {
   const ks = kindStats(kind)
   ks.sent++
   stats.completed++
+  if (measuring) stats.measured++
   if (r.error !== undefined) {
     if (r.error === 'hang') stats.hangs++
     bump(stats.transportErrors, `${kind}: ${r.error}`)
@@ -228,7 +237,7 @@ function record (kind, expect, r) {
   const code = r.status === 200 ? null : (r.body?.code ?? `HTTP ${r.status}`)
   if (code !== null) bump(stats.reasons, code)
   if (kind === 'valid') {
-    stats.latenciesValid.push(r.ms)
+    if (measuring) stats.latenciesValid.push(r.ms)
     if (r.status !== 200 || r.body?.received !== 1) {
       stats.validRejected++
       bump(stats.wrongReason, `valid: expected 200 -> got ${r.status} ${r.body?.code ?? (r.body?.duplicate ? 'duplicate' : '')}`)
@@ -281,19 +290,19 @@ function slowBody () {
 }
 
 // --- run ------------------------------------------------------------------------------
-const start = await serverStats(true)
+const idle = await serverStats(true)
+const tIdle = Date.now()
 const fetchesAtStart = keyFetches
-console.log(`soak: ${SECONDS} s, concurrency ${CONCURRENCY} (+${SLOW_LANE} slow-body lane), receiver pid ${child.pid} on 127.0.0.1:${port}, key API ${keyBaseUrl}`)
+console.log(`soak: ${SECONDS} s after a ${WARMUP} s warm-up, concurrency ${CONCURRENCY} (+${SLOW_LANE} slow-body lane), receiver pid ${child.pid} on 127.0.0.1:${port}, key API ${keyBaseUrl}`)
 console.log('soak: replay protection on (plugin default MemoryReplayStore); every valid delivery has a unique body and a fresh created, so none is a replay')
 
-const t0 = Date.now()
-const deadline = t0 + SECONDS * 1000
-// Warm-up: one valid delivery, so "mckey" is cached before the flood starts spending the budget.
+// First one valid delivery, so "mckey" is cached before the flood starts spending the budget.
 {
   const w = KINDS[0][2]()
   record('valid', w, await send(w.d))
 }
 
+let deadline = Date.now() + WARMUP * 1000
 async function worker () {
   while (Date.now() < deadline && childExited === null) {
     const [kind, , build] = pickKind()
@@ -308,16 +317,26 @@ async function slowLane () {
     const r = await slowBody()
     slow.sent++
     stats.completed++
+    if (measuring) stats.measured++
     if (r.hang) slow.hangs++
     else if (r.status === 408) { slow.cut408++; slow.cutMs.push(r.ms) } else slow.otherClose++
     if (r.status !== null) bump(stats.reasons, r.status === 408 ? 'HTTP 408 (request timeout)' : `HTTP ${r.status}`)
   }
 }
+// Warm-up: the same mix (no slow bodies), checked like the rest.
+await Promise.all(Array.from({ length: CONCURRENCY }, worker))
+const start = await serverStats(true)
+
+measuring = true
+const t0 = Date.now()
+deadline = t0 + SECONDS * 1000
 const mid = []
 const sampler = setInterval(async () => { mid.push((await serverStats()).rss) }, 5_000)
 await Promise.all([...Array.from({ length: CONCURRENCY }, worker), ...Array.from({ length: SLOW_LANE }, slowLane)])
 clearInterval(sampler)
+measuring = false
 const elapsed = (Date.now() - t0) / 1000
+const sinceIdle = (Date.now() - tIdle) / 1000
 
 // One more valid delivery after the load: the receiver still serves.
 const after = KINDS[0][2]()
@@ -334,21 +353,23 @@ const pct = (xs, p) => {
   return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))]
 }
 const fetches = keyFetches - fetchesAtStart
-const fetchBound = FETCH_BUDGET_PER_MIN + Math.floor((FETCH_BUDGET_PER_MIN * elapsed) / 60)
+// The key store starts full at idle, so the bound runs over warm-up + measured time.
+const fetchBound = FETCH_BUDGET_PER_MIN + Math.floor((FETCH_BUDGET_PER_MIN * sinceIdle) / 60)
 const valid = kindStats('valid')
 const invalidSent = [...stats.byKind].filter(([k]) => k !== 'valid').reduce((s, [, v]) => s + v.sent, 0) + slow.sent
 const rssGrowth = end.rss - start.rss
 
 console.log('')
-console.log(`duration       ${elapsed.toFixed(1)} s, ${stats.completed} requests, ${(stats.completed / elapsed).toFixed(0)} req/s (valid: ${(valid.sent / elapsed).toFixed(0)}/s)`)
+console.log(`duration       ${elapsed.toFixed(1)} s measured (+${WARMUP} s warm-up), ${stats.measured} requests, ${(stats.measured / elapsed).toFixed(0)} req/s (valid: ${(stats.latenciesValid.length / elapsed).toFixed(0)}/s); ${stats.completed} requests in all`)
 console.log(`latency valid  p50 ${pct(stats.latenciesValid, 50).toFixed(2)} ms, p99 ${pct(stats.latenciesValid, 99).toFixed(2)} ms, max ${pct(stats.latenciesValid, 100).toFixed(2)} ms (client-side, concurrency ${CONCURRENCY})`)
 console.log('mix            ' + [...stats.byKind].map(([k, v]) => `${k} ${v.sent}`).join(', ') + `, slow-body ${slow.sent}`)
 console.log('rejections     ' + [...stats.reasons].sort((a, b) => b[1] - a[1]).map(([k, v]) => `${k} ${v}`).join(', '))
 console.log(`slow bodies    ${slow.sent} trickled: ${slow.cut408} cut off with 408 (median after ${pct(slow.cutMs, 50)} ms, max ${pct(slow.cutMs, 100)} ms), ${slow.otherClose} closed otherwise, ${slow.hangs} hung`)
 if (stats.transportErrors.size > 0) console.log('transport      ' + [...stats.transportErrors].map(([k, v]) => `${k} ${v}`).join(', '))
 if (stats.wrongReason.size > 0) console.log('unexpected     ' + [...stats.wrongReason].map(([k, v]) => `${k} x${v}`).join('; '))
-console.log(`key fetches    ${fetches} (bound ${fetchBound} = ${FETCH_BUDGET_PER_MIN} + ${FETCH_BUDGET_PER_MIN}/min x ${elapsed.toFixed(0)} s; ${kindStats('keyid-flood').sent} random-keyid requests)`)
-console.log(`server RSS     start ${mb(start.rss)}, end ${mb(end.rss)} (after GC), peak ${mb(end.peakRss)}, samples ${mid.map(mb).join(' ')}; heap ${mb(start.heapUsed)} -> ${mb(end.heapUsed)}`)
+console.log(`key fetches    ${fetches} (bound ${fetchBound} = ${FETCH_BUDGET_PER_MIN} + ${FETCH_BUDGET_PER_MIN}/min x ${sinceIdle.toFixed(0)} s; ${kindStats('keyid-flood').sent} random-keyid requests)`)
+console.log(`server RSS     start ${mb(start.rss)} (after warm-up; ${mb(idle.rss)} before any traffic), end ${mb(end.rss)}, peak ${mb(end.peakRss)} (start and end after GC); every 5 s: ${mid.map(mb).join(' ')}`)
+console.log(`server heap    ${mb(idle.heapUsed)} idle, ${mb(start.heapUsed)} start, ${mb(end.heapUsed)} end (the replay store holds every valid delivery for maxAge + clockSkew = 360 s, up to 100,000)`)
 console.log(`handler        ran ${end.handled} times for ${end.events} events`)
 console.log('')
 
@@ -358,7 +379,7 @@ const checks = [
   [stats.wrongReason.size === 0 && slow.otherClose === 0, `every rejection has the expected status and code (${[...stats.wrongReason.values()].reduce((a, b) => a + b, 0) + slow.otherClose} unexpected)`],
   [slow.hangs === 0 && stats.hangs === 0 && (slow.sent === 0 || slow.cut408 === slow.sent), `no request hangs; every slow body cut off with 408 (${slow.cut408}/${slow.sent})`],
   [fetches <= fetchBound, `key fetches within budget (${fetches} <= ${fetchBound})`],
-  [rssGrowth < RSS_GROWTH_LIMIT, `RSS growth under 50 MB (${mb(rssGrowth)})`],
+  [rssGrowth < RSS_GROWTH_LIMIT, `RSS growth under 50 MB (${mb(rssGrowth)} from start to end; ${mb(end.rss - idle.rss)} since before any traffic)`],
   [end.unhandledRejections === 0 && end.uncaughtExceptions === 0 && driverUnhandled === 0, `no unhandled rejection (server ${end.unhandledRejections}, uncaught ${end.uncaughtExceptions}, driver ${driverUnhandled})`],
   [childExited === null && stillServing && end.handled === valid.sent - stats.validRejected + 1, `receiver alive and serving after the run; handler count matches accepted deliveries (${end.handled})`],
 ]

@@ -31,7 +31,10 @@ const app = Fastify({
     connectionsCheckingInterval: 500,
   }, handler),
 })
-await app.register(mailchannelsWebhooks, { baseUrl, customerHandles: ['acct_1'] })
+// SOAK_REPLAY=off (diagnostics only) runs without replay protection, to tell the replay
+// store's bounded growth apart from anything else.
+const replay = process.env.SOAK_REPLAY === 'off' ? { replay: false } : {}
+await app.register(mailchannelsWebhooks, { baseUrl, customerHandles: ['acct_1'], ...replay })
 app.post('/webhooks', { config: { mailchannelsWebhook: true } }, async (request) => {
   counters.handled++
   counters.events += request.webhookEvents.length

@@ -4,7 +4,7 @@ import { startExample } from './helpers/run-example.js'
 
 // `npm start` runs `tsx examples/demo.ts`; this is the same program.
 t.test('the demo runs with no configuration, stops by itself (DEMO_DURATION_MS) and exits 0', async (t) => {
-  const run = startExample(t, 'demo.ts', { DEMO_DURATION_MS: '3500' })
+  const run = startExample(t, 'demo.ts', { DEMO_DURATION_MS: '5000' })
   // Use the printed curl while it runs, as a new user would.
   while (!/batches: {3}curl /.test(run.stdout()) && run.child.exitCode === null) await sleep(20)
   const [, token, url] = /curl -H 'Authorization: Bearer ([0-9a-f]+)' '([^']+)'/.exec(run.stdout()) ?? []

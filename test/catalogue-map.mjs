@@ -105,11 +105,27 @@ export function idsIn (title) {
   return found
 }
 
-function testFiles (dir) {
+function tsFiles (dir) {
   return fs.readdirSync(dir, { recursive: true })
-    .filter((f) => String(f).endsWith('.test.ts'))
+    .filter((f) => String(f).endsWith('.ts') && !String(f).includes('node_modules'))
     .map((f) => path.join(dir, String(f)))
     .sort()
+}
+
+/**
+ * The files whose tests run: every *.test.ts, plus shared suites (helpers that declare
+ * `t.test`s) labelled with the test files that import them.
+ */
+function sources (dir) {
+  const all = tsFiles(dir)
+  const tests = all.filter((f) => f.endsWith('.test.ts'))
+  const imports = new Map(tests.map((f) => [f, [...fs.readFileSync(f, 'utf8').matchAll(/from '(\.[^']+)\.js'/g)].map((m) => path.resolve(path.dirname(f), `${m[1]}.ts`))]))
+  const out = tests.map((f) => ({ file: f, label: `\`${path.relative(path.dirname(dir), f)}\`` }))
+  for (const helper of all.filter((f) => !f.endsWith('.test.ts'))) {
+    const users = tests.filter((f) => imports.get(f).includes(helper))
+    if (users.length > 0) out.push({ file: helper, label: `\`${path.relative(path.dirname(dir), helper)}\` (run by ${users.map((u) => path.basename(u)).join(', ')})` })
+  }
+  return out
 }
 
 /** Test titles: the first string argument of every `.test(` call (quotes or a template). */
@@ -131,13 +147,13 @@ function tableCases (source) {
 
 const coverage = new Map(ROWS.map(([id]) => [id, []]))
 const escape = (s) => s.replace(/\|/g, '\\|')
-for (const file of testFiles(ROOT)) {
-  const rel = path.relative(path.dirname(ROOT), file)
+for (const { file, label } of sources(ROOT)) {
+  const rel = label
   const source = fs.readFileSync(file, 'utf8')
   const named = new Set()
   for (const title of titles(source)) {
     for (const id of idsIn(title)) {
-      coverage.get(id).push(`\`${rel}\`: ${escape(title)}`)
+      coverage.get(id).push(`${rel}: ${escape(title)}`)
       named.add(id)
     }
   }
@@ -145,7 +161,7 @@ for (const file of testFiles(ROOT)) {
     for (const name of tableCases(source)) {
       for (const id of idsIn(name)) {
         if (named.has(id)) continue
-        coverage.get(id).push(`\`${rel}\`: table case "${escape(name)}"`)
+        coverage.get(id).push(`${rel}: table case "${escape(name)}"`)
         named.add(id)
       }
     }

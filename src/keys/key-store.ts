@@ -81,6 +81,8 @@ export class KeyStore {
   #tokens: number
   #refilledAt: number
   #inFlight = 0
+  #budgetLoggedAt = -Infinity
+  #budgetLoggedCount = 0
   /** Single flight: the fetch in progress per key id. */
   readonly #pending = new Map<string, Promise<Entry | undefined>>()
   readonly #stats = { fetches: 0, negativeHits: 0, budgetRejections: 0 }
@@ -142,7 +144,16 @@ export class KeyStore {
         this.#stats.budgetRejections++
         const stale = this.#keys.get(keyId, { allowStale: true })
         const err = new VerificationError('key_unavailable', 'The signing key could not be fetched now: the key-fetch budget is spent. MailChannels will retry the delivery.', 60)
-        return this.#fallback(keyId, stale, err, {}, false).key
+        // Under a flood this happens on every request: log it once per 10 s, with a count.
+        const now = this.#now()
+        const log = now - this.#budgetLoggedAt >= 10_000
+        let logFields: object | undefined
+        if (log) {
+          logFields = { rejectedSinceLastLog: this.#stats.budgetRejections - this.#budgetLoggedCount }
+          this.#budgetLoggedAt = now
+          this.#budgetLoggedCount = this.#stats.budgetRejections
+        }
+        return this.#fallback(keyId, stale, err, {}, false, logFields).key
       }
       pending = this.#keys.fetch(keyId)
       this.#pending.set(keyId, pending)
@@ -198,8 +209,8 @@ export class KeyStore {
   }
 
   /** After a failed fetch: serve a stale key within `maxStale`, else remember the failure and throw. */
-  #fallback (keyId: string, stale: Entry | undefined, err: VerificationError, setOptions: { ttl?: number }, remember: boolean): Entry {
-    this.#log.warn({ keyId, reason: err.type }, err.message)
+  #fallback (keyId: string, stale: Entry | undefined, err: VerificationError, setOptions: { ttl?: number }, remember: boolean, logFields: object | undefined = {}): Entry {
+    if (logFields !== undefined) this.#log.warn({ keyId, reason: err.type, ...logFields }, err.message)
     if (stale !== undefined && err.type === 'key_unavailable' && this.#now() - stale.fetchedAt < this.#keyTtl + this.#maxStale) {
       // Keep the stale key, and look again once errorTtl has passed.
       setOptions.ttl = Math.max(1, Math.min(this.#errorTtl, stale.fetchedAt + this.#keyTtl + this.#maxStale - this.#now()))

@@ -146,8 +146,10 @@ export function resolveVerifyConfig (config: VerifyConfig): ResolvedVerifyConfig
     if (!Array.isArray(handles) || handles.length === 0 || !handles.every((h) => typeof h === 'string' && h.length > 0)) {
       throw new TypeError('customerHandles must be a non-empty array of customer handles, or a function')
     }
+    // Checked once per event: one handle (the usual case) is a plain comparison.
+    const only = handles.length === 1 ? handles[0] as string : undefined
     const set = new Set(handles)
-    allowCustomer = (h) => set.has(h)
+    allowCustomer = only !== undefined ? (h) => h === only : (h) => set.has(h)
   }
 
   let keyIds: Set<string> | null = null

@@ -108,3 +108,29 @@ t.test('log lines: one per rejection with reason and keyid; no signature, body o
   t.notOk(text.includes(secret))
   t.notOk(text.includes(apiKey))
 })
+
+t.test('a client that disconnects before the reply releases the claim (the retry is processed)', async (t) => {
+  let open!: () => void
+  let gate = new Promise<void>((resolve) => { open = resolve })
+  let entered!: () => void
+  const inHandler = new Promise<void>((resolve) => { entered = resolve })
+  const { port, calls } = await app(t, new MemoryReplayStore(), async (_req, res) => {
+    entered()
+    await gate
+    if (!res.destroyed) res.json({ ok: true })
+  })
+  const d = delivery()
+  const http = await import('node:http')
+  const req = http.request({ host: '127.0.0.1', port, path: '/wh', method: 'POST', headers: { ...d.headers, 'content-length': String(d.body.length) }, agent: false })
+  req.on('error', () => {})
+  req.end(d.body)
+  await inHandler
+  req.destroy()
+  await tick()
+  open()
+  gate = Promise.resolve()
+  await tick()
+  const retry = await post(port, '/wh', d.headers, d.body)
+  t.same(retry.json(), { ok: true })
+  t.equal(calls(), 2)
+})

@@ -23,6 +23,12 @@ export interface KeyStoreOptions {
   errorTtl?: number
   /** Milliseconds before a key fetch is abandoned. Default 3000. */
   fetchTimeout?: number
+  /**
+   * Seconds between forced refreshes of one key id. When a signature fails with a cached key,
+   * the key is fetched again (it may have been rotated under the same id), at most once per
+   * this many seconds per key id, and never for a key fetched more recently. Default 30.
+   */
+  refreshCooldown?: number
   /** Global fetch budget: at most this many key fetches per minute, whatever the key ids. Default 10. */
   fetchesPerMinute?: number
   /** Most key fetches in flight at once. Default 2. */
@@ -78,6 +84,10 @@ export class KeyStore {
   readonly #fetchTimeout: number
   readonly #budget: number
   readonly #maxConcurrent: number
+  readonly #refreshCooldown: number
+  /** Key ids refreshed within the cooldown, and the refresh in flight per key id. */
+  readonly #refreshedAt: LRUCache<string, number>
+  readonly #refreshing = new Map<string, Promise<KeyObject | undefined>>()
   #tokens: number
   #refilledAt: number
   #inFlight = 0
@@ -102,10 +112,12 @@ export class KeyStore {
     this.#fetchTimeout = positive(options.fetchTimeout ?? 3000, 'fetchTimeout')
     this.#budget = positive(options.fetchesPerMinute ?? 10, 'fetchesPerMinute', true)
     this.#maxConcurrent = positive(options.maxConcurrentFetches ?? 2, 'maxConcurrentFetches', true)
+    this.#refreshCooldown = positive(options.refreshCooldown ?? 30, 'refreshCooldown') * 1000
     this.#tokens = this.#budget
     this.#refilledAt = this.#now()
     const perf = { now: () => this.#now() }
     this.#failures = new LRUCache({ max: positive(options.maxFailures ?? 1000, 'maxFailures', true), ttl: this.#errorTtl, perf })
+    this.#refreshedAt = new LRUCache({ max: positive(options.maxKeys ?? 100, 'maxKeys', true), ttl: this.#refreshCooldown, perf })
     this.#keys = new LRUCache<string, Entry>({
       max: positive(options.maxKeys ?? 100, 'maxKeys', true),
       ttl: this.#keyTtl,
@@ -140,7 +152,10 @@ export class KeyStore {
     if (pending === undefined) {
       // Spend the budget before lru-cache sees the id: every fetch() puts a placeholder
       // in the key LRU, so a flood of random key ids would otherwise evict cached keys (E1).
-      if (!this.#takeToken()) {
+      // A key id already known (a stale real key) refreshes outside the budget: the budget
+      // guards against unknown ids, and a flood of them must not starve the real key.
+      const known = this.#keys.get(keyId, { allowStale: true }) !== undefined
+      if (!known && !this.#takeToken()) {
         this.#stats.budgetRejections++
         const stale = this.#keys.get(keyId, { allowStale: true })
         const err = new VerificationError('key_unavailable', 'The signing key could not be fetched now: the key-fetch budget is spent. MailChannels will retry the delivery.', 60)
@@ -160,10 +175,64 @@ export class KeyStore {
       const done = (): void => { this.#pending.delete(keyId) }
       pending.then(done, done)
     }
-    const entry = await pending
-    /* c8 ignore next */
+    let entry: Entry | undefined
+    try {
+      entry = await pending
+    } catch (err) {
+      // e.g. lru-cache's abort when clear() runs during a fetch: still a typed, retryable failure.
+      if (err instanceof VerificationError) throw err
+      throw new VerificationError('key_unavailable', 'The signing key could not be fetched.', 30)
+    }
     if (entry === undefined) throw new VerificationError('key_unavailable', 'The signing key could not be fetched.', 30)
     return entry.key
+  }
+
+  /**
+   * Called when a signature did not verify with `failed`, the cached key of `keyId`: fetches
+   * the key again in case it was rotated under the same id (threat-model §4). At most one
+   * fetch per key id per `refreshCooldown`, never for a key younger than that, and within
+   * the global budget, so bad signatures cannot flood the endpoint. Resolves the new key
+   * when it differs from `failed`, else `undefined`. Never rejects.
+   */
+  refresh (keyId: string, failed: KeyObject): Promise<KeyObject | undefined> {
+    const inFlight = this.#refreshing.get(keyId)
+    if (inFlight !== undefined) return inFlight
+    const entry = this.#keys.get(keyId, { allowStale: true })
+    if (entry === undefined) return Promise.resolve(undefined)
+    if (entry.key !== failed) return Promise.resolve(entry.key) // refreshed meanwhile
+    const now = this.#now()
+    // Outside the global budget (so a flood of unknown ids cannot block a rotation): bounded by
+    // the cooldown per known key id, and known ids only come from keys the endpoint served.
+    if (now - entry.fetchedAt < this.#refreshCooldown || this.#refreshedAt.has(keyId)) {
+      return Promise.resolve(undefined)
+    }
+    this.#refreshedAt.set(keyId, now)
+    const refreshing = this.#refetch(keyId, failed)
+    this.#refreshing.set(keyId, refreshing)
+    const done = (): void => { this.#refreshing.delete(keyId) }
+    refreshing.then(done, done)
+    return refreshing
+  }
+
+  async #refetch (keyId: string, failed: KeyObject): Promise<KeyObject | undefined> {
+    this.#inFlight++
+    this.#stats.fetches++
+    try {
+      const key = await fetchPublicKey(keyId, { baseUrl: this.#baseUrl, fetch: this.#fetch, signal: AbortSignal.timeout(this.#fetchTimeout) })
+      if (key.equals(failed)) {
+        this.#keys.set(keyId, { key: failed, fetchedAt: this.#now() })
+        return undefined
+      }
+      this.#log.info({ keyId }, 'mailchannels-webhooks: the signing key changed under the same key id; using the new key')
+      this.#keys.set(keyId, { key, fetchedAt: this.#now() })
+      return key
+    } catch (err) {
+      // Keep the cached key: the endpoint failing is no reason to drop a key that worked.
+      this.#log.warn({ keyId, reason: err instanceof VerificationError ? err.type : 'key_unavailable' }, 'mailchannels-webhooks: key refresh failed')
+      return undefined
+    } finally {
+      this.#inFlight--
+    }
   }
 
   /** Forgets every key and failure (e.g. after a known rotation). */

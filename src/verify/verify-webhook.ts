@@ -82,15 +82,37 @@ export function verifyDelivery (
   const checked = checkDelivery(config, payload, headers, nowMs)
   const key = resolveKey(config, checked.sig.keyId)
   if (!(key instanceof Promise) && !async) {
-    verifyEd25519(checked.base, key, checked.sig.signature)
+    try {
+      verifyEd25519(checked.base, key, checked.sig.signature)
+    } catch (err) {
+      if (config.keyStore === null) throw err
+      return retryWithRefreshedKey(config, checked, key, err, false)
+    }
     return finish(config, checked)
   }
   return (async () => {
     const k = await key
-    if (async) await verifyEd25519Async(checked.base, k, checked.sig.signature)
-    else verifyEd25519(checked.base, k, checked.sig.signature)
+    try {
+      if (async) await verifyEd25519Async(checked.base, k, checked.sig.signature)
+      else verifyEd25519(checked.base, k, checked.sig.signature)
+    } catch (err) {
+      if (config.keyStore === null) throw err
+      return retryWithRefreshedKey(config, checked, k, err, async)
+    }
     return finish(config, checked)
   })()
+}
+
+/**
+ * The signature failed with a cached key: the key may have been rotated under the same id.
+ * The store refetches at most once per cooldown; with a different key, verify once more.
+ */
+async function retryWithRefreshedKey (config: ResolvedVerifyConfig, checked: CheckedDelivery, failed: KeyObject, err: unknown, async: boolean): Promise<VerifiedDelivery> {
+  const fresh = await config.keyStore!.refresh(checked.sig.keyId, failed)
+  if (fresh === undefined) throw err
+  if (async) await verifyEd25519Async(checked.base, fresh, checked.sig.signature)
+  else verifyEd25519(checked.base, fresh, checked.sig.signature)
+  return finish(config, checked)
 }
 
 /** The raw body as bytes. A string is taken as the UTF-8 text received. */

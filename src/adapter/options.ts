@@ -117,6 +117,10 @@ export function resolveReceiverOptions (
   else if (isReplayStore(options.replay)) replay = options.replay
   else throw new TypeError('replay must be a ReplayStore (claim, complete, release) or false')
 
+  if (options.cache === false && options.publicKey === undefined && options.keyStore === undefined) {
+    // Without a cache every request with a fresh key id would fetch a key, with no budget (threat-model T10).
+    throw new TypeError('cache: false is not supported by the receivers: every forged request would fetch a key. Pass publicKey, or a keyStore to tune caching')
+  }
   const pool = options.verifyOnThreadPool ?? 'auto'
   if (pool !== 'auto' && typeof pool !== 'boolean') throw new TypeError("verifyOnThreadPool must be true, false or 'auto'")
 
@@ -142,7 +146,8 @@ export function resolveReceiverOptions (
     config,
     bodyLimit,
     replay,
-    replayTtl: config.maxAge + config.clockSkew,
+    // Stores keep whole seconds (Redis EX); round up so the entry outlives the window.
+    replayTtl: Math.ceil(config.maxAge + config.clockSkew),
     poolBelow: pool === 'auto' ? POOL_BODY_THRESHOLD : pool ? Infinity : 0,
     now: options.now,
     anyCustomer,

@@ -144,6 +144,11 @@ export function mailchannelsWebhook (options: MailChannelsWebhookOptions): Webho
         return
       }
       // 'close' follows 'finish', and also fires when the client goes away before the reply.
+      if (res.destroyed) {
+        // The client went away while the claim was made: nobody gets a reply, release it.
+        settleClaim(store, outcome.id, r.replayTtl, false, log)
+        return
+      }
       res.once('close', () => {
         const ok = res.writableEnded && res.statusCode >= 200 && res.statusCode < 300
         settleClaim(store, outcome.id, r.replayTtl, ok, log)

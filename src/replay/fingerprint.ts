@@ -47,10 +47,16 @@ export function eventFingerprint (event: WebhookEvent): string {
  * at every depth, so JSON.stringify is canonical and the two can never collide
  * (pairs, not objects: keys like "__proto__" stay plain data).
  */
-function canonical (value: unknown): unknown {
-  if (Array.isArray(value)) return ['[]', ...value.map(canonical)]
+function canonical (value: unknown, depth = 0): unknown {
+  // Bounded recursion (threat-model T13): a signed body may nest deeply inside the extra
+  // fields of an unknown event type; below MAX_DEPTH such subtrees only count as "deep".
+  if (depth > MAX_DEPTH) return DEEP
+  if (Array.isArray(value)) return ['[]', ...value.map((v) => canonical(v, depth + 1))]
   if (typeof value !== 'object' || value === null) return value
   const out: unknown[] = ['{}']
-  for (const key of Object.keys(value).sort()) out.push([key, canonical((value as Record<string, unknown>)[key])])
+  for (const key of Object.keys(value).sort()) out.push([key, canonical((value as Record<string, unknown>)[key], depth + 1)])
   return out
 }
+
+const MAX_DEPTH = 32
+const DEEP = ['...']

@@ -112,3 +112,12 @@ t.test('FINGERPRINT_FIELDS lists what is documented', async (t) => {
   const every: WebhookEvent = toEvent(click, 0)
   t.equal(typeof eventFingerprint(every), 'string')
 })
+
+t.test('deeply nested extra fields of an unknown event are fingerprinted without recursion overflow (T13)', async (t) => {
+  let deep: unknown = 1
+  for (let i = 0; i < 100_000; i++) deep = [deep]
+  const event = { event: 'unknown', eventName: 'future', customerHandle: 'acct_1', timestamp: 1, fields: { x: deep } } as const
+  const fp = eventFingerprint(event as never)
+  t.match(fp, /^[A-Za-z0-9_-]{43}$/)
+  t.equal(eventFingerprint(event as never), fp, 'stable')
+})

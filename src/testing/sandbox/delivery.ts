@@ -1,5 +1,5 @@
 import { performance } from 'node:perf_hooks'
-import { isLoopbackHost } from '../../base-url.js'
+import { parseHttpsOrLoopbackUrl } from '../../base-url.js'
 import type { SignedWebhook } from '../sign-webhook.js'
 import { statusCategory, type SandboxBatchStatus } from './batch-query.js'
 
@@ -19,18 +19,7 @@ const MAX_RESPONSE_BYTES = 64 * 1024
  * so the sandbox never sends test traffic across a network in the clear. Throws a TypeError naming `option`.
  */
 export function parseTarget (value: unknown, option = 'target'): string {
-  if (typeof value !== 'string' && !(value instanceof URL)) throw new TypeError(`${option} must be a URL string`)
-  let url: URL
-  try {
-    url = new URL(String(value))
-  } catch {
-    throw new TypeError(`${option} is not a valid URL: ${String(value)}`)
-  }
-  if (url.protocol !== 'https:' && !(url.protocol === 'http:' && isLoopbackHost(url.hostname))) {
-    throw new TypeError(`${option} must be an http: URL on a loopback host (e.g. http://127.0.0.1:3000/webhooks) or an https: URL`)
-  }
-  if (url.username !== '' || url.password !== '') throw new TypeError(`${option} must not contain credentials`)
-  return url.href
+  return parseHttpsOrLoopbackUrl(value, option, 'must be an http: URL on a loopback host (e.g. http://127.0.0.1:3000/webhooks) or an https: URL').href
 }
 
 /** Reads and drops a response body (bounded), so a keep-alive socket can be reused. */

@@ -9,7 +9,7 @@ import { TEST_PUBLIC_KEY } from './helpers/sign.js'
 
 interface WycheproofTest { tcId: number, comment: string, flags: string[], msg: string, sig: string, result: 'valid' | 'invalid' | 'acceptable' }
 interface WycheproofGroup { publicKey: { pk: string }, publicKeyDer: string, publicKeyPem: string, tests: WycheproofTest[] }
-const file = JSON.parse(readFileSync(new URL('../../../shared/vectors/wycheproof-ed25519_test.json', import.meta.url), 'utf8')) as { numberOfTests: number, testGroups: WycheproofGroup[] }
+const file = JSON.parse(readFileSync(new URL('../fixtures/wycheproof/ed25519_test.json', import.meta.url), 'utf8')) as { numberOfTests: number, testGroups: WycheproofGroup[] }
 
 /** What verifyEd25519 did: 'verified', 'rejected' (signature_invalid), or the unexpected error. */
 function outcome (run: () => void): string {

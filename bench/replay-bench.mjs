@@ -1,4 +1,4 @@
-// Replay-store benchmark (issue 6). Plain Node ESM over the built library: run
+// Replay-store benchmark. Plain Node ESM over the built library: run
 // `npx tsc -p tsconfig.build.json` (or `npm run build`) first, then
 // `node --expose-gc bench/replay-bench.mjs` (--expose-gc is optional; it settles the heap figures).
 //

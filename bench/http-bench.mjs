@@ -1,0 +1,230 @@
+// The HTTP bench: each receiver runs in its own child process (bench/http-server.mjs) on
+// 127.0.0.1; this process loads them in turn with autocannon and prints throughput, latency
+// and CPU per request, and ratios vs the ideal receivers. bench/run.mjs starts it with its own
+// arguments (see bench/options.mjs); it can also be run directly after `npm run build`:
+//   node bench/http-bench.mjs --duration 5 --http-reps 3
+import { execFileSync, spawn } from 'node:child_process'
+import fs from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import { fileURLToPath } from 'node:url'
+import autocannon from 'autocannon'
+import { installedVersion, machine } from './lib/env.mjs'
+import { contentDigest, makeBody, makeKeyPair, signedHeaders, tamper } from './lib/fixtures.mjs'
+import { fmtBytes, fmtOps, fmtRatio, mdTable, median, ratio, stats } from './lib/measure.mjs'
+import { parseBenchArgs } from './options.mjs'
+
+const here = path.dirname(fileURLToPath(import.meta.url))
+const s = parseBenchArgs(process.argv.slice(2)).httpBench
+const log = (line) => process.stderr.write(line + '\n')
+
+const FASTIFY_IDEAL = 'fastify-ideal'
+const EXPRESS_IDEAL = 'express-ideal'
+const EXPRESS_MIDDLEWARE = 'express-middleware'
+const VARIANTS = [FASTIFY_IDEAL, EXPRESS_IDEAL, 'fastify-plugin', EXPRESS_MIDDLEWARE]
+const LABELS = {
+  'fastify-ideal': 'ideal Fastify receiver',
+  'express-ideal': 'ideal Express receiver',
+  'fastify-plugin': 'Fastify plugin',
+  'express-middleware': 'Express middleware',
+}
+
+function canPin () {
+  if (os.cpus().length < 2) return false
+  try { execFileSync('taskset', ['-V'], { stdio: 'ignore' }); return true } catch { return false }
+}
+const PIN = s.pin && canPin()
+if (s.pin && !PIN) log('--pin ignored: it needs taskset and at least 2 CPUs')
+if (PIN) execFileSync('taskset', ['-a', '-cp', '0', String(process.pid)], { stdio: 'ignore' })
+
+const poolSetting = s.verifyOnThreadPool === 'auto' ? "'auto'" : String(s.verifyOnThreadPool)
+const settings = [
+  `${s.duration} s × ${s.reps} rep${s.reps === 1 ? '' : 's'}, ${s.warmup} s warm-up per server and body`,
+  s.unique > 0 ? `unique signatures: ${s.unique} (cycled; every request differs from the ${s.unique - 1} before it)` : 'unique signatures: off (every request of a run is identical)',
+  `verifyOnThreadPool: ${poolSetting}`,
+  'replay protection: off',
+  PIN ? 'pinned (server on CPU 1, load generator on CPU 0)' : 'unpinned (server and load generator share every CPU)',
+  `autocannon ${installedVersion('autocannon')}, Fastify ${installedVersion('fastify')}, Express ${installedVersion('express')}, ${machine()}`,
+].join('; ')
+
+// ------------------------------------------------------------------ servers
+const keys = makeKeyPair()
+const servers = new Map() // variant -> { pid, port }
+
+function stopServers () {
+  for (const { pid } of servers.values()) {
+    try { process.kill(pid, 'SIGTERM') } catch {}
+  }
+}
+process.on('exit', stopServers)
+for (const signal of ['SIGINT', 'SIGTERM']) process.on(signal, () => { stopServers(); process.exit(130) })
+
+function startServer (variant) {
+  return new Promise((resolve, reject) => {
+    const argv = [path.join(here, 'http-server.mjs'), variant]
+    const child = spawn(PIN ? 'taskset' : process.execPath, PIN ? ['-c', '1', process.execPath, ...argv] : argv, {
+      env: { ...process.env, BENCH_PUBLIC_KEY: keys.spkiB64, BENCH_VERIFY_ON_THREAD_POOL: String(s.verifyOnThreadPool) },
+      stdio: ['ignore', 'pipe', 'inherit'],
+    })
+    const timer = setTimeout(() => { child.kill(); reject(new Error(`${variant}: not listening after 20 s`)) }, 20_000)
+    let out = ''
+    child.stdout.on('data', (d) => {
+      out += d
+      const m = /READY (\d+)/.exec(out)
+      if (m) { clearTimeout(timer); resolve({ pid: child.pid, port: Number(m[1]) }) }
+    })
+    child.on('exit', (code) => { clearTimeout(timer); reject(new Error(`${variant} exited with ${code} before listening`)) })
+  })
+}
+
+/** CPU seconds (user + system) a process has used so far, from /proc (Linux); NaN elsewhere. */
+const CLK_TCK = (() => { try { return Number(execFileSync('getconf', ['CLK_TCK']).toString().trim()) || 100 } catch { return 100 } })()
+function cpuSeconds (pid) {
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8')
+    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+    return (Number(f[11]) + Number(f[12])) / CLK_TCK
+  } catch {
+    return NaN
+  }
+}
+
+// ------------------------------------------------------------------ load
+/**
+ * Headers for the requests of one load run, signed now (so a run never outlives the 300 s
+ * freshness window): one set, or `unique` sets that differ in their label, hence in their
+ * signature, as distinct deliveries differ.
+ */
+function signingPool (digest) {
+  const created = Math.floor(Date.now() / 1000)
+  return Array.from({ length: Math.max(1, s.unique) }, (_, i) => signedHeaders(digest, keys.privateKey, { created, label: labelFor(i) }))
+}
+const labelFor = (i) => (s.unique === 0 ? 'sig_1' : `sig_${1_000_000 + i}`)
+
+async function post (port, body, headers) {
+  const res = await fetch(`http://127.0.0.1:${port}/webhook`, { method: 'POST', body, headers })
+  await res.arrayBuffer()
+  return res.status
+}
+
+function load (port, body, digest, connections, duration) {
+  const pool = signingPool(digest)
+  let next = 0
+  const requests = pool.length > 1
+    ? [{ setupRequest: (req) => { Object.assign(req.headers, pool[next++ % pool.length]); return req } }]
+    : undefined
+  // autocannon's own histogram keeps whole milliseconds: record float ms here.
+  let latencies = new Float64Array(1 << 16)
+  let n = 0
+  return new Promise((resolve, reject) => {
+    const instance = autocannon({
+      url: `http://127.0.0.1:${port}/webhook`,
+      method: 'POST',
+      headers: pool[0],
+      body,
+      connections,
+      duration,
+      timeout: 30,
+      ...(requests ? { requests } : {}),
+    }, (err, result) => {
+      if (err) return reject(err)
+      const sorted = latencies.subarray(0, n).sort()
+      const pct = (q) => (n ? sorted[Math.min(n - 1, Math.floor(q * n))] : NaN)
+      resolve({ result, p50: pct(0.5), p99: pct(0.99) })
+    })
+    instance.on('response', (client, statusCode, bytes, responseTime) => {
+      if (statusCode < 200 || statusCode > 299) return
+      if (n === latencies.length) { const grown = new Float64Array(n * 2); grown.set(latencies); latencies = grown }
+      latencies[n++] = responseTime
+    })
+  })
+}
+
+// ------------------------------------------------------------------ main
+const results = { settings: { ...s, pinned: PIN }, description: settings, cases: [] }
+console.log('## HTTP bench')
+
+for (const v of VARIANTS) {
+  const server = await startServer(v)
+  servers.set(v, server)
+  log(`started ${v} (pid ${server.pid}, port ${server.port})`)
+}
+
+// Each receiver must accept a valid delivery (signed the way the load signs) and reject a tampered one.
+const probe = makeBody(4)
+const probeHeaders = signedHeaders(contentDigest(probe), keys.privateKey, { label: labelFor(s.unique - 1) })
+for (const [v, { port }] of servers) {
+  const valid = await post(port, probe, probeHeaders)
+  const tampered = await post(port, tamper(probe), probeHeaders)
+  if (valid < 200 || valid > 299 || tampered < 400 || tampered > 499) {
+    throw new Error(`${v} failed the correctness check: valid delivery -> ${valid}, tampered body -> ${tampered}`)
+  }
+}
+
+const summary = []
+let failures = 0
+for (const events of s.events) {
+  const body = makeBody(events)
+  const digest = contentDigest(body)
+  if (s.warmup > 0) {
+    for (const [v, { port }] of servers) { log(`warm-up: ${v}, ${events} events`); await load(port, body, digest, 10, s.warmup) }
+  }
+  for (const connections of s.connections) {
+    const per = new Map(VARIANTS.map((v) => [v, { rps: [], p50: [], p99: [], cpuUs: [], cpuPct: [], genPct: [], failed: 0 }]))
+    for (let r = 0; r < s.reps; r++) {
+      const k = r % VARIANTS.length
+      for (const v of [...VARIANTS.slice(k), ...VARIANTS.slice(0, k)]) {
+        const { pid, port } = servers.get(v)
+        const cpu0 = cpuSeconds(pid)
+        const gen0 = process.cpuUsage()
+        const { result, p50, p99 } = await load(port, body, digest, connections, s.duration)
+        const gen = process.cpuUsage(gen0)
+        const cpu = cpuSeconds(pid) - cpu0
+        const ok = result['2xx']
+        const p = per.get(v)
+        p.rps.push(ok / result.duration)
+        p.p50.push(p50)
+        p.p99.push(p99)
+        p.cpuUs.push((cpu / Math.max(ok, 1)) * 1e6)
+        p.cpuPct.push((cpu / result.duration) * 100)
+        p.genPct.push(((gen.user + gen.system) / 1e6 / result.duration) * 100)
+        p.failed += result.non2xx + result.errors + result.timeouts
+        log(`  ${events} events, ${connections} connections, rep ${r + 1}/${s.reps}: ${v.padEnd(18)} ${(ok / result.duration).toFixed(0).padStart(6)} req/s, p99 ${p99.toFixed(2)} ms`)
+      }
+    }
+
+    const fastifyIdeal = per.get(FASTIFY_IDEAL).rps
+    const expressIdeal = per.get(EXPRESS_IDEAL).rps
+    const rows = []
+    for (const v of VARIANTS) {
+      const p = per.get(v)
+      const st = stats(p.rps)
+      const vsFastify = ratio(p.rps, fastifyIdeal)
+      const vsExpress = v.startsWith('express') ? ratio(p.rps, expressIdeal) : null
+      failures += p.failed
+      rows.push([LABELS[v], fmtOps(st.median), `${fmtOps(st.min)}–${fmtOps(st.max)} (${st.spreadPct.toFixed(0)}%)`,
+        median(p.p50).toFixed(2), median(p.p99).toFixed(2), median(p.cpuUs).toFixed(0), `${median(p.cpuPct).toFixed(0)}%`,
+        `${median(p.genPct).toFixed(0)}%`, fmtRatio(vsFastify), v === EXPRESS_IDEAL ? '1.00×' : fmtRatio(vsExpress),
+        p.failed ? `${p.failed} failed requests` : ''])
+      results.cases.push({ events, bytes: body.length, connections, variant: v, reqPerSec: st, p50Ms: p.p50, p99Ms: p.p99, serverCpuUsPerRequest: p.cpuUs, serverCpuPct: p.cpuPct, loadGeneratorCpuPct: p.genPct, vsFastifyIdeal: vsFastify, vsExpressIdeal: vsExpress, failedRequests: p.failed })
+      summary.push({ key: `${events} events (${fmtBytes(body.length)}), ${connections} conns`, v, rps: st.median, vsFastify, vsExpress })
+    }
+    console.log(`\n### HTTP, ${events} events (${fmtBytes(body.length)} body), ${connections} connections\n\nSettings: ${settings}.\n`)
+    console.log(mdTable(['receiver', 'req/s (median)', `range over ${s.reps} reps (spread)`, 'p50 ms', 'p99 ms', 'server CPU µs/req', 'server CPU', 'load-generator CPU', 'req/s ÷ ideal Fastify', 'req/s ÷ ideal Express', 'notes'], rows))
+  }
+}
+
+const columns = [...new Set(summary.map((x) => x.key))]
+const cell = (v, key, pick) => {
+  const x = summary.find((y) => y.v === v && y.key === key)
+  return x ? pick(x) : '—'
+}
+console.log(`\n### HTTP summary: throughput ÷ the ideal Fastify receiver (median of per-rep ratios, req/s in brackets)\n\nSettings: ${settings}.\n`)
+console.log(mdTable(['receiver', ...columns], [
+  ...VARIANTS.map((v) => [LABELS[v], ...columns.map((k) => cell(v, k, (x) => `${x.vsFastify.median.toFixed(2)}× (${fmtOps(x.rps)}/s)`))]),
+  ['Express middleware ÷ ideal Express receiver', ...columns.map((k) => cell(EXPRESS_MIDDLEWARE, k, (x) => fmtRatio(x.vsExpress)))],
+]))
+if (failures > 0) console.log(`\n${failures} requests failed or got a non-2xx answer during the load runs (see the notes column): those runs do not measure verification alone.`)
+
+if (process.env.BENCH_RESULTS_FILE) fs.writeFileSync(process.env.BENCH_RESULTS_FILE, JSON.stringify(results))
+stopServers()

@@ -1,0 +1,99 @@
+// One receiver per process, started by bench/http-bench.mjs:
+//   node bench/http-server.mjs <variant>   with BENCH_PUBLIC_KEY (SPKI DER, base64) and
+//   BENCH_VERIFY_ON_THREAD_POOL (auto | true | false) in the environment.
+// Variants, all POST /webhook on 127.0.0.1, 204 when the delivery verifies, 4xx otherwise:
+//   fastify-ideal       Fastify, raw Buffer body, the ideal receiver + JSON.parse inline
+//   express-ideal       Express, express.raw, the same inline work
+//   fastify-plugin      the library's Fastify plugin (from dist/)
+//   express-middleware  the library's Express middleware (from dist/)
+// The library gets the key statically (no key fetch on the timed path) and replay protection
+// off. Every variant accepts bodies up to 16 MiB. Prints "READY <port>" once listening.
+import express from 'express'
+import Fastify from 'fastify'
+import mailchannelsWebhooks from '../dist/fastify/index.js'
+import { mailchannelsWebhook } from '../dist/express/index.js'
+import { CUSTOMER_HANDLE, KEY_ID } from './lib/fixtures.mjs'
+import { createIdealVerifier } from './lib/ideal.mjs'
+
+const BODY_LIMIT = 16 * 1024 * 1024
+const PATH = '/webhook'
+
+const variant = process.argv[2]
+const publicKey = process.env.BENCH_PUBLIC_KEY
+if (!publicKey) throw new Error('BENCH_PUBLIC_KEY is not set')
+const pool = process.env.BENCH_VERIFY_ON_THREAD_POOL ?? 'auto'
+const libraryOptions = {
+  publicKey,
+  customerHandles: [CUSTOMER_HANDLE],
+  replay: false,
+  bodyLimit: BODY_LIMIT,
+  verifyOnThreadPool: pool === 'auto' ? 'auto' : pool === 'true',
+}
+const ideal = createIdealVerifier({ [KEY_ID]: publicKey })
+
+function fastifyApp () {
+  return Fastify({ logger: false, bodyLimit: BODY_LIMIT })
+}
+
+function expressApp () {
+  const app = express()
+  app.disable('x-powered-by')
+  app.set('etag', false)
+  return app
+}
+
+let server
+switch (variant) {
+  case 'fastify-ideal': {
+    const app = fastifyApp()
+    app.removeContentTypeParser('application/json')
+    app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (request, body, done) => { done(null, body) })
+    app.decorateRequest('webhookEvents', null)
+    app.post(PATH, async (request, reply) => {
+      const events = ideal.verifyAndParse(request.body, request.headers)
+      if (events === null) return reply.code(401).send()
+      request.webhookEvents = events
+      return reply.code(204).send()
+    })
+    await app.listen({ host: '127.0.0.1', port: 0 })
+    server = app.server
+    break
+  }
+  case 'express-ideal': {
+    const app = expressApp()
+    app.post(PATH, express.raw({ type: 'application/json', limit: BODY_LIMIT }), (req, res) => {
+      let events = null
+      try { events = ideal.verifyAndParse(req.body, req.headers) } catch {}
+      if (events === null) return res.status(401).end()
+      req.webhookEvents = events
+      res.status(204).end()
+    })
+    server = await listenExpress(app)
+    break
+  }
+  case 'fastify-plugin': {
+    const app = fastifyApp()
+    await app.register(mailchannelsWebhooks, libraryOptions)
+    app.post(PATH, { config: { mailchannelsWebhook: true } }, (request, reply) => { reply.code(204).send() })
+    await app.listen({ host: '127.0.0.1', port: 0 })
+    server = app.server
+    break
+  }
+  case 'express-middleware': {
+    const app = expressApp()
+    app.post(PATH, mailchannelsWebhook(libraryOptions), (req, res) => { res.status(204).end() })
+    server = await listenExpress(app)
+    break
+  }
+  default:
+    throw new Error(`unknown variant ${variant}`)
+}
+
+function listenExpress (app) {
+  return new Promise((resolve, reject) => {
+    const s = app.listen(0, '127.0.0.1', (err) => { if (err) reject(err); else resolve(s) })
+  })
+}
+
+process.stdout.write(`READY ${server.address().port}\n`)
+for (const signal of ['SIGTERM', 'SIGINT']) process.on(signal, () => process.exit(0))

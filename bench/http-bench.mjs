@@ -40,7 +40,7 @@ if (PIN) execFileSync('taskset', ['-a', '-cp', '0', String(process.pid)], { stdi
 const poolSetting = s.verifyOnThreadPool === 'auto' ? "'auto'" : String(s.verifyOnThreadPool)
 const settings = [
   `${s.duration} s × ${s.reps} rep${s.reps === 1 ? '' : 's'}, ${s.warmup} s warm-up per server and body`,
-  s.unique > 0 ? `unique signatures: ${s.unique} (cycled; every request differs from the ${s.unique - 1} before it)` : 'unique signatures: off (every request of a run is identical)',
+  s.unique > 0 ? `unique signatures: ${s.unique} (cycled; every request differs from the ${(s.unique - 1).toLocaleString('en')} before it)` : 'unique signatures: off (every request of a run is identical)',
   `verifyOnThreadPool: ${poolSetting}`,
   'replay protection: off',
   PIN ? 'pinned (server on CPU 1, load generator on CPU 0)' : 'unpinned (server and load generator share every CPU)',
@@ -207,10 +207,10 @@ for (const events of s.events) {
         `${median(p.genPct).toFixed(0)}%`, fmtRatio(vsFastify), v === EXPRESS_IDEAL ? '1.00×' : fmtRatio(vsExpress),
         p.failed ? `${p.failed} failed requests` : ''])
       results.cases.push({ events, bytes: body.length, connections, variant: v, reqPerSec: st, p50Ms: p.p50, p99Ms: p.p99, serverCpuUsPerRequest: p.cpuUs, serverCpuPct: p.cpuPct, loadGeneratorCpuPct: p.genPct, vsFastifyIdeal: vsFastify, vsExpressIdeal: vsExpress, failedRequests: p.failed })
-      summary.push({ key: `${events} events (${fmtBytes(body.length)}), ${connections} conns`, v, rps: st.median, vsFastify, vsExpress })
+      summary.push({ key: `${events.toLocaleString('en')} events (${fmtBytes(body.length)}), ${connections} conns`, v, rps: st.median, vsFastify, vsExpress })
     }
-    console.log(`\n### HTTP, ${events} events (${fmtBytes(body.length)} body), ${connections} connections\n\nSettings: ${settings}.\n`)
-    console.log(mdTable(['receiver', 'req/s (median)', `range over ${s.reps} reps (spread)`, 'p50 ms', 'p99 ms', 'server CPU µs/req', 'server CPU', 'load-generator CPU', 'req/s ÷ ideal Fastify', 'req/s ÷ ideal Express', 'notes'], rows))
+    console.log(`\n### HTTP, ${events.toLocaleString('en')} events (${fmtBytes(body.length)} body), ${connections} connections\n\nSettings: ${settings}.\n`)
+    console.log(mdTable(['receiver', 'req/s (median)', `range over ${s.reps} rep${s.reps === 1 ? '' : 's'} (spread)`, 'p50 ms', 'p99 ms', 'server CPU µs/req', 'server CPU', 'load-generator CPU', 'req/s ÷ ideal Fastify', 'req/s ÷ ideal Express', 'notes'], rows))
   }
 }
 

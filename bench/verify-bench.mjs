@@ -91,8 +91,8 @@ export async function runVerifyBench (s) {
         c.impl.parses ? 'yes' : 'no', fmtRatio(vsIdeal)])
     }
     results.byEvents[n] = { bytes: body.length, implementations: byName }
-    console.log(`\n### Verify, ${n} event${n === 1 ? '' : 's'} (${fmtBytes(body.length)} body)\n\nSettings: ${settings}.\n`)
-    console.log(mdTable(['implementation', 'calls/s (median)', 'per call', `range over ${s.reps} reps (spread)`, 'parses the events', 'time vs the ideal in the same scope'], rows))
+    console.log(`\n### Verify, ${n.toLocaleString('en')} event${n === 1 ? '' : 's'} (${fmtBytes(body.length)} body)\n\nSettings: ${settings}.\n`)
+    console.log(mdTable(['implementation', 'calls/s (median)', 'per call', `range over ${s.reps} rep${s.reps === 1 ? '' : 's'} (spread)`, 'parses the events', 'time vs the ideal in the same scope'], rows))
     for (const line of failed) console.log(`\n${line}`)
     summary.push({ n, bytes: body.length, samples })
   }
@@ -112,7 +112,7 @@ function printSummary (summary, peers, settings) {
     const idealPlain = samples.get(IDEAL)
     const sdkOps = sdk && samples.get(sdk)
     const hmsOps = hms && samples.get(hms)
-    const cells = [`${n} (${fmtBytes(bytes)})`, idealParse ? fmtUs(stats(idealParse).median) : '—']
+    const cells = [`${n.toLocaleString('en')} (${fmtBytes(bytes)})`, idealParse ? fmtUs(stats(idealParse).median) : '—']
     if (lib === undefined || idealParse === undefined) {
       cells.push('not timed (see above)', '—')
       allMet = false

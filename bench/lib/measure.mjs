@@ -87,7 +87,7 @@ export function fmtUs (ops) {
 export function fmtBytes (n) {
   if (n >= 1048576) return `${(n / 1048576).toFixed(1)} MiB`
   if (n >= 1024) return `${(n / 1024).toFixed(1)} KiB`
-  return `${n} B`
+  return `${n.toLocaleString('en')} B`
 }
 
 /** A GitHub-markdown table. */

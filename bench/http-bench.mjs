@@ -40,7 +40,7 @@ if (PIN) execFileSync('taskset', ['-a', '-cp', '0', String(process.pid)], { stdi
 const poolSetting = s.verifyOnThreadPool === 'auto' ? "'auto'" : String(s.verifyOnThreadPool)
 const settings = [
   `${s.duration} s × ${s.reps} rep${s.reps === 1 ? '' : 's'}, ${s.warmup} s warm-up per server and body`,
-  s.unique > 0 ? `unique signatures: ${s.unique} (cycled; every request differs from the ${(s.unique - 1).toLocaleString('en')} before it)` : 'unique signatures: off (every request of a run is identical)',
+  s.unique > 0 ? `unique signatures: ${s.unique.toLocaleString('en')} (cycled; every request differs from the ${(s.unique - 1).toLocaleString('en')} before it)` : 'unique signatures: off (every request of a run is identical)',
   `verifyOnThreadPool: ${poolSetting}`,
   'replay protection: off',
   PIN ? 'pinned (server on CPU 1, load generator on CPU 0)' : 'unpinned (server and load generator share every CPU)',

@@ -63,8 +63,8 @@ export function ratio (a, b) {
 }
 
 /** "1.05× (0.98–1.12)": a ratio's median with its range. */
-export function fmtRatio (r, digits = 2, unit = '×') {
-  return r === null ? '—' : `${r.median.toFixed(digits)}${unit} (${r.min.toFixed(digits)}–${r.max.toFixed(digits)})`
+export function fmtRatio (r, digits = 2) {
+  return r === null ? '—' : `${r.median.toFixed(digits)}× (${r.min.toFixed(digits)}–${r.max.toFixed(digits)})`
 }
 
 export function fmtOps (x) {

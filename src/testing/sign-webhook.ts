@@ -75,7 +75,7 @@ export interface SignedWebhook {
 }
 
 /**
- * Signs a delivery the way MailChannels does (wire-format.md §1): Content-Digest sha-256
+ * Signs a delivery the way MailChannels does: Content-Digest sha-256
  * over the body, and an Ed25519 RFC 9421 signature over `content-digest` with parameters
  * `created`, `alg`, `keyid` in that order.
  */

@@ -104,18 +104,20 @@ t.test('GET /tx/v1/webhook-batch over HTTP', async (t) => {
 
 t.test('public-key endpoint and rotation', async (t) => {
   const sandbox = await testSandbox(t)
-  t.equal(sandbox.keyId, 'sandbox-key-1')
-  t.match(sandbox.publicKey, /^MCowBQYDK2VwAyEA[A-Za-z0-9+/]{43}=$/)
-  t.same(await api(sandbox, '/tx/v1/webhook/public-key?id=sandbox-key-1', null), { status: 200, body: { id: 'sandbox-key-1', key: sandbox.publicKey } }, 'no API key needed')
+  const first = sandbox.publicKey
+  const firstId = sandbox.keyId
+  t.match(first, /^MCowBQYDK2VwAyEA[A-Za-z0-9+/]{43}=$/)
+  t.same(await api(sandbox, `/tx/v1/webhook/public-key?id=${firstId}`, null), { status: 200, body: { id: firstId, key: first } }, 'no API key needed')
   t.same(await api(sandbox, '/tx/v1/webhook/public-key?id=nope', null), { status: 404, body: { errors: ['Key not found.'] } })
   t.same(await api(sandbox, '/tx/v1/webhook/public-key', null), { status: 400, body: { errors: ['id is required.'] } })
   t.same(await api(sandbox, '/sandbox/rotate-key', null, 'POST'), { status: 401, body: { errors: ['Missing or invalid X-Api-Key header.'] } })
-  const first = sandbox.publicKey
   const rotated = await api(sandbox, '/sandbox/rotate-key', sandbox.apiKey, 'POST')
-  t.same(rotated, { status: 200, body: { id: 'sandbox-key-2', key: sandbox.publicKey } })
-  t.not(sandbox.publicKey, first)
-  t.same(sandbox.rotateKey().keyId, 'sandbox-key-3')
-  t.same((await api(sandbox, '/tx/v1/webhook/public-key?id=sandbox-key-1', null)).body, { id: 'sandbox-key-1', key: first }, 'old keys stay served')
+  t.same(rotated, { status: 200, body: { id: sandbox.keyId, key: sandbox.publicKey } })
+  t.not(sandbox.keyId, firstId, 'a new key id')
+  t.not(sandbox.publicKey, first, 'and a new key')
+  const third = sandbox.rotateKey()
+  t.equal(third.keyId, sandbox.keyId)
+  t.same((await api(sandbox, `/tx/v1/webhook/public-key?id=${firstId}`, null)).body, { id: firstId, key: first }, 'old keys stay served')
   t.equal(sandbox.stats.publicKeyRequests, 4)
   t.same(await api(sandbox, '/nope'), { status: 404, body: { errors: ['Not found.'] } })
   t.same(await api(sandbox, '/tx/v1/webhook-batch', sandbox.apiKey, 'DELETE'), { status: 405, body: { errors: ['Method not allowed.'] } })

@@ -32,7 +32,7 @@ t.test('a delivery verifies with the sandbox as the key server, and is recorded'
   t.equal(receiver.received.length, 1)
   const r = receiver.received[0]!
   t.equal(r.headers['content-type'], 'application/json')
-  t.match(r.headers['signature-input'], /^sig_\d+=\("content-digest"\);created=\d+;alg="ed25519";keyid="sandbox-key-1"$/)
+  t.equal(r.headers['signature-input'], `sig_${created(r)}=("content-digest");created=${created(r)};alg="ed25519";keyid="${sandbox.keyId}"`)
   const keyStore = new KeyStore({ baseUrl: sandbox.baseUrl })
   const verified = await Webhooks.verify({ payload: r.body, headers: r.headers, keyStore, customerHandles: ['acme'] })
   t.equal(verified.error, null)
@@ -48,12 +48,16 @@ t.test('a delivery verifies with the sandbox as the key server, and is recorded'
   t.equal(receiver.received[1]!.body.toString(), '[{"event":"delivered","customer_handle":"acme","timestamp":1}]')
 })
 
-t.test('failed deliveries are retried with backoff, re-signed, each attempt recorded', async (t) => {
-  const receiver = await startReceiver(t, (_r, n) => (n === 1 ? 503 : n === 2 ? 429 : 204))
-  const sandbox = await testSandbox(t, { target: receiver.url })
+t.test('failed deliveries are retried with backoff, re-signed, each attempt recorded under its batch id', async (t) => {
+  const receiver = await startReceiver(t, (_r, n) => (n === 1 ? 503 : n === 2 ? 429 : n === 4 ? 500 : 204))
+  const seen: Array<[number, number, boolean, number | null]> = []
+  const sandbox = await testSandbox(t, { target: receiver.url, retryDelay: 5, onAttempt: (b, d) => seen.push([b.batch_id, d.attempt, d.willRetry, d.retryInMs]) })
   const last = await sandbox.deliver()
-  t.same(sandbox.batches.map((b) => [b.batch_id, b.status, b.status_code]), [[1, '5xx_response', 503], [2, '4xx_response', 429], [3, '2xx_response', 204]])
+  t.same(sandbox.batches.map((b) => [b.batch_id, b.status, b.status_code]), [[1, '5xx_response', 503], [1, '4xx_response', 429], [1, '2xx_response', 204]], 'a retry of batch 1 is batch 1')
   t.same(last, sandbox.batches[2])
+  await sandbox.deliver()
+  t.same(sandbox.batches.slice(3).map((b) => [b.batch_id, b.status_code]), [[2, 500], [2, 204]], 'the next delivery is batch 2, its retry too')
+  t.same(seen, [[1, 1, true, 5], [1, 2, true, 10], [1, 3, false, null], [2, 1, true, 5], [2, 2, false, null]], 'onAttempt: batch, attempt, backoff')
   const [a, b, c] = receiver.received as [Received, Received, Received]
   t.equal(a.body.toString(), c.body.toString(), 'the same events each time')
   t.ok(created(a) < created(b) && created(b) < created(c), 'each retry has a later created')
@@ -75,7 +79,7 @@ t.test('no response: a closed port and a receiver that hangs', async (t) => {
   const down = await closedPortUrl()
   const refused = await sandbox.deliver(undefined, { target: down })
   t.match(refused, { status: 'no_response', status_code: null, webhook: down })
-  t.same(seen, [[1, 'ECONNREFUSED', true], [2, 'ECONNREFUSED', true], [3, 'ECONNREFUSED', false]])
+  t.same(seen, [[1, 'ECONNREFUSED', true], [1, 'ECONNREFUSED', true], [1, 'ECONNREFUSED', false]])
   const hung = await startReceiver(t, () => 0)
   const timedOut = await sandbox.deliver(undefined, { target: hung.url })
   t.match(timedOut, { status: 'no_response', status_code: null })
@@ -101,9 +105,11 @@ t.test('key rotation: new deliveries use the new key, queued ones still verify',
   const receiver = await startReceiver(t)
   const sandbox = await testSandbox(t, { target: receiver.url })
   await sandbox.deliver()
+  const first = sandbox.keyId
   sandbox.rotateKey()
   await sandbox.deliver()
-  t.match(receiver.received[1]!.headers['signature-input'], /keyid="sandbox-key-2"/)
+  t.match(receiver.received[0]!.headers['signature-input'], `keyid="${first}"`)
+  t.match(receiver.received[1]!.headers['signature-input'], `keyid="${sandbox.keyId}"`)
   const keyStore = new KeyStore({ baseUrl: sandbox.baseUrl })
   for (const r of receiver.received) {
     t.equal((await Webhooks.verify({ payload: r.body, headers: r.headers, keyStore, customerHandles: ['sandbox'] })).error, null)
@@ -149,4 +155,45 @@ t.test('deliver needs a target', async (t) => {
   while (receiver.received.length === 0) await sleep(5)
   await sandbox.stop()
   await t.rejects(sandbox.deliver(undefined, { target: 'http://192.0.2.1/x' }), { name: 'TypeError', message: /^target/ })
+})
+
+t.test('start({ count }) sends exactly count events, then finished() resolves', async (t) => {
+  for (const [count, batchSize] of [[1, 10], [7, 3], [10, 5], [25, 10], [4, 1], [13, 13]] as const) {
+    const receiver = await startReceiver(t, () => 204)
+    const sandbox = await testSandbox(t, { target: receiver.url, rate: 100, batchSize })
+    sandbox.start({ count })
+    await sandbox.finished()
+    const sizes = receiver.received.map((r) => (JSON.parse(r.body.toString()) as unknown[]).length)
+    t.equal(sizes.reduce((a, b) => a + b, 0), count, `count ${count}, batch size ${batchSize}: exactly ${count} events`)
+    const full = Math.floor(count / batchSize)
+    t.same(sizes, [...Array(full).fill(batchSize), ...(count % batchSize > 0 ? [count % batchSize] : [])], 'full batches, then the rest')
+    t.same(sandbox.batches.map((b) => b.event_count), sizes, 'recorded as sent')
+    await sleep(30)
+    t.equal(receiver.received.length, sizes.length, 'nothing more afterwards')
+  }
+  const idle = await testSandbox(t)
+  await idle.finished() // never started: resolves at once
+  t.throws(() => idle.start({ target: 'http://127.0.0.1:1/x', count: 0 }), { name: 'TypeError', message: 'count must be a positive integer' })
+})
+
+t.test('finished() waits for the retries of the last delivery', async (t) => {
+  const receiver = await startReceiver(t, (_r, n) => (n === 1 ? 503 : 204))
+  const sandbox = await testSandbox(t, { target: receiver.url, rate: 100, batchSize: 2, retryDelay: 20 })
+  sandbox.start({ count: 2 })
+  await sandbox.finished()
+  t.same(sandbox.batches.map((b) => [b.batch_id, b.status_code, b.event_count]), [[1, 503, 2], [1, 204, 2]])
+})
+
+t.test("tamper 'replay': the exact bytes of the last accepted delivery, once", async (t) => {
+  const receiver = await startReceiver(t, (_r, n) => (n === 2 ? 503 : 204))
+  const sandbox = await testSandbox(t, { target: receiver.url })
+  await t.rejects(sandbox.deliver(undefined, { tamper: 'replay' }), { name: 'TypeError', message: /deliver one first/ })
+  await sandbox.deliver() // accepted
+  await sandbox.deliver() // 503, then accepted, re-signed
+  const replayed = await sandbox.deliver(undefined, { tamper: 'replay' })
+  const [, , accepted, copy] = receiver.received as [Received, Received, Received, Received]
+  t.equal(copy.body.toString(), accepted.body.toString(), 'same body')
+  for (const h of ['content-digest', 'signature-input', 'signature']) t.equal(copy.headers[h], accepted.headers[h], `same ${h}`)
+  t.match(replayed, { batch_id: 3, event_count: 10, status_code: 204 })
+  t.equal(receiver.received.length, 4, 'not retried')
 })

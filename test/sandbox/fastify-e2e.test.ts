@@ -101,3 +101,30 @@ t.test('Fastify plugin receiving from the sandbox over loopback', async (t) => {
     t.same(page.body.data.map((b: { batchId: number }) => b.batchId), [2, 3])
   })
 })
+
+// A receiver keeps running while the developer restarts the sandbox (same port). Each run
+// signs under a fresh key id, so the receiver fetches the new key at once; with a fixed key id
+// it would hold the old run's key and reject every delivery until its refresh cooldown passed.
+t.test('a restarted sandbox is accepted at once by a receiver that is still running', async (t) => {
+  const first = await testSandbox(t)
+  const port = Number(new URL(first.baseUrl).port)
+  const app = Fastify()
+  await app.register(mailchannelsWebhooks, { customerHandles: ['sandbox'], baseUrl: first.baseUrl })
+  let handled = 0
+  app.post('/webhooks', { config: { mailchannelsWebhook: true } }, async (_request, reply) => {
+    handled++
+    return reply.code(204).send()
+  })
+  await app.listen({ host: '127.0.0.1', port: 0 })
+  t.teardown(() => app.close())
+  const target = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}/webhooks`
+  t.match(await first.deliver(undefined, { target }), { status_code: 204 })
+  await first.close()
+  for (let run = 2; run <= 3; run++) {
+    const again = await testSandbox(t, { port, maxAttempts: 1 })
+    t.not(again.keyId, first.keyId)
+    t.match(await again.deliver(undefined, { target }), { status_code: 204 }, `run ${run}: accepted on the first attempt`)
+    await again.close()
+  }
+  t.equal(handled, 3)
+})

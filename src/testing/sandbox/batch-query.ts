@@ -1,7 +1,7 @@
-/** The `status` of a recorded batch, as the listing returns it (wire-format.md §3.2). */
+/** The `status` of a recorded batch, as the listing returns it. */
 export type SandboxBatchStatus = '1xx_response' | '2xx_response' | '3xx_response' | '4xx_response' | '5xx_response' | 'no_response'
 
-/** A webhook batch exactly as `GET /tx/v1/webhook-batch` returns it (snake_case, wire-format.md §3.2). */
+/** A webhook batch exactly as `GET /tx/v1/webhook-batch` returns it (snake_case). */
 export interface SandboxBatch {
   batch_id: number
   /** ISO 8601 with milliseconds, UTC. */
@@ -29,7 +29,7 @@ export interface BatchQuery {
 }
 
 const DAY_MS = 24 * 60 * 60 * 1000
-/** With neither bound given the service lists the last 3 days (wire-format.md §3). */
+/** With neither bound given the service lists the last 3 days. */
 export const DEFAULT_RANGE_MS = 3 * DAY_MS
 const MAX_RANGE_MS = 31 * DAY_MS
 const STATUS_FILTERS = ['1xx', '2xx', '3xx', '4xx', '5xx', 'no_response'] as const
@@ -52,7 +52,7 @@ export function parseApiDate (value: string): number | null {
 }
 
 /**
- * Validates the query of `GET /tx/v1/webhook-batch` as the service documents it (wire-format.md §3):
+ * Validates the query of `GET /tx/v1/webhook-batch` as the service documents it:
  * every problem is reported, as the `errors` of a 400 body. `statuses` must be one
  * comma-separated parameter; repeated keys are rejected so a client that sends them is caught.
  */

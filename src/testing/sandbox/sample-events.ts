@@ -28,7 +28,7 @@ const pick = <T>(list: readonly T[]): T => list[crypto.randomInt(list.length)]!
 
 /**
  * Builds one realistic wire event of the given type, with the fields that type carries
- * (wire-format.md §2.2). Values are invented; documentation IP ranges and example domains only.
+ * (as MailChannels documents them). Values are invented; documentation IP ranges and example domains only.
  */
 export function sampleEvent (type: WebhookEventType, customerHandle = 'sandbox', timestamp = Math.floor(Date.now() / 1000)): WireEvent {
   const requestId = crypto.randomBytes(15).toString('base64url')

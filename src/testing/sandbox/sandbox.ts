@@ -17,14 +17,27 @@ export type TamperKind =
   | 'signature'
   /** Signed an hour ago: `signature_expired`. */
   | 'expired'
+  /**
+   * The exact bytes and headers of the last accepted delivery sent again (same signature):
+   * what an attacker holding a captured delivery does. A receiver with replay protection answers
+   * it as a duplicate. MailChannels itself never does this: it signs every retry afresh.
+   */
+  | 'replay'
 
-const TAMPER_KINDS: readonly TamperKind[] = ['body', 'signature', 'expired']
+const TAMPER_KINDS: readonly TamperKind[] = ['body', 'signature', 'expired', 'replay']
+/** What `tamperEvery` cycles through (a replay needs an accepted delivery to copy). */
+const PERIODIC_TAMPER_KINDS: readonly TamperKind[] = ['body', 'signature', 'expired']
 
 /** Options of `createSandbox`. Validated once; a bad value throws a TypeError naming the option. */
 export interface SandboxOptions {
   /** Where deliveries are POSTed: an `http:` URL on a loopback host, or an `https:` URL. Default: none (give it here or to `deliver`). */
   target?: string | URL
-  /** Port of the sandbox's API server on 127.0.0.1. Default `0` (any free port). */
+  /**
+   * Port of the sandbox's API server on 127.0.0.1. The server answers only requests whose
+   * `Host` is a loopback name (127.0.0.0/8, `localhost`, `[::1]`), so a web page cannot reach
+   * it through DNS rebinding.
+   * @default 0 (any free port)
+   */
   port?: number
   /** Deliveries per second of the periodic sender (`start()`), up to 100. Default `1`. */
   rate?: number
@@ -32,7 +45,10 @@ export interface SandboxOptions {
   batchSize?: number
   /** The `customer_handle` of generated events and recorded batches. Default `"sandbox"`. */
   customerHandle?: string
-  /** The `X-Api-Key` the sandbox's API requires (not the public-key endpoint). Default `"sandbox-api-key"`. */
+  /**
+   * The `X-Api-Key` the sandbox's API requires (not the public-key endpoint).
+   * @default a random key for each sandbox (read it from `sandbox.apiKey`)
+   */
   apiKey?: string
   /** Time limit of one POST, ms; past it the attempt is `no_response`. Default `10000`. */
   deliveryTimeout?: number
@@ -45,6 +61,13 @@ export interface SandboxOptions {
   retryDelay?: number
   /** Make every n-th periodic delivery a tampered one (cycling body, signature, expired), not retried. Default `0` (never). */
   tamperEvery?: number
+  /**
+   * How many signing keys the public-key endpoint serves: the current one and the most recent
+   * ones before it, so deliveries signed just before a rotation still verify. A rotation past
+   * this drops the oldest key (its id then answers 404). 1 to 100.
+   * @default 5
+   */
+  maxKeys?: number
   /** Periodic deliveries allowed in flight at once; a tick past it is skipped. Default `4`. */
   maxInFlight?: number
   /** Called after each attempt is recorded. Default: none. */
@@ -59,6 +82,8 @@ export interface AttemptDetail {
   attempt: number
   /** Whether another attempt will follow. */
   willRetry: boolean
+  /** When another attempt follows: the wait before it, ms; otherwise `null`. */
+  retryInMs: number | null
   tamper: TamperKind | null
   /** Why there was no response, when there was none. */
   error: string | null
@@ -80,34 +105,69 @@ export interface SandboxStats {
   attempts: number
 }
 
+/** Options of `Sandbox.start`. */
+export interface StartOptions {
+  /** Sets the sandbox's target first. Default: the target given to `createSandbox`. */
+  target?: string | URL
+  /**
+   * Send exactly this many events in all, then stop by itself (`finished()` resolves once the
+   * last delivery is settled). The last delivery carries what is left when `count` is not a
+   * multiple of `batchSize`. Default: no limit (until `stop()` or `close()`).
+   */
+  count?: number
+}
+
 /** A local stand-in for MailChannels: signs and delivers webhooks, serves its keys and the batch listing. */
 export interface Sandbox {
   /** Origin of the API server, e.g. `http://127.0.0.1:39123`: pass it as `baseUrl` to the verifier and the client. */
   readonly baseUrl: string
   /** Current signing key, base64 SPKI DER as the key endpoint serves it. */
   readonly publicKey: string
-  /** Current keyid (`sandbox-key-1`, then `sandbox-key-2` after a rotation, …). */
+  /**
+   * Current keyid: random for each sandbox and each rotation (`sandbox-` and 16 hex digits), so a
+   * receiver that cached the key of an earlier run fetches the new key at once instead of
+   * rejecting deliveries signed with it.
+   */
   readonly keyId: string
+  /**
+   * The `X-Api-Key` the sandbox API requires: the `apiKey` option, or a random key for this
+   * sandbox. Not enumerable, so it stays out of `console.log(sandbox)` and JSON.
+   */
   readonly apiKey: string
   readonly customerHandle: string
   /** Where deliveries go by default (`null` until a `target` is given to `createSandbox` or `start`). */
   readonly target: string | null
-  /** Every attempt so far, oldest first, as the listing returns them. */
+  /**
+   * Every attempt so far, oldest first, as the listing returns them. The retries of a delivery
+   * keep its `batch_id`, so a delivery retried twice shows as three rows with one `batch_id`.
+   */
   readonly batches: readonly SandboxBatch[]
   readonly stats: Readonly<SandboxStats>
-  /** Switches to a new signing key with a new keyid; old keys stay served so queued deliveries still verify. */
+  /**
+   * Switches to a new signing key with a new random keyid. The previous keys stay served (up to
+   * `maxKeys` in all) so deliveries signed before the rotation still verify.
+   */
   rotateKey (): { keyId: string, publicKey: string }
   /** Signs events with the current key (fresh `created`). */
   sign (events: ReadonlyArray<WebhookEvent | WireEvent>): SignedWebhook
-  /** One delivery with retries; resolves with the last attempt's record. Rejects if the sandbox closes meanwhile. */
+  /**
+   * One delivery (a batch) with retries; resolves with the last attempt's record. Without `events`,
+   * `batchSize` sample events. Rejects if the sandbox closes meanwhile.
+   */
   deliver (events?: ReadonlyArray<WebhookEvent | WireEvent>, options?: DeliverOptions): Promise<SandboxBatch>
   /**
    * Starts the periodic sender (`rate` deliveries per second). `target` (optional) sets the
    * sandbox's target first: handy when the receiver listens on a port chosen after the sandbox started.
+   * `count` (optional) stops it after exactly that many events.
    */
-  start (options?: { target?: string | URL }): void
+  start (options?: StartOptions): void
   /** Stops the periodic sender and waits for its deliveries in flight. */
   stop (): Promise<void>
+  /**
+   * Resolves once the periodic sender has stopped (its `count` reached, `stop()` or `close()`)
+   * and its deliveries, retries included, are settled. Resolves at once when it is not running.
+   */
+  finished (): Promise<void>
   /** Stops everything, aborts deliveries in flight, closes the server and its keep-alive sockets. */
   close (): Promise<void>
 }
@@ -142,6 +202,27 @@ function closedError (): Error {
   return new Error('The sandbox was closed before the delivery finished')
 }
 
+const LOOPBACK_HOST = /^(?:localhost|127\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})|\[::1\])(?::(\d{1,5}))?$/i
+
+/**
+ * True when a request names a loopback host in its one `Host` field (with or without a port).
+ * A page that rebinds its own domain to 127.0.0.1 reaches the socket, but its requests still
+ * carry that domain as `Host`, so they are refused.
+ */
+export function isLoopbackHostHeader (rawHeaders: readonly string[]): boolean {
+  const hosts: string[] = []
+  for (let i = 0; i < rawHeaders.length; i += 2) {
+    if (rawHeaders[i]!.toLowerCase() === 'host') hosts.push(rawHeaders[i + 1]!)
+  }
+  if (hosts.length !== 1) return false
+  const m = LOOPBACK_HOST.exec(hosts[0]!)
+  if (m === null) return false
+  const [, a = '0', b = '0', c = '0', port] = m
+  return Number(a) <= 255 && Number(b) <= 255 && Number(c) <= 255 && (port === undefined || Number(port) <= 65535)
+}
+
+const randomKeyId = (): string => `sandbox-${crypto.randomBytes(8).toString('hex')}`
+
 /**
  * Starts a sandbox: an API server on 127.0.0.1 that serves `GET /tx/v1/webhook/public-key`
  * and `GET /tx/v1/webhook-batch` in the service's wire format (plus `POST /sandbox/rotate-key`
@@ -154,12 +235,14 @@ export async function createSandbox (options: SandboxOptions = {}): Promise<Sand
   const rate = number(options.rate, 'rate', 1, 0.001, 100, false)
   const batchSize = number(options.batchSize, 'batchSize', 10, 1, 1000)
   const customerHandle = text(options.customerHandle, 'customerHandle', 'sandbox')
-  const apiKey = text(options.apiKey, 'apiKey', 'sandbox-api-key')
+  // 192 random bits: a page or a process that cannot read the sandbox's output cannot guess it.
+  const apiKey = text(options.apiKey, 'apiKey', crypto.randomBytes(24).toString('base64url'))
   const deliveryTimeout = number(options.deliveryTimeout, 'deliveryTimeout', 10_000, 1, 600_000)
   const maxAttempts = number(options.maxAttempts, 'maxAttempts', 3, 1, 10)
   const retryDelay = number(options.retryDelay, 'retryDelay', 1000, 0, 600_000)
   const tamperEvery = number(options.tamperEvery, 'tamperEvery', 0, 0, 1_000_000)
   const maxInFlight = number(options.maxInFlight, 'maxInFlight', 4, 1, 100)
+  const maxKeys = number(options.maxKeys, 'maxKeys', 5, 1, 100)
   const logger = options.logger ?? noopLogger
   const onAttempt = options.onAttempt
   if (onAttempt !== undefined && typeof onAttempt !== 'function') throw new TypeError('onAttempt must be a function')
@@ -168,8 +251,10 @@ export async function createSandbox (options: SandboxOptions = {}): Promise<Sand
   let current!: ServedKey
   const rotateKey = (): { keyId: string, publicKey: string } => {
     const pair = generateSigningKeyPair()
-    current = { id: `sandbox-key-${keys.size + 1}`, publicKey: pair.publicKey, privateKey: pair.privateKey }
+    current = { id: randomKeyId(), publicKey: pair.publicKey, privateKey: pair.privateKey }
     keys.set(current.id, current)
+    // A Map iterates in insertion order: the first key is the oldest.
+    while (keys.size > maxKeys) keys.delete(keys.keys().next().value!)
     logger.info({ keyId: current.id }, 'sandbox signing key rotated')
     return { keyId: current.id, publicKey: current.publicKey }
   }
@@ -181,8 +266,26 @@ export async function createSandbox (options: SandboxOptions = {}): Promise<Sand
   let nextBatchId = 1
   let eventCursor = 0
   let periodicCount = 0
+  /** Events the periodic sender may still send (`Infinity` without a `count`). */
+  let remaining = Infinity
   let timer: NodeJS.Timeout | null = null
   const inFlight = new Set<Promise<unknown>>()
+  let idleWaiters: Array<() => void> = []
+  /** The last genuine attempt that was answered 2xx, and the last genuine attempt at all: what a replay copies. */
+  let lastAccepted: { signed: SignedWebhook, eventCount: number } | null = null
+  let lastSent: { signed: SignedWebhook, eventCount: number } | null = null
+
+  const notifyIdle = (): void => {
+    if (timer !== null || inFlight.size > 0) return
+    const waiters = idleWaiters
+    idleWaiters = []
+    for (const wake of waiters) wake()
+  }
+  const stopTimer = (): void => {
+    if (timer !== null) clearInterval(timer)
+    timer = null
+    notifyIdle()
+  }
 
   const sign = (events: ReadonlyArray<WebhookEvent | WireEvent>, created?: number, privateKey = current.privateKey): SignedWebhook =>
     signWebhook({ events, privateKey, keyId: current.id, ...(created !== undefined ? { created } : {}) })
@@ -197,53 +300,63 @@ export async function createSandbox (options: SandboxOptions = {}): Promise<Sand
     return { body: Buffer.from(JSON.stringify(wire), 'utf8'), headers: signed.headers }
   }
 
-  const deliver = async (events?: ReadonlyArray<WebhookEvent | WireEvent>, opts: DeliverOptions = {}): Promise<SandboxBatch> => {
+  const deliver = async (events?: ReadonlyArray<WebhookEvent | WireEvent>, opts: DeliverOptions = {}, size = batchSize): Promise<SandboxBatch> => {
     if (closing.signal.aborted) throw closedError()
     const target = opts.target !== undefined ? parseTarget(opts.target) : defaultTarget
     if (target === null) throw new TypeError('deliver needs a target: createSandbox({ target }) or deliver(events, { target })')
     const tamper = opts.tamper ?? null
     if (tamper !== null && !TAMPER_KINDS.includes(tamper)) throw new TypeError(`tamper must be one of ${TAMPER_KINDS.join(', ')}`)
+    const copied = tamper === 'replay' ? lastAccepted ?? lastSent : null
+    if (tamper === 'replay' && copied === null) throw new TypeError("tamper 'replay' sends an earlier delivery again: deliver one first")
     let list = events
-    if (list === undefined) {
-      list = sampleEvents(batchSize, { customerHandle, startAt: eventCursor })
-      eventCursor = (eventCursor + batchSize) % 10
+    if (list === undefined && copied === null) {
+      list = sampleEvents(size, { customerHandle, startAt: eventCursor })
+      eventCursor = (eventCursor + size) % 10
     }
+    const eventCount = copied?.eventCount ?? list!.length
     const attempts = tamper === null ? maxAttempts : 1
+    // One batch id for the delivery: its retries are the same batch, signed again.
+    const batchId = nextBatchId++
     let lastCreated = 0
     for (let attempt = 1; ; attempt++) {
       // Each attempt is signed afresh, as the real sender does. `created` always moves on, even
       // when a short test backoff lands in the same second, so every retry has a new signature.
       const created = Math.max(Math.floor(Date.now() / 1000), lastCreated + 1)
       lastCreated = created
-      const signed = tamper === null ? sign(list, created) : tampered(list, tamper)
+      const signed = copied !== null ? copied.signed : tamper === null ? sign(list!, created) : tampered(list!, tamper)
       const createdAt = new Date()
       stats.attempts++
       const outcome = await postBatch(target, signed, deliveryTimeout, closing.signal)
       if (closing.signal.aborted) throw closedError()
       const batch: SandboxBatch = {
-        batch_id: nextBatchId++,
+        batch_id: batchId,
         created_at: createdAt.toISOString(),
         customer_handle: customerHandle,
         duration: { unit: 'milliseconds', value: outcome.durationMs },
-        event_count: list.length,
+        event_count: eventCount,
         status: outcome.status,
         status_code: outcome.statusCode,
         webhook: target,
       }
       batches.push(batch)
+      if (tamper === null) {
+        lastSent = { signed, eventCount }
+        if (batch.status === '2xx_response') lastAccepted = lastSent
+      }
       const willRetry = batch.status !== '2xx_response' && attempt < attempts
-      const log = { batchId: batch.batch_id, attempt, status: batch.status, statusCode: batch.status_code, durationMs: outcome.durationMs, tamper, error: outcome.error }
+      const retryInMs = willRetry ? retryDelay * 2 ** (attempt - 1) : null
+      const log = { batchId, attempt, status: batch.status, statusCode: batch.status_code, durationMs: outcome.durationMs, tamper, error: outcome.error }
       if (batch.status === '2xx_response') logger.info(log, 'sandbox delivery')
       else logger.warn(log, 'sandbox delivery failed')
       try {
-        onAttempt?.(batch, { attempt, willRetry, tamper, error: outcome.error })
+        onAttempt?.({ ...batch, duration: { ...batch.duration } }, { attempt, willRetry, retryInMs, tamper, error: outcome.error })
       } catch (err) {
         // A faulty observer must not break the delivery loop.
         logger.error({ err: (err as Error).message }, 'sandbox onAttempt callback threw')
       }
-      if (!willRetry) return batch
+      if (retryInMs === null) return batch
       try {
-        await sleep(retryDelay * 2 ** (attempt - 1), undefined, { signal: closing.signal })
+        await sleep(retryInMs, undefined, { signal: closing.signal })
       } catch {
         throw closedError()
       }
@@ -251,25 +364,38 @@ export async function createSandbox (options: SandboxOptions = {}): Promise<Sand
   }
 
   const tick = (): void => {
-    if (inFlight.size >= maxInFlight) return
+    if (inFlight.size >= maxInFlight || remaining <= 0) return
     periodicCount++
     const tamper = tamperEvery > 0 && periodicCount % tamperEvery === 0
-      ? TAMPER_KINDS[(periodicCount / tamperEvery - 1) % TAMPER_KINDS.length]
+      ? PERIODIC_TAMPER_KINDS[(periodicCount / tamperEvery - 1) % PERIODIC_TAMPER_KINDS.length]
       : undefined
-    const p = deliver(undefined, tamper !== undefined ? { tamper } : {})
-      .catch((err: Error) => { if (!closing.signal.aborted) logger.error({ err: err.message }, 'sandbox delivery error') })
-      .finally(() => inFlight.delete(p))
+    const size = Math.min(batchSize, remaining)
+    remaining -= size
+    const p: Promise<void> = deliver(undefined, tamper !== undefined ? { tamper } : {}, size)
+      .then(() => {}, (err: Error) => { if (!closing.signal.aborted) logger.error({ err: err.message }, 'sandbox delivery error') })
+      .finally(() => {
+        inFlight.delete(p)
+        notifyIdle()
+      })
     inFlight.add(p)
+    if (remaining <= 0) stopTimer()
   }
 
   const stop = async (): Promise<void> => {
-    if (timer !== null) clearInterval(timer)
-    timer = null
+    stopTimer()
     await Promise.allSettled([...inFlight])
   }
 
+  const finished = (): Promise<void> => new Promise<void>((resolve) => {
+    idleWaiters.push(resolve)
+    notifyIdle()
+  })
+
   const handle = async (req: http.IncomingMessage, res: http.ServerResponse): Promise<void> => {
     req.resume()
+    if (!isLoopbackHostHeader(req.rawHeaders)) {
+      return sendJson(res, 421, { errors: ['This sandbox answers only to requests addressed to a loopback host (127.0.0.1, localhost or [::1]).'] })
+    }
     const url = new URL(req.url ?? '/', 'http://sandbox.invalid')
     const route = `${req.method} ${url.pathname}`
     if (url.pathname === '/tx/v1/webhook/public-key' && req.method === 'GET') {
@@ -327,11 +453,11 @@ export async function createSandbox (options: SandboxOptions = {}): Promise<Sand
   const baseUrl = `http://127.0.0.1:${address.port}`
   let closed: Promise<void> | null = null
 
-  return {
+  const sandbox: Sandbox = {
     baseUrl,
     get publicKey () { return current.publicKey },
     get keyId () { return current.id },
-    apiKey,
+    apiKey: '',
     customerHandle,
     get target () { return defaultTarget },
     get batches () { return batches },
@@ -340,24 +466,31 @@ export async function createSandbox (options: SandboxOptions = {}): Promise<Sand
     sign: (events) => sign(events),
     deliver,
     start (opts = {}) {
+      if (opts === null || typeof opts !== 'object') throw new TypeError('start options must be an object')
+      if (opts.count !== undefined && (!Number.isSafeInteger(opts.count) || opts.count < 1)) throw new TypeError('count must be a positive integer')
       if (opts.target !== undefined) defaultTarget = parseTarget(opts.target)
       if (defaultTarget === null) throw new TypeError('start needs a target: createSandbox({ target }) or start({ target })')
       if (closing.signal.aborted) throw closedError()
+      remaining = opts.count ?? Infinity
       if (timer === null) timer = setInterval(tick, 1000 / rate)
     },
     stop,
+    finished,
     close () {
       closed ??= (async () => {
-        if (timer !== null) clearInterval(timer)
-        timer = null
+        stopTimer()
         closing.abort()
         await Promise.allSettled([...inFlight])
         await new Promise<void>((resolve) => {
           server.close(() => resolve())
           server.closeAllConnections()
         })
+        notifyIdle()
       })()
       return closed
     },
   }
+  // Not enumerable: readable where it is needed, absent from inspect output, logs and JSON.
+  Object.defineProperty(sandbox, 'apiKey', { value: apiKey, enumerable: false, writable: false })
+  return sandbox
 }

@@ -99,9 +99,45 @@ export async function claimDelivery (store: ReplayStore, delivery: VerifiedDeliv
   throw new VerificationError('replay_store_unavailable', 'The replay store gave an unexpected answer.', REPLAY_RETRY_AFTER)
 }
 
+/** Whether a handler's answer counts as handled: any 2xx. */
+export function isHandled (status: number): boolean {
+  return status >= 200 && status < 300
+}
+
 /**
- * Settles a claim once the response is over: `complete` when the handler answered 2xx,
- * otherwise `release` so the sender's retry is processed. Store failures are logged, never thrown.
+ * Records the outcome of a claimed delivery, once. The claim is settled by the handler's own
+ * answer, never by the connection: a 2xx completes it (`done`), anything else (a throw answered
+ * 5xx, a 4xx) releases it so the sender's retry is processed. A client that goes away settles
+ * nothing: the handler still runs and its answer decides; a handler that never answers leaves the
+ * claim `processing` until it expires, which for a copy is the same as `done` (the claim lasts the
+ * whole freshness window). Releasing because the client left would let an attacker who holds one
+ * signed delivery run the handler once per dropped connection.
+ */
+export class ClaimSettlement {
+  readonly #store: ReplayStore
+  readonly #id: string
+  readonly #ttl: number
+  readonly #log: Logger
+  #settled = false
+
+  constructor (store: ReplayStore, id: string, ttl: number, log: Logger) {
+    this.#store = store
+    this.#id = id
+    this.#ttl = ttl
+    this.#log = log
+  }
+
+  /** Settles with the status the handler answered; later calls do nothing. */
+  settle (status: number): void {
+    if (this.#settled) return
+    this.#settled = true
+    settleClaim(this.#store, this.#id, this.#ttl, isHandled(status), this.#log)
+  }
+}
+
+/**
+ * Completes (`ok`) or releases a claim. Store failures are logged, never thrown: a failed
+ * release leaves the claim until it expires (fail closed), a failed complete leaves it `processing`.
  */
 export function settleClaim (store: ReplayStore, id: string, ttl: number, ok: boolean, log: Logger): void {
   let p: Promise<void>

@@ -4,8 +4,8 @@ import {
   claimDelivery,
   DUPLICATE_BODY,
   failureReply,
+  ClaimSettlement,
   logRejection,
-  settleClaim,
   verifyBody,
 } from '../adapter/flow.js'
 import {
@@ -68,6 +68,23 @@ function fail (req: IncomingMessage, res: ServerResponse, err: unknown, log: Log
   // Don't keep reading a body we refused for its size.
   if (f.status === 413) headers.connection = 'close'
   send(res, f.status, f.body, headers)
+}
+
+/**
+ * The handler's outcome in Express is the status it answers with: the first `res.end()`
+ * (which `res.json`, `res.send`, `res.sendStatus`, a piped stream and Express' final error
+ * handler all call) settles the claim with `res.statusCode`, whether or not the socket is
+ * still open. An error passed to `next(err)` is answered by the app's error handler (Express'
+ * default answers 500). A handler that never ends the response leaves the claim processing
+ * until it expires.
+ */
+function settleOnEnd (res: ServerResponse, claim: ClaimSettlement): void {
+  const end = res.end
+  res.end = function (this: ServerResponse, ...args: unknown[]) {
+    res.end = end
+    claim.settle(res.statusCode)
+    return (end as (...a: unknown[]) => ServerResponse).apply(this, args)
+  } as ServerResponse['end']
 }
 
 /** Reads the body with a limit and no decoding or decompression; stops buffering at the limit. */
@@ -143,16 +160,9 @@ export function mailchannelsWebhook (options: MailChannelsWebhookOptions): Webho
         send(res, 200, DUPLICATE_BODY)
         return
       }
-      // 'close' follows 'finish', and also fires when the client goes away before the reply.
-      if (res.destroyed) {
-        // The client went away while the claim was made: nobody gets a reply, release it.
-        settleClaim(store, outcome.id, r.replayTtl, false, log)
-        return
-      }
-      res.once('close', () => {
-        const ok = res.writableEnded && res.statusCode >= 200 && res.statusCode < 300
-        settleClaim(store, outcome.id, r.replayTtl, ok, log)
-      })
+      settleOnEnd(res, new ClaimSettlement(store, outcome.id, r.replayTtl, log))
+      // Even when the client has gone: the delivery is verified and claimed, so it is handled
+      // (its answer settles the claim). Releasing instead would let a copy in.
       req.webhookEvents = delivery.events
       next()
     }, (err: unknown) => { fail(req, res, err, log) })

@@ -12,8 +12,8 @@ import {
   claimDelivery,
   DUPLICATE_BODY,
   failureReply,
+  ClaimSettlement,
   logRejection,
-  settleClaim,
   verifyBody,
 } from '../adapter/flow.js'
 import {
@@ -54,11 +54,12 @@ interface RouteState { r: ResolvedReceiver }
 
 const kRoute = Symbol('mailchannels-webhooks.route')
 const kActive = Symbol('mailchannels-webhooks.active')
+const kClaim = Symbol('mailchannels-webhooks.claim')
 const EMPTY = Buffer.alloc(0)
 /** Options Fastify itself may pass to a plugin along with ours. */
 const FASTIFY_REGISTER_OPTIONS = ['prefix', 'logLevel', 'logSerializers']
 
-type ActiveRequest = FastifyRequest & { [kActive]: RouteState | null }
+type ActiveRequest = FastifyRequest & { [kActive]: RouteState | null, [kClaim]?: ClaimSettlement }
 type RouteConfig = Record<string | symbol, unknown> & { mailchannelsWebhook?: unknown, [kRoute]?: RouteState }
 
 /** Replies a failure in the webhook error shape, with one log line. The handler does not run. */
@@ -88,12 +89,8 @@ function accept (request: FastifyRequest, reply: FastifyReply, done: HookHandler
       reply.code(200).send(DUPLICATE_BODY)
       return
     }
-    const res = reply.raw
-    // 'close' follows 'finish', and also fires when the client goes away before the reply.
-    res.once('close', () => {
-      const ok = res.writableEnded && res.statusCode >= 200 && res.statusCode < 300
-      settleClaim(store, outcome.id, r.replayTtl, ok, request.log)
-    })
+    // Settled by the handler's answer (the onSend hook below), never by the connection.
+    ;(request as ActiveRequest)[kClaim] = new ClaimSettlement(store, outcome.id, r.replayTtl, request.log)
     request.webhookEvents = delivery.events
     done()
   }, (err: unknown) => { fail(request, reply, err) })
@@ -128,6 +125,21 @@ function verifyHook (this: unknown, request: FastifyRequest, reply: FastifyReply
   } else {
     accept(request, reply, done, state.r, result)
   }
+}
+
+/**
+ * The route-level onSend hook (the last one): the handler's answer, whatever the socket's
+ * state, settles the replay claim. Fastify runs onSend for every reply.send, including the
+ * error handler's answer to a throw, and also when the client has already gone.
+ */
+function settleOnSend (request: FastifyRequest, reply: FastifyReply, payload: unknown, done: (err: null, payload: unknown) => void): void {
+  const claim = (request as ActiveRequest)[kClaim]
+  if (claim !== undefined) {
+    // A fetch Response payload carries its own status, applied after the onSend hooks.
+    const status = payload instanceof Response ? payload.status : reply.statusCode
+    claim.settle(status)
+  }
+  done(null, payload)
 }
 
 type ErrorHandler = NonNullable<RouteOptions['errorHandler']>
@@ -235,6 +247,7 @@ function setup (fastify: FastifyInstance, options: MailChannelsWebhooksOptions):
     routeOptions.config = { ...routeOptions.config, [kRoute]: { r } } as typeof routeOptions.config
     routeOptions.bodyLimit = r.bodyLimit
     routeOptions.preValidation = [verifyHook, ...asArray(routeOptions.preValidation)] as RouteOptions['preValidation']
+    routeOptions.onSend = [...asArray(routeOptions.onSend), settleOnSend] as RouteOptions['onSend']
     routeOptions.errorHandler = wrapErrorHandler(routeOptions.errorHandler as ErrorHandler | undefined)
   })
 

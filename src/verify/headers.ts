@@ -8,7 +8,7 @@ export type HeadersInput =
 /** Signature headers are small; anything larger is an attack or a bug (threat-model T5, C9). */
 export const MAX_SIGNATURE_HEADER_BYTES = 1024
 
-/** The three signature fields, each exactly one field line, as received (trimmed). */
+/** The three signature fields, each exactly one field line, as received (SP and HTAB trimmed). */
 export interface SignatureFields {
   contentDigest: string
   signatureInput: string
@@ -60,16 +60,31 @@ export function readSignatureFields (headers: HeadersInput): SignatureFields {
     }
   }
   for (let i = 0; i < 3; i++) {
-    const v = found[i]
+    const v = found[i] === undefined ? undefined : trimOws(found[i]!)
     const name = DISPLAY[NAMES[i]!]
-    if (v === undefined || v.trim() === '') {
+    if (v === undefined || v === '') {
       throw new VerificationError('missing_header', `The ${name} header is missing; MailChannels signs every delivery with Content-Digest, Signature-Input and Signature.`)
     }
     if (v.length > MAX_SIGNATURE_HEADER_BYTES) {
       throw new VerificationError('malformed_header', `The ${name} header is longer than ${MAX_SIGNATURE_HEADER_BYTES} bytes.`)
     }
+    found[i] = v
   }
-  return { contentDigest: found[0]!.trim(), signatureInput: found[1]!.trim(), signature: found[2]!.trim() }
+  // Any other character (NBSP, U+FEFF, controls, non-ASCII) stays in the value and is refused by the parser.
+  return { contentDigest: found[0]!, signatureInput: found[1]!, signature: found[2]! }
+}
+
+/**
+ * Removes leading and trailing SP and HTAB only: RFC 9110 OWS, what an RFC 9421 verifier
+ * strips before building the signature base. `String#trim` would also strip NBSP, U+FEFF
+ * and other Unicode spaces, and so accept a value the signer never signed.
+ */
+export function trimOws (value: string): string {
+  let start = 0
+  let end = value.length
+  while (start < end && (value.charCodeAt(start) === 32 || value.charCodeAt(start) === 9)) start++
+  while (end > start && (value.charCodeAt(end - 1) === 32 || value.charCodeAt(end - 1) === 9)) end--
+  return start === 0 && end === value.length ? value : value.slice(start, end)
 }
 
 function headerValue (v: unknown, name: (typeof NAMES)[number]): string {

@@ -69,15 +69,66 @@ export function errorTypeForStatus (status: number): ApiErrorType {
  * GETs `url` and parses a JSON reply. Retries 429 and 5xx up to `maxRetries` times with
  * exponential backoff and jitter, honouring `Retry-After` up to `maxRetryDelay`; never
  * follows a redirect; enforces `timeout` per attempt (headers and body) and a size cap.
- * Never throws.
+ * `signal` cancels the call: the attempt in flight is aborted (its socket closed), no retry
+ * follows, and the outcome is an "aborted" `application_error`. Never throws.
  */
-export async function getJson (transport: Transport, url: URL, what: string): Promise<JsonOutcome> {
+export async function getJson (transport: Transport, url: URL, what: string, signal?: AbortSignal): Promise<JsonOutcome> {
+  // A function, so that TypeScript does not narrow `aborted` across the awaits.
+  const aborted = (): boolean => signal?.aborted === true
   for (let attempt = 0; ; attempt++) {
-    const outcome = await attemptOnce(transport, url, what)
-    if (outcome.ok || outcome.retryable === null || attempt >= transport.maxRetries) return stripRetry(outcome)
+    if (aborted()) return { ok: false, error: abortedError(what) }
+    const outcome = await attemptOnce(transport, url, what, signal)
+    if (outcome.ok) return outcome
+    if (aborted()) return { ok: false, error: abortedError(what) }
+    if (outcome.retryable === null || attempt >= transport.maxRetries) return stripRetry(outcome)
     const wait = outcome.retryable.retryAfterMs ?? backoff(attempt, transport.maxRetryDelay)
     if (wait > transport.maxRetryDelay) return stripRetry(outcome)
-    await sleep(wait)
+    await sleep(wait, signal)
+  }
+}
+
+/** The error of a call cancelled through its `signal`. */
+export function abortedError (what: string): ErrorResponse {
+  return localError('application_error', `Failed to ${what}: the request was aborted (its signal fired).`)
+}
+
+/** True for anything usable as an AbortSignal (a real one, or one from another realm or polyfill). */
+export function isAbortSignal (value: unknown): value is AbortSignal {
+  const v = value as Partial<AbortSignal> | null
+  return typeof v === 'object' && v !== null && typeof v.aborted === 'boolean' &&
+    typeof v.addEventListener === 'function' && typeof v.removeEventListener === 'function'
+}
+
+interface AttemptSignal {
+  signal: AbortSignal
+  timedOut (): boolean
+  /** Clears the timer and the listener on the caller's signal. */
+  done (): void
+}
+
+// One controller per attempt, aborted by the timeout or by the caller's signal. Not
+// AbortSignal.any: Node 20-22 keep every composite alive on a long-lived input signal (an app
+// passing one shutdown signal to every call would leak), and AbortSignal.timeout keeps its
+// timer for the full timeout after the call ended. Here both are undone when the attempt ends.
+function attemptSignal (timeout: number, outer: AbortSignal | undefined): AttemptSignal {
+  const controller = new AbortController()
+  let timedOut = false
+  const timer = setTimeout(() => {
+    timedOut = true
+    controller.abort(new DOMException('The operation timed out.', 'TimeoutError'))
+  }, timeout)
+  const onAbort = (): void => controller.abort(outer?.reason)
+  if (outer !== undefined) {
+    if (outer.aborted) onAbort()
+    else outer.addEventListener('abort', onAbort, { once: true })
+  }
+  return {
+    signal: controller.signal,
+    timedOut: () => timedOut,
+    done: () => {
+      clearTimeout(timer)
+      outer?.removeEventListener('abort', onAbort)
+    },
   }
 }
 
@@ -87,15 +138,23 @@ function stripRetry (o: AttemptOutcome): JsonOutcome {
   return o.ok ? o : { ok: false, error: o.error }
 }
 
-async function attemptOnce (t: Transport, url: URL, what: string): Promise<AttemptOutcome> {
+async function attemptOnce (t: Transport, url: URL, what: string, outer: AbortSignal | undefined): Promise<AttemptOutcome> {
+  const attempt = attemptSignal(t.timeout, outer)
+  try {
+    return await exchange(t, url, what, attempt, outer)
+  } finally {
+    attempt.done()
+  }
+}
+
+async function exchange (t: Transport, url: URL, what: string, attempt: AttemptSignal, outer: AbortSignal | undefined): Promise<AttemptOutcome> {
   const headers: Record<string, string> = { accept: 'application/json', 'user-agent': USER_AGENT }
   if (t.apiKey !== null) headers['x-api-key'] = t.apiKey
-  const signal = AbortSignal.timeout(t.timeout)
   let res: Response
   try {
-    res = await t.fetch(url, { method: 'GET', headers, redirect: 'error', signal })
+    res = await t.fetch(url, { method: 'GET', headers, redirect: 'error', signal: attempt.signal })
   } catch (err) {
-    return { ok: false, error: transportError(err, signal, t, what), retryable: null }
+    return { ok: false, error: transportError(err, attempt, outer, t, what), retryable: null }
   }
   if (res.status >= 300 && res.status < 400) {
     // A custom fetch that ignores `redirect: 'error'`: refuse all the same (threat-model T17).
@@ -119,7 +178,7 @@ async function attemptOnce (t: Transport, url: URL, what: string): Promise<Attem
     if (err instanceof RangeError) {
       return { ok: false, error: localError('api_error', `Failed to ${what}: the response is larger than ${MAX_RESPONSE_BYTES} bytes.`), retryable: null }
     }
-    return { ok: false, error: transportError(err, signal, t, what), retryable: null }
+    return { ok: false, error: transportError(err, attempt, outer, t, what), retryable: null }
   }
   try {
     return { ok: true, body: JSON.parse(text) }
@@ -128,9 +187,10 @@ async function attemptOnce (t: Transport, url: URL, what: string): Promise<Attem
   }
 }
 
-function transportError (err: unknown, signal: AbortSignal, t: Transport, what: string): ErrorResponse {
+function transportError (err: unknown, attempt: AttemptSignal, outer: AbortSignal | undefined, t: Transport, what: string): ErrorResponse {
+  if (outer?.aborted === true) return abortedError(what)
   const name = (err as Error | null)?.name
-  if (signal.aborted || name === 'TimeoutError' || name === 'AbortError') {
+  if (attempt.timedOut() || name === 'TimeoutError' || name === 'AbortError') {
     const error = localError('application_error', `Failed to ${what}: the MailChannels API did not answer within ${t.timeout} ms (timed out).`)
     timeoutErrors.add(error)
     return error
@@ -167,7 +227,11 @@ export function httpError (status: number, text: string, secret: string): ErrorR
   if (details.length > MAX_DETAIL_CHARS) details = `${details.slice(0, MAX_DETAIL_CHARS)}...`
   const statusText = TEXT_BY_STATUS[status] ?? `Unknown error (HTTP ${status}).`
   let response = isRecord(body) ? body : null
-  if (response !== null && secret !== '' && JSON.stringify(response).includes(secret)) response = null
+  if (response !== null && secret !== '') {
+    // The key may appear JSON-escaped (a key with '"' or '\\') as well as verbatim.
+    const json = JSON.stringify(response)
+    if (json.includes(secret) || json.includes(JSON.stringify(secret).slice(1, -1))) response = null
+  }
   return { message: details === '' ? statusText : `${statusText} ${details}`, statusCode: status, type: errorTypeForStatus(status), response }
 }
 
@@ -186,8 +250,18 @@ function backoff (attempt: number, cap: number): number {
   return Math.round(ceiling / 2 + Math.random() * ceiling / 2)
 }
 
-function sleep (ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms))
+/** Waits `ms`, or less if `signal` fires; leaves no timer or listener behind. */
+function sleep (ms: number, signal: AbortSignal | undefined): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal?.aborted === true) return resolve()
+    const wake = (): void => {
+      clearTimeout(timer)
+      signal?.removeEventListener('abort', wake)
+      resolve()
+    }
+    const timer = setTimeout(wake, ms)
+    signal?.addEventListener('abort', wake, { once: true })
+  })
 }
 
 async function cancel (res: Response): Promise<void> {

@@ -7,7 +7,7 @@ import { MAX_KEY_RESPONSE_BYTES, publicKeyUrl } from '../keys/fetch-public-key.j
 import { importEd25519PublicKey, KeyRejectedError } from '../keys/public-key.js'
 import { KEY_ID_PATTERN } from '../verify/signature-input.js'
 import { buildBatchesQuery, MAX_LIMIT, mapBatchesResponse, type BatchesOptions, type WebhooksBatch } from './batches.js'
-import { getJson, isRecord, type Transport } from './http.js'
+import { abortedError, getJson, isAbortSignal, isRecord, type Transport } from './http.js'
 
 export const DEFAULT_TIMEOUT = 30_000
 export const DEFAULT_MAX_RETRIES = 2
@@ -30,6 +30,25 @@ export interface MailChannelsOptions {
   maxRetryDelay?: number
 }
 
+/**
+ * Per-call options of every client method (the second argument), next to the operation's own
+ * options.
+ */
+export interface RequestOptions {
+  /**
+   * Cancels the call: the HTTP attempt in flight is aborted (its connection closed), no retry
+   * follows, and the call resolves an `application_error` saying the request was aborted
+   * (`iterateBatches` rejects with it). Combined with the client's `timeout`, which still
+   * applies to each attempt. Default: none.
+   */
+  signal?: AbortSignal
+}
+
+// MailChannels keys are tokens of visible ASCII. Anything else is refused rather than cleaned:
+// fetch strips surrounding whitespace from header values, so a key kept with a trailing newline
+// is not the key sent, and redaction of an echoed key would miss it.
+const API_KEY_PATTERN = /^[\x21-\x7e]+$/
+
 /** A signing key as the public-key endpoint serves it (validated as an Ed25519 key). */
 export interface SigningKey {
   id: string
@@ -43,18 +62,23 @@ export interface WebhooksApi {
   verify (options: VerifyOptions): Promise<Result<WebhookEvent[]>>
   /**
    * One page of webhook delivery batches (`GET /tx/v1/webhook-batch`). Invalid options give
-   * `validation_error` without any HTTP call. Never throws, never rejects.
+   * `validation_error` without any HTTP call. `request.signal` cancels the call. Never throws,
+   * never rejects.
    */
-  batches (options?: BatchesOptions): Promise<Result<WebhooksBatch[]>>
+  batches (options?: BatchesOptions, request?: RequestOptions): Promise<Result<WebhooksBatch[]>>
   /**
    * Every batch matching `options`, page by page (by `offset`, `limit` items a page, default
    * 500) until a page is shorter than `limit`. The one API that throws: an iterator has no
    * `{ data, error }` channel, so a failure rejects the pending `next()` with a
-   * `MailChannelsError` whose `error` is the `ErrorResponse`.
+   * `MailChannelsError` whose `error` is the `ErrorResponse`. `request.signal` cancels the page
+   * in flight and ends the iteration (with an aborted `MailChannelsError`).
    */
-  iterateBatches (options?: BatchesOptions): AsyncGenerator<WebhooksBatch, void, undefined>
-  /** Fetches a signing key by id from the public-key endpoint. Sends no API key. Never throws. */
-  getSigningKey (id: string): Promise<Result<SigningKey>>
+  iterateBatches (options?: BatchesOptions, request?: RequestOptions): AsyncGenerator<WebhooksBatch, void, undefined>
+  /**
+   * Fetches a signing key by id from the public-key endpoint. Sends no API key.
+   * `request.signal` cancels the call. Never throws.
+   */
+  getSigningKey (id: string, request?: RequestOptions): Promise<Result<SigningKey>>
 }
 
 /** Thrown by `iterateBatches` (only); carries the `ErrorResponse`. */
@@ -80,6 +104,10 @@ export class MailChannels {
     if (typeof apiKey !== 'string' || apiKey.trim() === '') {
       throw new TypeError('MailChannels needs an API key: new MailChannels(apiKey). Webhooks.verify works without one.')
     }
+    if (!API_KEY_PATTERN.test(apiKey)) {
+      // The message never quotes the key.
+      throw new TypeError('The MailChannels API key must be printable ASCII without spaces or control characters. A key read from a file or an environment variable often ends with a newline: pass it trimmed, e.g. new MailChannels(key.trim()).')
+    }
     if (options === null || typeof options !== 'object') throw new TypeError('MailChannels options must be an object')
     this.#apiKey = apiKey
     this.baseUrl = parseBaseUrl(options.baseUrl ?? DEFAULT_BASE_URL)
@@ -97,13 +125,16 @@ export class MailChannels {
       baseUrl, fetch: fetchFn, timeout, maxRetries, maxRetryDelay, apiKey: withKey ? this.#apiKey : null, secret: this.#apiKey,
     })
 
-    const batches = async (opts?: BatchesOptions): Promise<Result<WebhooksBatch[]>> => {
+    const batches = async (opts?: BatchesOptions, request?: RequestOptions): Promise<Result<WebhooksBatch[]>> => {
       try {
         const built = buildBatchesQuery(opts)
         if (built.error !== null) return { data: null, error: built.error }
+        const req = checkRequestOptions(request)
+        if (req.error !== null) return { data: null, error: req.error }
+        if (req.signal?.aborted === true) return { data: null, error: abortedError('fetch webhook batches') }
         const url = new URL(`${baseUrl}/tx/v1/webhook-batch`)
         for (const [k, v] of built.query) url.searchParams.append(k, v)
-        const outcome = await getJson(transport(true), url, 'fetch webhook batches')
+        const outcome = await getJson(transport(true), url, 'fetch webhook batches', req.signal)
         if (!outcome.ok) return { data: null, error: outcome.error }
         return mapBatchesResponse(outcome.body)
       } catch {
@@ -112,11 +143,11 @@ export class MailChannels {
       }
     }
 
-    async function * iterateBatches (opts: BatchesOptions = {}): AsyncGenerator<WebhooksBatch, void, undefined> {
+    async function * iterateBatches (opts: BatchesOptions = {}, request?: RequestOptions): AsyncGenerator<WebhooksBatch, void, undefined> {
       const limit = opts?.limit ?? MAX_LIMIT
       let offset = opts?.offset ?? 0
       for (;;) {
-        const page = await batches({ ...opts, limit, offset })
+        const page = await batches({ ...opts, limit, offset }, request)
         if (page.error !== null) throw new MailChannelsError(page.error)
         yield * page.data
         if (page.data.length < limit) return
@@ -124,13 +155,16 @@ export class MailChannels {
       }
     }
 
-    const getSigningKey = async (id: string): Promise<Result<SigningKey>> => {
+    const getSigningKey = async (id: string, request?: RequestOptions): Promise<Result<SigningKey>> => {
       try {
         if (typeof id !== 'string' || !KEY_ID_PATTERN.test(id)) {
           return { data: null, error: localError('validation_error', 'The id value must be a key id of 1 to 64 characters from A-Z, a-z, 0-9, ".", "_", "~", "-".') }
         }
+        const req = checkRequestOptions(request)
+        if (req.error !== null) return { data: null, error: req.error }
+        if (req.signal?.aborted === true) return { data: null, error: abortedError('fetch the signing key') }
         // The public-key endpoint takes no API key (wire-format.md §1.4, threat-model T11).
-        const outcome = await getJson({ ...transport(false), maxRetries: 0 }, publicKeyUrl(baseUrl, id), 'fetch the signing key')
+        const outcome = await getJson({ ...transport(false), maxRetries: 0 }, publicKeyUrl(baseUrl, id), 'fetch the signing key', req.signal)
         if (!outcome.ok) return { data: null, error: outcome.error }
         const body = outcome.body
         if (!isRecord(body) || typeof body.id !== 'string' || typeof body.key !== 'string' || body.key.length > MAX_KEY_RESPONSE_BYTES) {
@@ -165,4 +199,18 @@ export class MailChannels {
   [Symbol.for('nodejs.util.inspect.custom')] (): string {
     return `MailChannels { baseUrl: '${this.baseUrl}', apiKey: '[redacted]' }`
   }
+}
+
+/** Validates the per-call options (the second argument of every method). */
+function checkRequestOptions (request: unknown): { signal: AbortSignal | undefined, error: null } | { signal: null, error: ErrorResponse } {
+  const bad = (message: string): { signal: null, error: ErrorResponse } => ({ signal: null, error: localError('validation_error', message) })
+  if (request === undefined || request === null) return { signal: undefined, error: null }
+  if (!isRecord(request)) return bad('Request options must be an object.')
+  for (const key of Object.keys(request)) {
+    if (key !== 'signal') return bad(`Unknown request option '${key.slice(0, 40)}'. Valid options are: signal.`)
+  }
+  const { signal } = request
+  if (signal === undefined) return { signal: undefined, error: null }
+  if (!isAbortSignal(signal)) return bad('The signal option must be an AbortSignal.')
+  return { signal, error: null }
 }

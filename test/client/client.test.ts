@@ -2,7 +2,7 @@ import t from 'tap'
 import { inspect } from 'node:util'
 import { MailChannels, MailChannelsError, type WebhooksBatch } from '../../src/index.js'
 import { generateSigningKeyPair } from '../../src/testing/index.js'
-import { FAKE_API_KEY, redirect, reply, startFakeApi, startStealServer, type FakeApi } from './helpers/fake-api.js'
+import { echoApiKey, FAKE_API_KEY, redirect, reply, startFakeApi, startStealServer, type FakeApi } from './helpers/fake-api.js'
 
 let api: FakeApi
 t.before(async () => { api = await startFakeApi() })
@@ -16,6 +16,32 @@ t.beforeEach(() => {
 t.test('construction: the API key is required', async (t) => {
   for (const bad of [undefined, '', '   ', 42, null]) {
     t.throws(() => new MailChannels(bad as unknown as string), { name: 'TypeError', message: /MailChannels needs an API key/ }, String(bad))
+  }
+})
+
+t.test('construction: a key with surrounding whitespace or control characters is refused, without echoing it', async (t) => {
+  // Secret files often end with a newline. fetch strips it from the header it sends, so the
+  // client would redact a different string from the one an upstream error can echo.
+  const secret = 'mc-secret-abc123'
+  for (const bad of [`${secret}\n`, `${secret}\r\n`, ` ${secret}`, `\t${secret}`, `${secret} `, `mc-se\u0000cret`, `mc-se\u007fcret`, 'mc secret', `${secret}\u00a0`, `${secret}\u2028`]) {
+    const err = (() => { try { new MailChannels(bad); return null } catch (e) { return e as Error } })() // eslint-disable-line no-new
+    t.type(err, TypeError, encodeURIComponent(bad)) // (a raw U+2028 would break the TAP output)
+    t.match(err?.message, /^The MailChannels API key must be printable ASCII without spaces or control characters/)
+    t.match(err?.message, /trim\(\)/, 'says what to do')
+    t.notMatch(err?.message, 'secret', 'the key is not echoed')
+  }
+})
+
+t.test('the key sent is the key redacted: an upstream that echoes X-Api-Key', async (t) => {
+  for (const key of [FAKE_API_KEY, 'mc"quoted\\key!~']) {
+    api.queue.push(echoApiKey)
+    const r = await new MailChannels(key, { baseUrl: api.url, maxRetries: 0 }).webhooks.batches()
+    t.equal(api.requests.at(-1)!.headers['x-api-key'], key, 'sent exactly as given')
+    t.equal(r.error?.type, 'invalid_request_error')
+    t.equal(r.error?.message, 'Bad request. invalid key: [redacted]')
+    t.equal(r.error?.response, null, 'a body quoting the key is not returned')
+    t.notMatch(JSON.stringify(r), key, JSON.stringify(key))
+    t.notMatch(JSON.stringify(r), JSON.stringify(key).slice(1, -1), 'nor its JSON-escaped form')
   }
 })
 

@@ -23,6 +23,8 @@ export interface RecordedRequest {
   /** The raw query string (without `?`). */
   query: string
   headers: IncomingHttpHeaders
+  /** Settles when the connection that carried the request closes (the client left, or the fake closed it). */
+  socketClosed: Promise<void>
 }
 
 /** A one-shot behaviour replacing the normal answer of the next request. */
@@ -40,6 +42,8 @@ export interface FakeApi {
   queue: Behaviour[]
   /** A behaviour for every request while set. */
   always: Behaviour | null
+  /** The normal answer (listing, public key), for behaviours that delay or wrap it. */
+  answer: Behaviour
   close (): Promise<void>
 }
 
@@ -79,6 +83,7 @@ export async function startFakeApi (options: { apiKey?: string } = {}): Promise<
     keys: new Map(),
     queue: [],
     always: null,
+    answer: (req, res) => normal(req, res, req.url ?? '/'),
     close: async () => {
       for (const s of sockets) s.destroy()
       await new Promise<void>((resolve) => server.close(() => resolve()))
@@ -87,7 +92,9 @@ export async function startFakeApi (options: { apiKey?: string } = {}): Promise<
   const server = http.createServer((req, res) => {
     const url = req.url ?? '/'
     const q = url.indexOf('?')
-    api.requests.push({ method: req.method ?? '', url, query: q === -1 ? '' : url.slice(q + 1), headers: { ...req.headers } })
+    const socket = req.socket
+    const socketClosed = socket.destroyed ? Promise.resolve() : new Promise<void>((resolve) => socket.once('close', () => resolve()))
+    api.requests.push({ method: req.method ?? '', url, query: q === -1 ? '' : url.slice(q + 1), headers: { ...req.headers }, socketClosed })
     const behaviour = api.queue.shift() ?? api.always
     if (behaviour !== null) {
       behaviour(req, res)
@@ -169,6 +176,35 @@ export function reply (status: number, body: unknown, headers: Record<string, st
 
 /** Accepts the request and never answers. */
 export const hang: Behaviour = () => {}
+
+/** Runs `then` after `ms` unless the client has left by then (a slow upstream). */
+export function delayed (ms: number, then: Behaviour): Behaviour {
+  return (req, res) => {
+    const timer = setTimeout(() => { if (!res.destroyed) then(req, res) }, ms)
+    res.once('close', () => clearTimeout(timer))
+  }
+}
+
+/** Holds every answer until `release()` is called (then answers normally through `then`). */
+export function gate (then: Behaviour): { behaviour: Behaviour, release (): void } {
+  const held: Array<() => void> = []
+  let open = false
+  return {
+    behaviour: (req, res) => {
+      if (open) then(req, res)
+      else held.push(() => { if (!res.destroyed) then(req, res) })
+    },
+    release: () => {
+      open = true
+      for (const h of held.splice(0)) h()
+    },
+  }
+}
+
+/** Answers 400 quoting the X-Api-Key header exactly as received (an upstream that echoes credentials). */
+export const echoApiKey: Behaviour = (req, res) => {
+  json(res, 400, { errors: [`invalid key: ${String(req.headers['x-api-key'])}`], received: req.headers['x-api-key'] ?? null })
+}
 
 /** Sends headers and part of a body, then destroys the socket. */
 export const resetMidBody: Behaviour = (_req, res) => {

@@ -2,8 +2,11 @@ import type { ErrorResponse, Result } from '../errors.js'
 import type { Logger } from '../logger.js'
 import { buildBatchesQuery, MAX_LIMIT, type BatchesOptions, type WebhooksBatch, type WebhooksBatchStatus } from './batches.js'
 import { isTimeoutError } from './http.js'
+import type { RequestOptions } from './mailchannels.js'
 
 // The framework-free core of the Fastify and Express batches routes (threat-model T17, T18, H1-H14).
+// The adapters only translate: they hand over the request, its target and the node:http
+// response, and send the reply `serve` returns (or nothing, when it returns null).
 
 /**
  * Decides whether a request may list batches. Return `true` to allow; `false` answers 401
@@ -12,10 +15,17 @@ import { isTimeoutError } from './http.js'
  */
 export type BatchesAuthorize<Req> = (request: Req) => boolean | { statusCode: 403 } | Promise<boolean | { statusCode: 403 }>
 
-/** What the routes need of a client: `new MailChannels(apiKey)` fits. */
+/**
+ * What the routes need of a client: `new MailChannels(apiKey)` fits. The route passes a
+ * `signal` that fires when the response closes before it was sent (the client left, or
+ * something else answered); a custom client should stop its call then.
+ */
 export interface BatchesClient {
-  webhooks: { batches (options?: BatchesOptions): Promise<Result<WebhooksBatch[]>> }
+  webhooks: { batches (options?: BatchesOptions, request?: RequestOptions): Promise<Result<WebhooksBatch[]>> }
 }
+
+/** Default of the routes' `maxConcurrent`: upstream calls one route keeps in flight at once. */
+export const DEFAULT_MAX_CONCURRENT = 10
 
 /** The body of a successful route reply. */
 export interface BatchesPage {
@@ -37,6 +47,14 @@ export interface ProxyReply {
   body: BatchesPage | BatchesErrorBody
 }
 
+/** The route settings, validated. */
+export interface ProxyConfig {
+  client: BatchesClient
+  path: string
+  authorize: BatchesAuthorize<any>
+  maxConcurrent: number
+}
+
 const ALLOWED = ['createdAfter', 'createdBefore', 'statuses', 'webhook', 'limit', 'offset'] as const
 const ALLOWED_SET: ReadonlySet<string> = new Set(ALLOWED)
 const MAX_QUERY_CHARS = 4096
@@ -45,7 +63,7 @@ const REASON: Readonly<Record<number, string>> = {
 }
 
 /** Validates route options once, at registration. */
-export function checkProxyOptions (options: unknown, pathOption: 'url' | 'path'): { client: BatchesClient, path: string, authorize: BatchesAuthorize<any> } {
+export function checkProxyOptions (options: unknown, pathOption: 'url' | 'path'): ProxyConfig {
   if (options === null || typeof options !== 'object') throw new TypeError('batches route options must be an object with client and authorize')
   const o = options as Record<string, unknown>
   if (typeof o.authorize !== 'function') {
@@ -57,22 +75,121 @@ export function checkProxyOptions (options: unknown, pathOption: 'url' | 'path')
   }
   const path = o[pathOption] ?? '/webhooks/batches'
   if (typeof path !== 'string' || !path.startsWith('/') || /[?#\s]/.test(path)) throw new TypeError(`${pathOption} must be a path starting with "/"`)
-  return { client, path, authorize: o.authorize as BatchesAuthorize<any> }
+  const maxConcurrent = o.maxConcurrent ?? DEFAULT_MAX_CONCURRENT
+  if (maxConcurrent !== Infinity && !(Number.isInteger(maxConcurrent) && (maxConcurrent as number) >= 1)) {
+    throw new TypeError('maxConcurrent must be a positive integer or Infinity (no limit)')
+  }
+  return { client, path, authorize: o.authorize as BatchesAuthorize<any>, maxConcurrent: maxConcurrent as number }
+}
+
+/** The part of a node:http `ServerResponse` the route watches (Fastify's `reply.raw`, Express's `res`). */
+export interface WatchedResponse {
+  readonly headersSent: boolean
+  readonly writableEnded: boolean
+  readonly destroyed?: boolean
+  once (event: 'close', listener: () => void): unknown
+  removeListener (event: 'close', listener: () => void): unknown
+}
+
+/** One request as an adapter hands it to `serve`. */
+export interface ProxyExchange<Req> {
+  request: Req
+  /** The request target the route matched (path and query); the query is read from it. */
+  target: string
+  /** The target as the client sent it, before any mount stripping or rewrite: the `Link` path. */
+  originalTarget: string
+  response: WatchedResponse
+  log: Logger
+}
+
+/** A route's proxy: one per registration, holding the count of upstream calls in flight. */
+export interface BatchesProxy {
+  /**
+   * Authorizes, validates and proxies one request. Resolves the reply to send, or `null` when
+   * the response was closed or answered by something else meanwhile: then nothing may be
+   * written, and the upstream call has been cancelled (or never made).
+   */
+  serve<Req> (exchange: ProxyExchange<Req>): Promise<ProxyReply | null>
+}
+
+export function createBatchesProxy (config: ProxyConfig): BatchesProxy {
+  const { client, authorize, maxConcurrent } = config
+  let inFlight = 0
+  return {
+    async serve ({ request, target, originalTarget, response, log }) {
+      const watch = watchResponse(response)
+      try {
+        const denied = await runAuthorize(authorize, request, log)
+        if (watch.gone()) {
+          log.debug({}, 'batches route: the response was closed or answered during authorize; nothing sent')
+          return null
+        }
+        if (denied !== null) return denied
+        const parsed = parseProxyQuery(queryOf(target))
+        if (parsed.reply !== null) return parsed.reply
+        if (inFlight >= maxConcurrent) {
+          log.warn({ maxConcurrent }, 'batches route: maxConcurrent upstream calls in flight; request refused with 503')
+          const busy = errorReply(503, 'overloaded', 'Too many webhook batch listings are in progress; try again shortly.')
+          busy.headers['retry-after'] = '1'
+          return busy
+        }
+        inFlight++
+        let reply: ProxyReply | null
+        try {
+          reply = await proxyBatches(client, parsed.options, linkPath(originalTarget), log, watch.signal)
+        } finally {
+          inFlight--
+        }
+        if (reply === null || watch.gone()) {
+          log.debug({}, 'batches route: the response was closed or answered before the listing arrived; upstream call cancelled, nothing sent')
+          return null
+        }
+        return reply
+      } finally {
+        watch.dispose()
+      }
+    },
+  }
+}
+
+/**
+ * Watches a response for the route: `signal` fires on its 'close' (which comes when the client
+ * leaves, and also after anything else finished answering it), `gone()` says nothing may be
+ * written any more.
+ */
+function watchResponse (response: WatchedResponse): { signal: AbortSignal, gone (): boolean, dispose (): void } {
+  const controller = new AbortController()
+  const onClose = (): void => controller.abort()
+  response.once('close', onClose)
+  const gone = (): boolean => controller.signal.aborted || response.headersSent || response.writableEnded || response.destroyed === true
+  if (gone()) controller.abort()
+  return { signal: controller.signal, gone, dispose: () => { response.removeListener('close', onClose) } }
 }
 
 /** Runs `authorize`; `null` when allowed, else the denial reply. */
 export async function runAuthorize<Req> (authorize: BatchesAuthorize<Req>, request: Req, log: Logger): Promise<ProxyReply | null> {
-  let verdict: unknown
+  let status: 401 | 403
   try {
-    verdict = await authorize(request)
+    const verdict: unknown = await authorize(request)
+    if (verdict === true) return null
+    // Read inside the guard: `statusCode` may be a getter that throws.
+    status = (verdict as { statusCode?: unknown } | null)?.statusCode === 403 ? 403 : 401
   } catch (err) {
-    const status = (err as { statusCode?: unknown } | null)?.statusCode === 403 ? 403 : 401
-    log.warn({ err: { name: (err as Error | null)?.name } }, 'batches route: authorize threw; request denied')
-    return errorReply(status, status === 403 ? 'forbidden' : 'unauthorized', status === 403 ? 'Access to webhook batches is forbidden.' : 'Authentication is required to list webhook batches.')
+    status = readSafely(() => (err as { statusCode?: unknown } | null)?.statusCode) === 403 ? 403 : 401
+    const name = readSafely(() => (err as Error | null)?.name)
+    log.warn({ err: { name: typeof name === 'string' ? name.slice(0, 60) : undefined } }, 'batches route: authorize threw; request denied')
   }
-  if (verdict === true) return null
-  if ((verdict as { statusCode?: unknown } | null)?.statusCode === 403) return errorReply(403, 'forbidden', 'Access to webhook batches is forbidden.')
-  return errorReply(401, 'unauthorized', 'Authentication is required to list webhook batches.')
+  return status === 403
+    ? errorReply(403, 'forbidden', 'Access to webhook batches is forbidden.')
+    : errorReply(401, 'unauthorized', 'Authentication is required to list webhook batches.')
+}
+
+function readSafely (read: () => unknown): unknown {
+  try {
+    return read()
+  } catch {
+    return undefined
+  }
 }
 
 /**
@@ -105,7 +222,8 @@ export function parseProxyQuery (rawQuery: string): { options: BatchesOptions, r
     options.limit = Number(limit)
   }
   if (offset !== undefined) {
-    if (!/^\d{1,15}$/.test(offset)) return bad('The offset value must be an integer greater than or equal to 0.')
+    // Up to 16 digits: every safe integer (the client refuses larger ones with the same message).
+    if (!/^\d{1,16}$/.test(offset)) return bad('The offset value must be an integer greater than or equal to 0.')
     options.offset = Number(offset)
   }
   // The client's own validation (ranges, dates, statuses) gives the same messages as `batches`.
@@ -114,12 +232,16 @@ export function parseProxyQuery (rawQuery: string): { options: BatchesOptions, r
   return { options, reply: null }
 }
 
-/** Lists one page through the client and shapes the reply (page + `Link`, or a generic error). */
-export async function proxyBatches (client: BatchesClient, options: BatchesOptions, path: string, log: Logger): Promise<ProxyReply> {
+/**
+ * Lists one page through the client and shapes the reply (page + `Link`, or a generic error).
+ * `path` is the `Link` path (from `linkPath`). `null` when `signal` fired (nobody to answer).
+ */
+export async function proxyBatches (client: BatchesClient, options: BatchesOptions, path: string, log: Logger, signal: AbortSignal): Promise<ProxyReply | null> {
   let result: Result<WebhooksBatch[]>
   try {
-    result = await client.webhooks.batches(options)
+    result = await client.webhooks.batches(options, { signal })
   } catch {
+    if (signal.aborted) return null
     // A custom client that throws: treat as an upstream failure, without its message.
     log.error({ type: 'application_error' }, 'batches route: the client threw')
     return errorReply(502, 'application_error', 'Listing webhook batches failed upstream.')
@@ -128,10 +250,13 @@ export async function proxyBatches (client: BatchesClient, options: BatchesOptio
     log.error({ type: 'application_error' }, 'batches route: the client returned no { data, error } result')
     return errorReply(502, 'application_error', 'Listing webhook batches failed upstream.')
   }
+  if (signal.aborted) return null
   if (result.error !== null) return upstreamFailure(result.error, log)
   const limit = options.limit ?? MAX_LIMIT
   const offset = options.offset ?? 0
-  const nextOffset = result.data.length < limit ? null : offset + result.data.length
+  // No next page past the safe-integer range: the route would refuse that offset.
+  const after = offset + result.data.length
+  const nextOffset = result.data.length < limit || !Number.isSafeInteger(after) ? null : after
   const headers: Record<string, string> = {}
   if (nextOffset !== null) headers.link = `<${nextLink(path, options, nextOffset)}>; rel="next"`
   return { statusCode: 200, headers, body: { data: result.data, pagination: { limit, offset, nextOffset } } }
@@ -168,10 +293,52 @@ function printable (s: string): string {
   return s.slice(0, 40).replace(/[^\x20-\x7e]/g, '?')
 }
 
-/** The path part of a raw request URL. */
+// scheme "://" authority of an absolute-form request target (RFC 9112 §3.2.2), which Node accepts.
+const ABSOLUTE_FORM = /^[A-Za-z][A-Za-z0-9+.-]*:\/\/[^/?#]*/
+
+/** The path part of a raw request target (origin-form or absolute-form). */
 export function pathOf (rawUrl: string): string {
-  const i = rawUrl.indexOf('?')
-  return i === -1 ? rawUrl : rawUrl.slice(0, i)
+  const i = rawUrl.search(/[?#]/)
+  const path = i === -1 ? rawUrl : rawUrl.slice(0, i)
+  const abs = ABSOLUTE_FORM.exec(path)
+  return abs === null ? path : path.slice(abs[0].length) || '/'
+}
+
+// Kept as is in a Link path: unreserved characters, '/', ':' and '@'. Everything else, including
+// the characters of the Link syntax (< > ; , ") and '\', is percent-encoded.
+const LINK_SAFE = /[A-Za-z0-9\-._~/:@]/
+const HEX2 = /^[0-9A-Fa-f]{2}$/
+
+/**
+ * The path of a `Link` target for the request target `rawUrl`: the path the client used,
+ * percent-encoded outside a strict allowlist (valid `%XX` escapes kept), always starting with
+ * exactly one `/` (never `//`, which would name another host). Resolved against the request
+ * URL it stays on the same origin.
+ */
+export function linkPath (rawUrl: string): string {
+  const path = pathOf(rawUrl)
+  let out = ''
+  for (let i = 0; i < path.length; i++) {
+    const ch = path[i]!
+    if (LINK_SAFE.test(ch)) {
+      out += ch
+    } else if (ch === '%' && HEX2.test(path.slice(i + 1, i + 3))) {
+      out += path.slice(i, i + 3)
+      i += 2
+    } else {
+      const code = path.charCodeAt(i)
+      // Node hands request bytes over as latin1 characters: one byte each.
+      if (code <= 0xff) {
+        out += `%${code.toString(16).toUpperCase().padStart(2, '0')}`
+      } else {
+        const cp = path.codePointAt(i)!
+        if (cp > 0xffff) i++
+        // A lone surrogate becomes U+FFFD in UTF-8.
+        for (const b of Buffer.from(String.fromCodePoint(cp), 'utf8')) out += `%${b.toString(16).toUpperCase().padStart(2, '0')}`
+      }
+    }
+  }
+  return `/${out.replace(/^\/+/, '')}`
 }
 
 /** The query part of a raw request URL, without `?`. */

@@ -1,6 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { BatchesAuthorize, BatchesClient, ProxyReply } from '../client/batches-proxy.js'
-import { checkProxyOptions, parseProxyQuery, pathOf, proxyBatches, queryOf, runAuthorize } from '../client/batches-proxy.js'
+import { checkProxyOptions, createBatchesProxy, pathOf } from '../client/batches-proxy.js'
 import { noopLogger, type Logger } from '../logger.js'
 
 /** The request as Express (4 or 5) hands it over; only node:http fields are relied on. */
@@ -10,7 +10,10 @@ export type BatchesRouterRequest = IncomingMessage & { originalUrl?: string, bas
 export interface BatchesRouterOptions {
   /** The API client whose key lists the batches: `new MailChannels(apiKey)`. Required. */
   client: BatchesClient
-  /** Path matched (relative to where the middleware is mounted). Default `'/webhooks/batches'`. */
+  /**
+   * Path matched (relative to where the middleware is mounted).
+   * @default '/webhooks/batches'
+   */
   path?: string
   /**
    * Required: who may list batches. Return `true` to allow; `false` answers 401
@@ -18,7 +21,16 @@ export interface BatchesRouterOptions {
    * (403 if the error has `statusCode: 403`). May be async. Creating the router fails without it.
    */
   authorize: BatchesAuthorize<BatchesRouterRequest>
-  /** Where upstream failures are logged (never the API key). Default: nowhere. */
+  /**
+   * Upstream calls this router keeps in flight at once; an authorized request beyond it gets
+   * 503 `overloaded` with `Retry-After: 1` and no upstream call. `Infinity` turns the cap off.
+   * @default 10
+   */
+  maxConcurrent?: number
+  /**
+   * Where upstream failures are logged (never the API key).
+   * @default nowhere
+   */
   logger?: Logger
 }
 
@@ -28,34 +40,36 @@ export type BatchesMiddleware = (req: BatchesRouterRequest, res: ServerResponse,
 /**
  * Middleware serving `GET <path>`: lists webhook delivery batches through `client` behind
  * `authorize` (same contract and replies as the Fastify `batchesRoute`). Other methods and
- * paths go to `next()`.
+ * paths go to `next()`. It never writes to a response that something else answered or that
+ * closed, and cancels the upstream call when that happens.
  */
 export function batchesRouter (options: BatchesRouterOptions): BatchesMiddleware {
-  const { client, path, authorize } = checkProxyOptions(options, 'path')
+  const config = checkProxyOptions(options, 'path')
   const logger = options.logger ?? noopLogger
-  if (typeof logger?.warn !== 'function' || typeof logger.error !== 'function') throw new TypeError('logger must have debug, info, warn and error methods')
+  if (typeof logger?.warn !== 'function' || typeof logger.error !== 'function' || typeof logger.debug !== 'function') {
+    throw new TypeError('logger must have debug, info, warn and error methods')
+  }
+  const proxy = createBatchesProxy(config)
+  const { path } = config
   return function batchesRouterMiddleware (req, res, next) {
-    const rawUrl = req.url ?? ''
-    const reqPath = pathOf(rawUrl)
+    const target = req.url ?? ''
+    const reqPath = pathOf(target)
     if (req.method !== 'GET' || (reqPath !== path && reqPath !== `${path}/`)) {
       next()
       return
     }
-    handle(req, rawUrl).then((r) => send(res, r), next)
-  }
-
-  async function handle (req: BatchesRouterRequest, rawUrl: string): Promise<ProxyReply> {
-    const denied = await runAuthorize(authorize, req, logger)
-    if (denied !== null) return denied
-    const parsed = parseProxyQuery(queryOf(rawUrl))
-    if (parsed.reply !== null) return parsed.reply
-    // The Link header points at the path the client used, including the mount prefix.
-    const fullPath = `${typeof req.baseUrl === 'string' ? req.baseUrl : ''}${path}`
-    return proxyBatches(client, parsed.options, fullPath, logger)
+    const originalTarget = typeof req.originalUrl === 'string' ? req.originalUrl : target
+    proxy.serve({ request: req, target, originalTarget, response: res, log: logger })
+      .then((reply) => { if (reply !== null) send(res, reply, logger) })
+      .catch((err: unknown) => fail(err, res, next, logger))
   }
 }
 
-function send (res: ServerResponse, r: ProxyReply): void {
+function send (res: ServerResponse, r: ProxyReply, logger: Logger): void {
+  if (res.headersSent || res.writableEnded || res.destroyed) {
+    logger.debug({}, 'batches route: the response was already answered or closed; nothing sent')
+    return
+  }
   const body = JSON.stringify(r.body)
   res.statusCode = r.statusCode
   res.setHeader('cache-control', 'no-store')
@@ -63,4 +77,21 @@ function send (res: ServerResponse, r: ProxyReply): void {
   res.setHeader('content-length', Buffer.byteLength(body))
   for (const [k, v] of Object.entries(r.headers)) res.setHeader(k, v)
   res.end(body)
+}
+
+/** An unexpected failure: the app's error handler while the response is open, else the logger. */
+function fail (err: unknown, res: ServerResponse, next: (err?: unknown) => void, logger: Logger): void {
+  if (!res.headersSent && !res.destroyed) {
+    try {
+      next(err)
+      return
+    } catch (thrown) {
+      err = thrown
+    }
+  }
+  try {
+    logger.error({ err: { name: (err as Error | null)?.name, code: (err as { code?: unknown } | null)?.code } }, 'batches route: failed after the response was answered or closed')
+  } catch {
+    // A logger that throws has nowhere left to report to; the process must not crash for it.
+  }
 }

@@ -1,12 +1,15 @@
 import type { FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify'
 import type { BatchesAuthorize, BatchesClient, ProxyReply } from '../client/batches-proxy.js'
-import { checkProxyOptions, parseProxyQuery, proxyBatches, queryOf, runAuthorize } from '../client/batches-proxy.js'
+import { checkProxyOptions, createBatchesProxy } from '../client/batches-proxy.js'
 
 /** Options of the `batchesRoute` plugin. */
 export interface BatchesRouteOptions {
   /** The API client whose key lists the batches: `new MailChannels(apiKey)`. Required. */
   client: BatchesClient
-  /** Route path (under the plugin's prefix). Default `'/webhooks/batches'`. */
+  /**
+   * Route path (under the plugin's prefix).
+   * @default '/webhooks/batches'
+   */
   url?: string
   /**
    * Required: who may list batches. Return `true` to allow; `false` answers 401
@@ -14,27 +17,34 @@ export interface BatchesRouteOptions {
    * (403 if the error has `statusCode: 403`). May be async. Registration fails without it.
    */
   authorize: BatchesAuthorize<FastifyRequest>
+  /**
+   * Upstream calls this route keeps in flight at once; an authorized request beyond it gets
+   * 503 `overloaded` with `Retry-After: 1` and no upstream call. `Infinity` turns the cap off.
+   * @default 10
+   */
+  maxConcurrent?: number
 }
 
 /**
  * `GET <url>`: lists webhook delivery batches through `client` behind `authorize`.
  * Query: `createdAfter`, `createdBefore`, `statuses` (comma-separated), `webhook`, `limit`,
  * `offset` (strict allowlist). Replies `{ data, pagination: { limit, offset, nextOffset } }`
- * with a `Link: <...>; rel="next"` header when there is a next page; upstream failures
- * become 502/503/504 with a generic message. Every reply has `Cache-Control: no-store`.
+ * with a `Link: <...>; rel="next"` header (the path the client used) when there is a next
+ * page; upstream failures become 502/503/504 with a generic message. Every reply has
+ * `Cache-Control: no-store`. When the client leaves or a hook answers first, the upstream
+ * call is cancelled and nothing more is sent.
  */
 export const batchesRoute: FastifyPluginAsync<BatchesRouteOptions> = async function batchesRoute (fastify: FastifyInstance, options: BatchesRouteOptions) {
-  const { client, path, authorize } = checkProxyOptions(options, 'url')
+  const config = checkProxyOptions(options, 'url')
+  const proxy = createBatchesProxy(config)
   fastify.route({
     method: 'GET',
-    url: path,
+    url: config.path,
     handler: async function listWebhookBatches (request: FastifyRequest, reply: FastifyReply) {
-      const denied = await runAuthorize(authorize, request, request.log)
-      if (denied !== null) return send(reply, denied)
-      const parsed = parseProxyQuery(queryOf(request.raw.url ?? ''))
-      if (parsed.reply !== null) return send(reply, parsed.reply)
-      const routePath = request.routeOptions.url ?? path
-      return send(reply, await proxyBatches(client, parsed.options, routePath, request.log))
+      const r = await proxy.serve({ request, target: request.raw.url ?? '', originalTarget: request.originalUrl, response: reply.raw, log: request.log })
+      // null: answered elsewhere or closed; returning undefined then makes Fastify send nothing.
+      if (r === null || reply.sent || reply.raw.headersSent) return
+      return send(reply, r)
     },
   })
 }

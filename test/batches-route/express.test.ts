@@ -73,3 +73,26 @@ t.test('mounted under a prefix; other methods and paths go to next(); works with
   t.equal(r.body.data.length, 1)
   t.equal((await fetch(`${bare.base}/nope`)).status, 404)
 })
+
+t.test('a failure inside the route (here a logger that throws) goes to next(err); the process keeps serving', async (t) => {
+  const api = await startFakeApi()
+  t.teardown(() => api.close())
+  const client = new MailChannels(FAKE_API_KEY, { baseUrl: api.url, maxRetries: 0 })
+  const boom = (): never => { throw new Error('logger down') }
+  const errors: string[] = []
+  const app = express()
+  app.use(batchesRouter({ client, authorize, logger: { debug: boom, info: boom, warn: boom, error: boom } }))
+  app.use((err: Error, _req: express.Request, res: express.Response, _next: express.NextFunction) => {
+    errors.push(err.message)
+    res.status(500).json({ handledBy: 'app' })
+  })
+  const server = await listen(app)
+  t.teardown(server.close)
+  const auth = { authorization: `Bearer ${TOKEN}` }
+  api.queue.push((_req, res) => { res.statusCode = 500; res.end('x') }) // the route logs upstream failures
+  const res = await get(server.base, '/webhooks/batches', auth)
+  t.equal(res.statusCode, 500)
+  t.same(res.body, { handledBy: 'app' })
+  t.same(errors, ['logger down'])
+  t.equal((await get(server.base, '/webhooks/batches?limit=1', auth)).statusCode, 200, 'still serving')
+})

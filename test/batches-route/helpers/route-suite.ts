@@ -1,6 +1,6 @@
 import type { Test } from 'tap'
 import { MailChannels } from '../../../src/index.js'
-import { FAKE_API_KEY, hang, huge, redirect, reply, resetMidBody, startFakeApi, startStealServer, type FakeApi } from '../../client/helpers/fake-api.js'
+import { FAKE_API_KEY, hang, huge, json, redirect, reply, resetMidBody, sampleBatches, startFakeApi, startStealServer, type FakeApi } from '../../client/helpers/fake-api.js'
 
 // One behaviour table for both adapters (threat-model H1-H14, I1, I2). Each adapter test
 // supplies `start`, which mounts the route at /webhooks/batches with `authorize` below and
@@ -22,9 +22,13 @@ export interface MountedRoute {
 
 export type Start = (client: MailChannels) => Promise<MountedRoute>
 
-/** Bearer TOKEN allows; `x-test-auth: forbidden` returns {statusCode: 403}; `throw` / `throw403` throw. */
+/**
+ * Bearer TOKEN allows; `x-test-auth: forbidden` returns {statusCode: 403}; `throw` / `throw403`
+ * throw; `getter-throws` returns an object whose `statusCode` getter throws.
+ */
 export async function authorize (req: { headers: Record<string, string | string[] | undefined> }): Promise<boolean | { statusCode: 403 }> {
   const mode = req.headers['x-test-auth']
+  if (mode === 'getter-throws') return { get statusCode (): 403 { throw new Error('getter internals') } }
   if (mode === 'throw') throw new Error('auth backend down')
   if (mode === 'throw403') throw Object.assign(new Error('nope'), { statusCode: 403 })
   if (mode === 'forbidden') return { statusCode: 403 }
@@ -85,6 +89,40 @@ export function routeSuite (t: Test, start: Start): void {
     // Authorization runs before query validation: an unauthenticated caller learns nothing about the query rules.
     checkErrorBody(t, await route.get('/webhooks/batches?foo=1'), 401, 'unauthorized')
     t.equal(api.requests.length, 0)
+  })
+
+  t.test('H1: an authorize result whose statusCode getter throws -> 401 with no-store, nothing echoed', async (t) => {
+    const res = await route.get('/webhooks/batches', { 'x-test-auth': 'getter-throws' })
+    checkErrorBody(t, res, 401, 'unauthorized')
+    t.notMatch(JSON.stringify(res.body), 'getter internals')
+    t.equal(api.requests.length, 0)
+  })
+
+  t.test('pagination near Number.MAX_SAFE_INTEGER: every emitted link is one the route accepts', async (t) => {
+    // An upstream that has a full page at any offset.
+    api.always = (req, res) => {
+      const limit = Number(new URL(req.url ?? '/', 'http://x').searchParams.get('limit') ?? 500)
+      json(res, 200, { webhook_batches: sampleBatches().slice(0, limit) })
+    }
+    const a = await route.get('/webhooks/batches?limit=2&offset=999999999999999', AUTH)
+    t.equal(a.statusCode, 200)
+    t.equal(a.body.pagination.nextOffset, 1000000000000001)
+    const next = /^<([^>]+)>; rel="next"$/.exec(String(a.headers.link))?.[1]
+    t.equal(next, '/webhooks/batches?limit=2&offset=1000000000000001')
+    const b = await route.get(next ?? '/', AUTH)
+    t.equal(b.statusCode, 200, 'the 16-digit offset of the link is accepted')
+    t.equal(b.body.pagination.offset, 1000000000000001)
+
+    const max = Number.MAX_SAFE_INTEGER
+    const last = await route.get(`/webhooks/batches?limit=2&offset=${max - 1}`, AUTH)
+    t.equal(last.statusCode, 200)
+    t.equal(last.body.pagination.nextOffset, null, 'no next offset past the safe range')
+    t.equal(last.headers.link, undefined, 'no link the route would refuse')
+    t.equal((await route.get(`/webhooks/batches?limit=2&offset=${max}`, AUTH)).statusCode, 200)
+    const over = await route.get(`/webhooks/batches?limit=2&offset=${max + 1}`, AUTH)
+    checkErrorBody(t, over, 400, 'validation_error')
+    t.match(over.body.message, /offset value must be an integer/)
+    checkErrorBody(t, await route.get('/webhooks/batches?offset=00000000000000001', AUTH), 400, 'validation_error')
   })
 
   t.test('H3-H7: query validation -> 400 validation_error, no upstream call', async (t) => {

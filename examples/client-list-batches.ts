@@ -10,7 +10,9 @@ import { createSandbox } from '../src/testing/index.js'
 
 async function main (): Promise<void> {
   let baseUrl = process.env.MAILCHANNELS_BASE_URL
-  let apiKey = process.env.MAILCHANNELS_API_KEY
+  // The client refuses a key with surrounding whitespace (a trailing newline from a file or a
+  // shell), so trim what you read.
+  let apiKey = process.env.MAILCHANNELS_API_KEY?.trim()
   const cleanup: Array<() => Promise<void>> = []
 
   if (apiKey === undefined) {
@@ -26,9 +28,13 @@ async function main (): Promise<void> {
 
   const client = new MailChannels(apiKey, { baseUrl, timeout: 10_000 })
   const createdAfter = new Date(Date.now() - 24 * 3600_000) // the last day
+  // Ctrl-C cancels the page in flight (its connection is closed) and ends the listing.
+  const stop = new AbortController()
+  const onInterrupt = (): void => stop.abort()
+  process.once('SIGINT', onInterrupt)
   try {
     let n = 0
-    for await (const batch of client.webhooks.iterateBatches({ createdAfter, limit: 2 })) {
+    for await (const batch of client.webhooks.iterateBatches({ createdAfter, limit: 2 }, { signal: stop.signal })) {
       n++
       console.log(`${batch.createdAt}  #${batch.batchId}  ${batch.status} (${batch.statusCode ?? '-'})  ${batch.eventCount} events  ${batch.webhook}`)
     }
@@ -39,6 +45,7 @@ async function main (): Promise<void> {
     else throw err
     process.exitCode = 1
   } finally {
+    process.removeListener('SIGINT', onInterrupt)
     for (const c of cleanup) await c()
   }
 }

@@ -16,6 +16,9 @@ await app.register(batchesRoute, {
   url: '/admin/webhook-batches',
   // Required: the listing shows delivery metadata and spends your API quota, so it is never public.
   authorize: (request) => request.headers.authorization === `Bearer ${ADMIN_TOKEN}`,
+  // Upstream calls in flight at once (default 10); more get 503 with Retry-After. Add a
+  // per-user rate limit too (e.g. @fastify/rate-limit) to bound what one user can spend.
+  maxConcurrent: 4,
 })
 app.post('/webhooks', async (_request, reply) => reply.code(204).send()) // a receiver for the sandbox to hit
 const address = await app.listen({ host: '127.0.0.1', port: 0 })

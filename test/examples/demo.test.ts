@@ -1,12 +1,17 @@
 import t from 'tap'
+import { spawn } from 'node:child_process'
+import { fileURLToPath } from 'node:url'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { startExample } from './helpers/run-example.js'
 
+const ROOT = fileURLToPath(new URL('../../', import.meta.url))
+const ANSI = /\u001b\[/
+
 // `npm start` runs `tsx examples/demo.ts`; this is the same program.
-t.test('the demo runs with no configuration, stops by itself (DEMO_DURATION_MS) and exits 0', async (t) => {
-  const run = startExample(t, 'demo.ts', { DEMO_DURATION_MS: '5000' })
+t.test('the demo: a header, one line per delivery with its verdict, a summary; exits 0 by itself', async (t) => {
+  const run = startExample(t, 'demo.ts', { DEMO_DURATION_MS: '2500' })
   // Use the printed curl while it runs, as a new user would.
-  while (!/batches: {3}curl /.test(run.stdout()) && run.child.exitCode === null) await sleep(20)
+  while (!/batches {3}curl /.test(run.stdout()) && run.child.exitCode === null) await sleep(20)
   const [, token, url] = /curl -H 'Authorization: Bearer ([0-9a-f]+)' '([^']+)'/.exec(run.stdout()) ?? []
   t.ok(token !== undefined && url !== undefined, 'the curl for the batches route is printed')
   const denied = await fetch(url!)
@@ -17,19 +22,67 @@ t.test('the demo runs with no configuration, stops by itself (DEMO_DURATION_MS) 
 
   t.equal(await run.exited, 0, run.stderr())
   const out = run.stdout()
-  t.match(out, /INFO: verified processed {4}\S+@\S+/)
-  t.match(out, /INFO: verified click {8}\S+ -> https:\/\//)
-  t.match(out, /reason: "digest_mismatch"/, 'the tampered 5th delivery is rejected and logged')
-  t.match(out, /INFO: summary: received (\d+), verified (\d+) \(\d+ events\), rejected 1 \(digest_mismatch: 1\)/)
+  t.notMatch(out, ANSI, 'no colour through a pipe')
+
+  // The header says what is about to happen, before anything happens.
+  const header = out.slice(0, out.indexOf('\nbatch 1 '))
+  t.match(header, /MailChannels webhooks demo/)
+  t.match(header, /three genuine deliveries: accepted/)
+  t.match(header, /tampered with on purpose .*: rejected/)
+  t.match(header, /exact copy .*: answered as a duplicate/)
+  t.match(header, /fails once: the delivery is retried, signed afresh, and accepted/)
+  t.match(header, /until you press Ctrl-C/)
+
+  // One line per delivery (a retry is a second request of the same batch), never one per event.
+  const lines = out.split('\n').filter((l) => l.startsWith('batch '))
+  t.match(lines[0], /^batch 1 +accepted +204 +4 events: processed, delivered, open, click$/)
+  t.match(lines[1], /^batch 2 +accepted +204 +4 events: hard-bounced, soft-bounced, dropped, complained$/)
+  t.match(lines[2], /^batch 3 +accepted +204 +4 events: unsubscribed, test, processed, delivered$/)
+  t.match(lines[3], /^batch 4 +rejected +401 +digest_mismatch \(tampered on purpose: the body was changed after signing.*\); the handler did not run$/)
+  t.match(lines[4], /^batch 5 +duplicate +200 +an exact copy of batch 3, sent again: already handled, so the handler did not run$/)
+  t.match(lines[5], /^batch 6 +failed +503 +the handler failed \(on purpose\); MailChannels retries in 0\.5 s$/)
+  t.match(lines[6], /^batch 6 +accepted +204 +4 events: .*\(attempt 2: signed afresh, so not a duplicate\)$/)
+  t.ok(lines.length >= 8, 'then genuine deliveries until it stops')
+  for (const line of lines.slice(7)) t.match(line, /^batch \d+ +accepted +204 +4 events: /)
+  t.equal(out.split('\n').filter((l) => /^\s*(INFO|verified|click|open)\b/.test(l)).length, 0, 'no line per event')
+
+  const deliveries = new Set(lines.map((l) => l.split(/ +/)[1])).size
+  const accepted = lines.filter((l) => / accepted /.test(l)).length
+  t.match(out, new RegExp(`\\nsummary: ${deliveries} deliveries in ${lines.length} requests: ${accepted} accepted \\(${accepted * 4} events handled\\), ` +
+    '1 rejected \\(digest_mismatch: 1\\), 1 duplicate refused, 1 failed in the handler and retried\\n'))
   t.match(out, /\ndemo stopped\n$/)
-  t.notMatch(run.stderr(), /Warning|Error/, 'no warnings or errors on stderr')
+  t.notMatch(out, /threat|catalogue|shared\/|wire-format/i, 'no internal references')
+  t.equal(run.stderr(), '', 'nothing on stderr')
 })
 
 t.test('Ctrl-C (SIGINT) stops the demo cleanly with exit code 0', async (t) => {
   const run = startExample(t, 'demo.ts')
-  while (!/INFO: verified /.test(run.stdout()) && run.child.exitCode === null) await sleep(20)
+  while (!/\nbatch 2 /.test(run.stdout()) && run.child.exitCode === null) await sleep(20)
   run.child.kill('SIGINT')
   t.equal(await run.exited, 0, run.stderr())
-  t.match(run.stdout(), /INFO: summary: received \d+, verified \d+/)
+  t.match(run.stdout(), /\nsummary: \d+ deliveries in \d+ requests: \d+ accepted/)
   t.match(run.stdout(), /\ndemo stopped\n$/)
+})
+
+// Ctrl-C in a terminal signals the whole foreground process group: npm, the shell it runs the
+// script in, tsx and the demo. The user must see a clean stop, not npm's error banner.
+t.test('npm start, then Ctrl-C: exit code 0 and no npm error', async (t) => {
+  const child = spawn('npm', ['start'], { cwd: ROOT, detached: true, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, NO_COLOR: '1' } })
+  const group = child.pid!
+  const killer = setTimeout(() => { try { process.kill(-group, 'SIGKILL') } catch {} }, 60_000)
+  t.teardown(() => {
+    clearTimeout(killer)
+    try { process.kill(-group, 'SIGKILL') } catch {}
+  })
+  let stdout = ''
+  let stderr = ''
+  child.stdout.on('data', (c: Buffer) => { stdout += c.toString() })
+  child.stderr.on('data', (c: Buffer) => { stderr += c.toString() })
+  const exited = new Promise<[number | null, NodeJS.Signals | null]>((resolve) => child.on('exit', (code, signal) => resolve([code, signal])))
+  while (!/\nbatch 1 /.test(stdout) && child.exitCode === null) await sleep(20)
+  process.kill(-group, 'SIGINT')
+  const [code, signal] = await exited
+  t.same({ code, signal }, { code: 0, signal: null }, 'npm exits 0')
+  t.notMatch(stderr, /npm (error|ERR!)/, 'no npm error banner')
+  t.match(stdout, /\ndemo stopped\n/)
 })

@@ -12,9 +12,15 @@ const BIN = 'mailchannels-webhooks'
 export interface CliIo {
   out: (line: string) => void
   err: (text: string) => void
-  /** Colour the output. Default: only when stdout is a terminal and `NO_COLOR` is not set. */
+  /**
+   * Colour the output.
+   * @default false (the program: true only when stdout is a terminal and `NO_COLOR` is not set)
+   */
   color?: boolean
-  /** The environment (`XDG_STATE_HOME`, `NO_COLOR`). Default: `process.env`. */
+  /**
+   * The environment the command reads (`XDG_STATE_HOME`, for where the API key is kept).
+   * @default process.env
+   */
   env?: NodeJS.ProcessEnv
 }
 

@@ -53,11 +53,20 @@ export interface SignWebhookOptions {
   events?: ReadonlyArray<WebhookEvent | WireEvent>
   /** The Ed25519 private key (a `KeyObject` or PKCS#8 PEM). */
   privateKey: KeyObject | string
-  /** The `keyid`. Default `"mckey"`. */
+  /**
+   * The `keyid`.
+   * @default "mckey"
+   */
   keyId?: string
-  /** The `created` time, Unix seconds. Default: now. */
+  /**
+   * The `created` time, Unix seconds.
+   * @default now
+   */
   created?: number
-  /** The signature label. Default `sig_<created>`. */
+  /**
+   * The signature label.
+   * @default sig_<created>
+   */
   label?: string
 }
 

@@ -135,3 +135,13 @@ t.test('options are validated once, with the option named', async (t) => {
   const https = await testSandbox(t, { target: 'https://hooks.example.com/mc' })
   t.equal(https.target, 'https://hooks.example.com/mc', 'https: targets are allowed anywhere')
 })
+
+t.test('POST /sandbox/deliver: a tampered delivery on request; a replay needs an earlier delivery', async (t) => {
+  const receiver = await startReceiver(t, () => 204)
+  const sandbox = await testSandbox(t, { target: receiver.url })
+  t.same(await api(sandbox, '/sandbox/deliver?tamper=replay', sandbox.apiKey, 'POST'), { status: 409, body: { errors: ["tamper 'replay' sends an earlier delivery again: deliver one first."] } })
+  t.same(await api(sandbox, '/sandbox/deliver?tamper=nope', sandbox.apiKey, 'POST'), { status: 400, body: { errors: ['tamper must be one of body, signature, expired, replay.'] } })
+  t.match(await api(sandbox, '/sandbox/deliver', sandbox.apiKey, 'POST'), { status: 200, body: { batch_id: 1, status_code: 204 } })
+  t.match(await api(sandbox, '/sandbox/deliver?tamper=replay', sandbox.apiKey, 'POST'), { status: 200, body: { batch_id: 2, status_code: 204 } })
+  t.equal(receiver.received[1]!.headers.signature, receiver.received[0]!.headers.signature, 'the exact copy')
+})

@@ -4,11 +4,20 @@ import type { WireEvent } from '../sign-webhook.js'
 
 /** Options of `sampleEvents`. */
 export interface SampleEventsOptions {
-  /** The `customer_handle` on every event. Default `"sandbox"`. */
+  /**
+   * The `customer_handle` on every event.
+   * @default "sandbox"
+   */
   customerHandle?: string
-  /** The `timestamp` of the events, Unix seconds. Default: now. */
+  /**
+   * The `timestamp` of the events, Unix seconds.
+   * @default now
+   */
   timestamp?: number
-  /** Index into the ten event types of the first event; later events follow in order. Default `0` (`processed`). */
+  /**
+   * Index into the ten event types of the first event; later events follow in order.
+   * @default 0 (`processed`)
+   */
   startAt?: number
 }
 

@@ -30,7 +30,10 @@ const PERIODIC_TAMPER_KINDS: readonly TamperKind[] = ['body', 'signature', 'expi
 
 /** Options of `createSandbox`. Validated once; a bad value throws a TypeError naming the option. */
 export interface SandboxOptions {
-  /** Where deliveries are POSTed: an `http:` URL on a loopback host, or an `https:` URL. Default: none (give it here or to `deliver`). */
+  /**
+   * Where deliveries are POSTed: an `http:` URL on a loopback host, or an `https:` URL.
+   * @default none (give it here or to `deliver`)
+   */
   target?: string | URL
   /**
    * Port of the sandbox's API server on 127.0.0.1. The server answers only requests whose
@@ -39,27 +42,46 @@ export interface SandboxOptions {
    * @default 0 (any free port)
    */
   port?: number
-  /** Deliveries per second of the periodic sender (`start()`), up to 100. Default `1`. */
+  /**
+   * Deliveries per second of the periodic sender (`start()`), up to 100.
+   * @default 1
+   */
   rate?: number
-  /** Events per delivery when `deliver` is given none, 1 to 1000. Default `10` (one of each type). */
+  /**
+   * Events per delivery when `deliver` is given none, 1 to 1000.
+   * @default 10 (one of each type)
+   */
   batchSize?: number
-  /** The `customer_handle` of generated events and recorded batches. Default `"sandbox"`. */
+  /**
+   * The `customer_handle` of generated events and recorded batches.
+   * @default "sandbox"
+   */
   customerHandle?: string
   /**
    * The `X-Api-Key` the sandbox's API requires (not the public-key endpoint).
    * @default a random key for each sandbox (read it from `sandbox.apiKey`)
    */
   apiKey?: string
-  /** Time limit of one POST, ms; past it the attempt is `no_response`. Default `10000`. */
+  /**
+   * Time limit of one POST, ms; past it the attempt is `no_response`.
+   * @default 10000
+   */
   deliveryTimeout?: number
   /**
    * Attempts per delivery, including the first; a failed one (non-2xx or no response) is retried
-   * after a backoff, signed afresh with a later `created` (a new signature). Default `3`.
+   * after a backoff, signed afresh with a later `created` (a new signature).
+   * @default 3
    */
   maxAttempts?: number
-  /** Wait before the first retry, ms; it doubles for each further retry. Default `1000`. */
+  /**
+   * Wait before the first retry, ms; it doubles for each further retry.
+   * @default 1000
+   */
   retryDelay?: number
-  /** Make every n-th periodic delivery a tampered one (cycling body, signature, expired), not retried. Default `0` (never). */
+  /**
+   * Make every n-th periodic delivery a tampered one (cycling body, signature, expired), not retried.
+   * @default 0 (never)
+   */
   tamperEvery?: number
   /**
    * How many signing keys the public-key endpoint serves: the current one and the most recent
@@ -68,11 +90,20 @@ export interface SandboxOptions {
    * @default 5
    */
   maxKeys?: number
-  /** Periodic deliveries allowed in flight at once; a tick past it is skipped. Default `4`. */
+  /**
+   * Periodic deliveries allowed in flight at once; a tick past it is skipped.
+   * @default 4
+   */
   maxInFlight?: number
-  /** Called after each attempt is recorded. Default: none. */
+  /**
+   * Called after each attempt is recorded.
+   * @default none
+   */
   onAttempt?: (batch: SandboxBatch, detail: AttemptDetail) => void
-  /** Where the sandbox logs (object first, message second). Default: silent. */
+  /**
+   * Where the sandbox logs (object first, message second).
+   * @default silent
+   */
   logger?: Logger
 }
 
@@ -91,9 +122,15 @@ export interface AttemptDetail {
 
 /** Options of one `deliver` call. */
 export interface DeliverOptions {
-  /** Overrides the sandbox's `target` for this delivery. */
+  /**
+   * Where this delivery goes instead of the sandbox's `target`.
+   * @default the sandbox's `target`
+   */
   target?: string | URL
-  /** Spoil this delivery on purpose (it is then not retried). Default: none. */
+  /**
+   * Spoil this delivery on purpose (it is then not retried).
+   * @default none
+   */
   tamper?: TamperKind
 }
 
@@ -107,12 +144,16 @@ export interface SandboxStats {
 
 /** Options of `Sandbox.start`. */
 export interface StartOptions {
-  /** Sets the sandbox's target first. Default: the target given to `createSandbox`. */
+  /**
+   * Sets the sandbox's target first.
+   * @default the target given to `createSandbox`
+   */
   target?: string | URL
   /**
    * Send exactly this many events in all, then stop by itself (`finished()` resolves once the
    * last delivery is settled). The last delivery carries what is left when `count` is not a
-   * multiple of `batchSize`. Default: no limit (until `stop()` or `close()`).
+   * multiple of `batchSize`.
+   * @default no limit (until `stop()` or `close()`)
    */
   count?: number
 }
@@ -431,7 +472,14 @@ export async function createSandbox (options: SandboxOptions = {}): Promise<Sand
     if (tamperParam !== null && !TAMPER_KINDS.includes(tamperParam as TamperKind)) {
       return sendJson(res, 400, { errors: [`tamper must be one of ${TAMPER_KINDS.join(', ')}.`] })
     }
-    const batch = await deliver(undefined, tamperParam !== null ? { tamper: tamperParam as TamperKind } : {})
+    let batch: SandboxBatch
+    try {
+      batch = await deliver(undefined, tamperParam !== null ? { tamper: tamperParam as TamperKind } : {})
+    } catch (err) {
+      // A replay with nothing to copy yet.
+      if (err instanceof TypeError) return sendJson(res, 409, { errors: [`${err.message}.`] })
+      throw err
+    }
     return sendJson(res, 200, batch)
   }
 

@@ -165,8 +165,9 @@ try {
   await script()
   const deadline = Date.now() + Number(process.env.DEMO_DURATION_MS ?? Infinity)
   while (!stopping && Date.now() < deadline) {
-    await sleep(Math.min(2000, deadline - Date.now()), undefined, { signal: stopped.signal }).catch(() => {})
-    if (!stopping && Date.now() < deadline) await deliver()
+    const wait = Math.min(2000, deadline - Date.now())
+    await sleep(wait, undefined, { signal: stopped.signal }).catch(() => {})
+    if (!stopping && wait === 2000) await deliver()
   }
   await shutdown()
 } catch (err) {

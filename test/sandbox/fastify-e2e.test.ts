@@ -81,7 +81,7 @@ t.test('Fastify plugin receiving from the sandbox over loopback', async (t) => {
     sandbox.rotateKey()
     t.equal((await sandbox.deliver(undefined, { target })).status, '2xx_response')
     t.equal((await sandbox.deliver(undefined, { target })).status, '2xx_response')
-    t.equal(sandbox.stats.publicKeyRequests, 2, 'exactly one new fetch, for sandbox-key-2')
+    t.equal(sandbox.stats.publicKeyRequests, 2, 'exactly one new fetch, for the new key id')
   })
 
   t.test('listing the recorded batches through the batches route', async (t) => {

@@ -117,6 +117,7 @@ function attemptSignal (timeout: number, outer: AbortSignal | undefined): Attemp
     timedOut = true
     controller.abort(new DOMException('The operation timed out.', 'TimeoutError'))
   }, timeout)
+  timer.unref?.() // like AbortSignal.timeout: the request itself keeps the process alive, not its timer
   const onAbort = (): void => controller.abort(outer?.reason)
   if (outer !== undefined) {
     if (outer.aborted) onAbort()

@@ -2,7 +2,7 @@ import t, { type Test } from 'tap'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { MailChannels } from '../../src/index.js'
 import { delayed, FAKE_API_KEY, hang, reply, startFakeApi, type FakeApi } from '../client/helpers/fake-api.js'
-import { ANSWER_AFTER, frameworks, getAndLeave, rawGet, type Served } from './helpers/servers.js'
+import { ANSWER_AFTER, ANSWER_ON_DEMAND, frameworks, getAndLeave, rawGet, type Served } from './helpers/servers.js'
 
 // Requests the route no longer answers: something else answered first (a timeout middleware,
 // an earlier error handler) or the client left. The route must never write a second response
@@ -13,7 +13,7 @@ const TOKEN = 'abandon-token'
 const AUTH = { authorization: `Bearer ${TOKEN}` }
 /** How long a cancelled upstream call may take to close its socket (the client's timeout is 30 s). */
 const CANCEL_BOUND_MS = 2000
-const SLOW_AUTH_MS = 400
+const SLOW_AUTH_MS = 300
 
 async function authorize (req: { headers: Record<string, string | string[] | undefined> }): Promise<boolean> {
   const mode = req.headers['x-test-auth']
@@ -45,6 +45,9 @@ async function until (cond: () => boolean, what: string): Promise<void> {
 
 const NO_DOUBLE_WRITE = /ERR_HTTP_HEADERS_SENT|already sent|app error handler/i
 
+// The frameworks use separate servers and fake APIs: run them side by side (most of the time is waiting).
+t.jobs = frameworks.length
+
 for (const fw of frameworks) {
   t.test(fw.name, async (t) => {
     let api: FakeApi
@@ -74,13 +77,16 @@ for (const fw of frameworks) {
     }
 
     t.test('a timeout middleware answers 503 before a slow upstream: no second write, upstream call cancelled', async (t) => {
-      api.queue.push(delayed(600, api.answer))
-      const res = await rawGet(route.port, '/webhooks/batches?limit=1', { ...AUTH, [ANSWER_AFTER]: '100' })
+      api.queue.push(delayed(400, api.answer))
+      const pending = rawGet(route.port, '/webhooks/batches?limit=1', { ...AUTH, [ANSWER_ON_DEMAND]: '1' })
+      await until(() => api.requests.length === 1, 'the upstream call')
+      t.equal(route.answerPending(), 1, 'the timeout fires while the upstream call is in flight')
+      const res = await pending
       t.equal(res.status, 503)
       t.same(JSON.parse(res.body), { timedOut: true }, 'the timeout middleware\'s answer, untouched')
       t.equal(api.requests.length, 1)
       t.ok(await within(api.requests[0]!.socketClosed, CANCEL_BOUND_MS), 'the upstream call was cancelled when the response was answered')
-      await sleep(700) // past the moment the slow upstream would have answered
+      await sleep(500) // past the moment the slow upstream would have answered
       await stillServing(t, route)
       t.notMatch(route.logs(), NO_DOUBLE_WRITE)
     })

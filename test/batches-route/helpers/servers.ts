@@ -26,6 +26,8 @@ export interface ServeOptions {
 export interface Served {
   base: string
   port: number
+  /** Answers 503 now, as the timeout middleware would, every request sent with `ANSWER_ON_DEMAND`. */
+  answerPending (): number
   logs (): string
   close (): Promise<void>
 }
@@ -52,19 +54,38 @@ async function listen (server: http.Server): Promise<{ base: string, port: numbe
 
 /** Requests with this header are answered 503 by a timeout middleware/hook after that many ms. */
 export const ANSWER_AFTER = 'x-answer-after-ms'
+/** Requests with this header are answered 503 by the same middleware/hook when the test calls `answerPending()`. */
+export const ANSWER_ON_DEMAND = 'x-answer-on-demand'
+
+type Pending = Set<() => void>
+
+function answerAll (pending: Pending): number {
+  const n = pending.size
+  for (const answer of [...pending]) answer()
+  pending.clear()
+  return n
+}
+
+function timedOutBody (res: http.ServerResponse): void {
+  if (res.headersSent || res.destroyed) return
+  res.statusCode = 503
+  res.setHeader('content-type', 'application/json')
+  res.end('{"timedOut":true}')
+}
 
 /** What connect-timeout does, reduced: answer 503 after `ms` unless something answered first. */
-function timeoutMiddleware () {
+function timeoutMiddleware (pending: Pending) {
   return (req: http.IncomingMessage, res: http.ServerResponse, next: () => void): void => {
+    if (req.headers[ANSWER_ON_DEMAND] !== undefined) {
+      const answer = (): void => timedOutBody(res)
+      pending.add(answer)
+      res.once('close', () => pending.delete(answer))
+    }
     const ms = req.headers[ANSWER_AFTER]
-    if (typeof ms !== 'string') return next()
-    const timer = setTimeout(() => {
-      if (res.headersSent || res.destroyed) return
-      res.statusCode = 503
-      res.setHeader('content-type', 'application/json')
-      res.end('{"timedOut":true}')
-    }, Number(ms))
-    res.once('close', () => clearTimeout(timer))
+    if (typeof ms === 'string') {
+      const timer = setTimeout(() => timedOutBody(res), Number(ms))
+      res.once('close', () => clearTimeout(timer))
+    }
     next()
   }
 }
@@ -76,7 +97,8 @@ function expressFramework (name: string, factory: typeof express): Framework {
       const logs = capture()
       const logger = pino({ level: 'trace' }, logs.stream)
       const app = factory()
-      app.use(timeoutMiddleware())
+      const pending: Pending = new Set()
+      app.use(timeoutMiddleware(pending))
       const router = batchesRouter({ client: o.client, authorize: o.authorize as never, logger, ...(o.maxConcurrent === undefined ? {} : { maxConcurrent: o.maxConcurrent }) })
       if (o.mount === undefined) app.use(router)
       else app.use(o.mount, router)
@@ -87,7 +109,7 @@ function expressFramework (name: string, factory: typeof express): Framework {
         if (!res.headersSent) { res.statusCode = 500; res.end('{"appError":true}') }
       })
       const s = await listen(http.createServer(app))
-      return { ...s, logs: logs.text }
+      return { ...s, logs: logs.text, answerPending: () => answerAll(pending) }
     },
   }
 }
@@ -97,11 +119,18 @@ const fastifyFramework: Framework = {
   async start (o) {
     const logs = capture()
     const app = Fastify({ logger: { level: 'trace', stream: logs.stream } })
+    const pending: Pending = new Set()
     app.addHook('onRequest', async (request, reply) => {
+      const answer = (): void => { if (!reply.sent) void reply.code(503).send({ timedOut: true }) }
+      if (request.headers[ANSWER_ON_DEMAND] !== undefined) {
+        pending.add(answer)
+        reply.raw.once('close', () => pending.delete(answer))
+      }
       const ms = request.headers[ANSWER_AFTER]
-      if (typeof ms !== 'string') return
-      const timer = setTimeout(() => { if (!reply.sent) void reply.code(503).send({ timedOut: true }) }, Number(ms))
-      reply.raw.once('close', () => clearTimeout(timer))
+      if (typeof ms === 'string') {
+        const timer = setTimeout(answer, Number(ms))
+        reply.raw.once('close', () => clearTimeout(timer))
+      }
     })
     await app.register(batchesRoute, {
       client: o.client,
@@ -111,7 +140,7 @@ const fastifyFramework: Framework = {
     })
     await app.listen({ port: 0, host: '127.0.0.1' })
     const port = (app.server.address() as AddressInfo).port
-    return { base: `http://127.0.0.1:${port}`, port, logs: logs.text, close: () => app.close() }
+    return { base: `http://127.0.0.1:${port}`, port, logs: logs.text, answerPending: () => answerAll(pending), close: () => app.close() }
   },
 }
 

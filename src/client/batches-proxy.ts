@@ -4,7 +4,7 @@ import { buildBatchesQuery, MAX_LIMIT, type BatchesOptions, type WebhooksBatch, 
 import { isTimeoutError } from './http.js'
 import type { RequestOptions } from './mailchannels.js'
 
-// The framework-free core of the Fastify and Express batches routes (threat-model T17, T18, H1-H14).
+// The framework-free core of the Fastify and Express batches routes.
 // The adapters only translate: they hand over the request, its target and the node:http
 // response, and send the reply `serve` returns (or nothing, when it returns null).
 

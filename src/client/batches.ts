@@ -1,7 +1,7 @@
 import { localError, type ErrorResponse } from '../errors.js'
 import { isRecord } from './http.js'
 
-/** Status filter values of `batches` (wire-format.md §3). */
+/** Status filter values of `batches`. */
 export type WebhooksBatchStatus = '1xx' | '2xx' | '3xx' | '4xx' | '5xx' | 'no_response'
 
 /** The `status` of a batch in a listing: the filter value plus `_response`, except `no_response`. */
@@ -50,11 +50,11 @@ const MAX_RANGE_MS = 31 * 24 * 3600 * 1000
 const MAX_WEBHOOK_CHARS = 2048
 const OPTION_NAMES: ReadonlySet<string> = new Set(['createdAfter', 'createdBefore', 'statuses', 'webhook', 'limit', 'offset'])
 
-/** The wire query (snake_case names, wire-format.md §3), in a fixed order. */
+/** The wire query (the API's snake_case names), in a fixed order. */
 export type BatchesQuery = Array<[string, string]>
 
 /**
- * Validates `batches` options (wire-format.md §4.3 order and messages, plus integer,
+ * Validates `batches` options (the API's order and messages, plus integer,
  * date-format and allowlist checks) and builds the query. A failure names the option.
  */
 export function buildBatchesQuery (options: unknown): { query: BatchesQuery, error: null } | { query: null, error: ErrorResponse } {
@@ -93,7 +93,7 @@ export function buildBatchesQuery (options: unknown): { query: BatchesQuery, err
   const query: BatchesQuery = []
   if (after !== null) query.push(['created_after', after.wire])
   if (before !== null) query.push(['created_before', before.wire])
-  // One comma-separated parameter (OpenAPI `explode: false`, wire-format.md §3.1); an empty list sends nothing.
+  // One comma-separated parameter (OpenAPI `explode: false`); an empty list sends nothing.
   if (Array.isArray(statuses) && statuses.length > 0) query.push(['statuses', statuses.join(',')])
   if (typeof webhook === 'string') query.push(['webhook', webhook])
   if (limit !== undefined) query.push(['limit', String(limit)])

@@ -2,7 +2,7 @@ import { localError, type ApiErrorType, type ErrorResponse } from '../errors.js'
 import { readCapped } from '../keys/fetch-public-key.js'
 import { CLIENT_VERSION } from './version.js'
 
-/** Replies of the API are small; anything larger is garbage or an attack (threat-model H13). */
+/** Replies of the API are small; anything larger is garbage or an attack. */
 export const MAX_RESPONSE_BYTES = 10 * 1024 * 1024
 /** Error bodies are only read for a message; no need for more. */
 const MAX_ERROR_BODY_BYTES = 64 * 1024
@@ -60,7 +60,7 @@ const TEXT_BY_STATUS: Readonly<Record<number, string>> = {
   500: 'Internal server error.',
 }
 
-/** The `type` of an upstream HTTP error (wire-format.md §4.2). */
+/** The `type` of an upstream HTTP error (the official SDK's names). */
 export function errorTypeForStatus (status: number): ApiErrorType {
   return TYPE_BY_STATUS[status] ?? 'api_error'
 }
@@ -158,7 +158,7 @@ async function exchange (t: Transport, url: URL, what: string, attempt: AttemptS
     return { ok: false, error: transportError(err, attempt, outer, t, what), retryable: null }
   }
   if (res.status >= 300 && res.status < 400) {
-    // A custom fetch that ignores `redirect: 'error'`: refuse all the same (threat-model T17).
+    // A custom fetch that ignores `redirect: 'error'`: refuse all the same (a redirect could carry the key elsewhere).
     await cancel(res)
     return { ok: false, error: localError('application_error', `Failed to ${what}: the MailChannels API answered with a redirect (HTTP ${res.status}), which the client refuses to follow.`), retryable: null }
   }
@@ -205,7 +205,7 @@ function transportError (err: unknown, attempt: AttemptSignal, outer: AbortSigna
   return localError('application_error', `Failed to ${what}: the request could not be completed${detail === '' ? '' : `: ${detail}`}.`)
 }
 
-/** Builds the ErrorResponse of an upstream HTTP error (wire-format.md §4.2). */
+/** Builds the ErrorResponse of an upstream HTTP error. */
 export function httpError (status: number, text: string, secret: string): ErrorResponse {
   let body: unknown = null
   try {

@@ -163,7 +163,7 @@ export class MailChannels {
         const req = checkRequestOptions(request)
         if (req.error !== null) return { data: null, error: req.error }
         if (req.signal?.aborted === true) return { data: null, error: abortedError('fetch the signing key') }
-        // The public-key endpoint takes no API key (wire-format.md §1.4, threat-model T11).
+        // The public-key endpoint takes no API key: never send it where it is not needed.
         const outcome = await getJson({ ...transport(false), maxRetries: 0 }, publicKeyUrl(baseUrl, id), 'fetch the signing key', req.signal)
         if (!outcome.ok) return { data: null, error: outcome.error }
         const body = outcome.body

@@ -67,7 +67,10 @@ t.test('Ctrl-C (SIGINT) stops the demo cleanly with exit code 0', async (t) => {
 // Ctrl-C in a terminal signals the whole foreground process group: npm, the shell it runs the
 // script in, tsx and the demo. The user must see a clean stop, not npm's error banner.
 t.test('npm start, then Ctrl-C: exit code 0 and no npm error', async (t) => {
-  const child = spawn('npm', ['start'], { cwd: ROOT, detached: true, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, NO_COLOR: '1' } })
+  // As a user runs it: without the test runner's NODE_OPTIONS (its process-tracking import
+  // installs signal handlers of its own in npm and tsx).
+  const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('TAP') && !k.startsWith('_TAPJS')))
+  const child = spawn('npm', ['start'], { cwd: ROOT, detached: true, stdio: ['ignore', 'pipe', 'pipe'], env: { ...env, NODE_OPTIONS: '', NO_COLOR: '1' } })
   const group = child.pid!
   const killer = setTimeout(() => { try { process.kill(-group, 'SIGKILL') } catch {} }, 60_000)
   t.teardown(() => {

@@ -1,7 +1,7 @@
 export { Webhooks } from './webhooks.js'
 export { MailChannels } from './client/mailchannels.js'
 export { MailChannelsError } from './client/mailchannels.js'
-export type { MailChannelsOptions, WebhooksApi, SigningKey } from './client/mailchannels.js'
+export type { MailChannelsOptions, WebhooksApi, SigningKey, RequestOptions } from './client/mailchannels.js'
 export type { BatchesOptions, WebhooksBatch, WebhooksBatchStatus, WebhooksBatchResponseStatus } from './client/batches.js'
 export { KeyStore } from './keys/key-store.js'
 export type { KeyStoreOptions, KeyStoreStats } from './keys/key-store.js'

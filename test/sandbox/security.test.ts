@@ -67,6 +67,12 @@ t.test('a random API key per run; the old fixed default no longer works', async 
   t.equal((await api(chosen, '/tx/v1/webhook-batch', 'my-own-key')).status, 200)
 })
 
+t.test('a given API key must be usable with the API client: no spaces or control characters', async (t) => {
+  for (const apiKey of ['key\n', ' key', 'my key', 'k\u00e9y']) {
+    await t.rejects(createSandbox({ apiKey }), { name: 'TypeError', message: 'apiKey must be printable ASCII without spaces or control characters' }, JSON.stringify(apiKey))
+  }
+})
+
 t.test('the API key never shows up in inspect output or JSON', async (t) => {
   const sandbox = await testSandbox(t)
   const { inspect } = await import('node:util')

@@ -278,6 +278,8 @@ export async function createSandbox (options: SandboxOptions = {}): Promise<Sand
   const customerHandle = text(options.customerHandle, 'customerHandle', 'sandbox')
   // 192 random bits: a page or a process that cannot read the sandbox's output cannot guess it.
   const apiKey = text(options.apiKey, 'apiKey', crypto.randomBytes(24).toString('base64url'))
+  // The same rule as the API client's, so the key works with new MailChannels(apiKey).
+  if (!/^[\x21-\x7e]+$/.test(apiKey)) throw new TypeError('apiKey must be printable ASCII without spaces or control characters')
   const deliveryTimeout = number(options.deliveryTimeout, 'deliveryTimeout', 10_000, 1, 600_000)
   const maxAttempts = number(options.maxAttempts, 'maxAttempts', 3, 1, 10)
   const retryDelay = number(options.retryDelay, 'retryDelay', 1000, 0, 600_000)

@@ -36,11 +36,18 @@ export interface VerifyConfig {
   clockSkew?: number
   /** Most events one delivery may hold. Default 10,000. */
   maxEvents?: number
-  /** Key ids accepted; any other fails with `unknown_key` before any fetch. Default: any well-formed id. */
+  /**
+   * Key ids accepted; any other fails with `unknown_key` before any fetch. The listed ids are
+   * also fetched once, in the background, when the options are first used (outside the fetch
+   * budget), so the first delivery does not wait for its key. Default: any well-formed id.
+   */
   keyIds?: readonly string[]
   /** A key store to use instead of the shared one (to tune its budget, TTLs or fetch). */
   keyStore?: KeyStore
-  /** Where key-fetch failures are logged. Default: nowhere. */
+  /**
+   * Where key-fetch failures are logged (warn, with the URL, the key id, the cause, the HTTP
+   * status and how long the failure is remembered). Default: nowhere.
+   */
   logger?: Logger
 }
 
@@ -165,9 +172,12 @@ export function resolveVerifyConfig (config: VerifyConfig): ResolvedVerifyConfig
   if (typeof logger?.warn !== 'function') throw new TypeError('logger must have debug, info, warn and error methods')
 
   const cache = config.cache ?? true
+  const keyStore = publicKey !== null ? null : config.keyStore ?? (cache ? sharedKeyStore(baseUrl) : null)
+  // Warm-up: the configured ids are fetched once per store (later calls find them remembered).
+  if (keyIds !== null && keyStore !== null) keyStore.prefetch(keyIds, logger).catch(() => {})
   return {
     publicKey,
-    keyStore: publicKey !== null ? null : config.keyStore ?? (cache ? sharedKeyStore(baseUrl) : null),
+    keyStore,
     freshStorePerCall: publicKey === null && config.keyStore === undefined && !cache ? { baseUrl } : null,
     allowCustomer,
     keyIds,

@@ -19,53 +19,133 @@ export function publicKeyUrl (baseUrl: string, keyId: string): URL {
   return url
 }
 
+/** Why a key fetch failed, as logged (`cause`). */
+export type KeyFetchCause =
+  | 'timeout'
+  | 'dns'
+  | 'connection_refused'
+  | 'connection_reset'
+  | 'tls'
+  | 'network'
+  | 'aborted'
+  | 'redirect'
+  | 'not_found'
+  | 'http_status'
+  | 'too_large'
+  | 'invalid_response'
+  | 'invalid_key'
+
+/**
+ * A failed key fetch: a `VerificationError` (`unknown_key` or `key_unavailable`, with a
+ * message safe to return to the sender) that also says, for the log, where and why.
+ */
+export class KeyFetchError extends VerificationError {
+  /** The URL fetched (the base URL carries no credentials, the query only the key id). */
+  readonly url: string
+  readonly reason: KeyFetchCause
+  /** The HTTP status, when the endpoint answered. */
+  readonly status: number | undefined
+  /** What went wrong, for the log. */
+  readonly detail: string
+  constructor (type: 'unknown_key' | 'key_unavailable', message: string, url: string, reason: KeyFetchCause, detail: string, status?: number) {
+    super(type, message, type === 'key_unavailable' ? 30 : undefined)
+    this.url = url
+    this.reason = reason
+    this.status = status
+    this.detail = detail
+  }
+}
+
 /**
  * Fetches and validates one signing key. Sends no API key and follows no redirect
- * (threat-model T9, T11). 404 and 400 mean `unknown_key`; anything else that is not a
- * valid Ed25519 key with the requested id means `key_unavailable`.
+ * (threat-model T9, T11): `redirect: 'manual'` (what every runtime accepts: Cloudflare workerd
+ * refuses `'error'`), and any 3xx, or an opaque redirect (status 0), is a failed fetch.
+ * 404 and 400 mean `unknown_key`; anything else that is not a valid Ed25519 key with the
+ * requested id means `key_unavailable`. Throws `KeyFetchError`.
  */
 export async function fetchPublicKey (keyId: string, { baseUrl, fetch, signal }: FetchPublicKeyOptions): Promise<KeyObject> {
+  const url = publicKeyUrl(baseUrl, keyId)
+  const href = url.href
+  const unavailable = (reason: KeyFetchCause, why: string, status?: number): KeyFetchError =>
+    new KeyFetchError('key_unavailable', `The signing key could not be fetched: ${why}. MailChannels will retry the delivery.`, href, reason, why, status)
   let res: Response
   try {
-    res = await fetch(publicKeyUrl(baseUrl, keyId), { headers: { accept: 'application/json' }, redirect: 'error', signal })
+    res = await fetch(url, { headers: { accept: 'application/json' }, redirect: 'manual', signal })
   } catch (err) {
-    const timedOut = signal.aborted || (err as Error)?.name === 'TimeoutError' || (err as Error)?.name === 'AbortError'
-    throw unavailable(timedOut ? 'the public-key endpoint did not answer in time' : 'the public-key endpoint could not be reached')
+    const reason = signal.aborted ? abortCause(signal) : networkCause(err)
+    throw unavailable(reason, NETWORK_WHY[reason] ?? 'the public-key endpoint could not be reached')
+  }
+  if (res.type === 'opaqueredirect' || (res.status >= 300 && res.status < 400) || res.redirected) {
+    await res.body?.cancel().catch(() => {})
+    throw unavailable('redirect', `the public-key endpoint answered with a redirect (HTTP ${res.status}), which is never followed`, res.status)
   }
   if (res.status === 404 || res.status === 400) {
     await res.body?.cancel().catch(() => {})
-    throw new VerificationError('unknown_key', `MailChannels does not know the signing key "${keyId}".`)
+    throw new KeyFetchError('unknown_key', `MailChannels does not know the signing key "${keyId}".`, href, 'not_found', `the public-key endpoint answered HTTP ${res.status}`, res.status)
   }
   if (res.status !== 200) {
     await res.body?.cancel().catch(() => {})
-    throw unavailable(`the public-key endpoint answered HTTP ${res.status}`)
+    throw unavailable('http_status', `the public-key endpoint answered HTTP ${res.status}`, res.status)
   }
   let text: string
   try {
     text = await readCapped(res, MAX_KEY_RESPONSE_BYTES)
-  } catch {
-    throw unavailable('the public-key response could not be read, or was too large')
+  } catch (err) {
+    if (err instanceof RangeError) throw unavailable('too_large', `the public-key response is larger than ${MAX_KEY_RESPONSE_BYTES} bytes`, 200)
+    const reason = signal.aborted ? abortCause(signal) : 'connection_reset'
+    throw unavailable(reason, 'the public-key response could not be read', 200)
   }
   let body: unknown
   try {
     body = JSON.parse(text)
   } catch {
-    throw unavailable('the public-key response is not JSON')
+    throw unavailable('invalid_response', 'the public-key response is not JSON', 200)
   }
   const rec = body as { id?: unknown, key?: unknown } | null
   if (typeof rec !== 'object' || rec === null || typeof rec.id !== 'string' || typeof rec.key !== 'string') {
-    throw unavailable('the public-key response is not {"id", "key"}')
+    throw unavailable('invalid_response', 'the public-key response is not {"id", "key"}', 200)
   }
-  if (rec.id !== keyId) throw unavailable('the public-key response is for a different key id')
+  if (rec.id !== keyId) throw unavailable('invalid_response', 'the public-key response is for a different key id', 200)
   try {
     return importEd25519PublicKey(rec.key)
   } catch (err) {
-    throw unavailable(err instanceof KeyRejectedError ? `the served key was refused: ${err.message}` : 'the served key was refused')
+    throw unavailable('invalid_key', err instanceof KeyRejectedError ? `the served key was refused: ${err.message}` : 'the served key was refused', 200)
   }
 }
 
-function unavailable (why: string): VerificationError {
-  return new VerificationError('key_unavailable', `The signing key could not be fetched: ${why}. MailChannels will retry the delivery.`, 30)
+const NETWORK_WHY: Partial<Record<KeyFetchCause, string>> = {
+  timeout: 'the public-key endpoint did not answer in time',
+  aborted: 'the fetch was cancelled',
+  dns: 'the public-key endpoint\'s host name could not be resolved (DNS)',
+  connection_refused: 'the public-key endpoint refused the connection',
+  connection_reset: 'the connection to the public-key endpoint was reset',
+  tls: 'the TLS connection to the public-key endpoint failed (certificate)',
+}
+
+function abortCause (signal: AbortSignal): KeyFetchCause {
+  return (signal.reason as Error | undefined)?.name === 'TimeoutError' ? 'timeout' : 'aborted'
+}
+
+/** Classifies a fetch() rejection by the system error code Node's fetch (undici) puts in its cause. */
+function networkCause (err: unknown): KeyFetchCause {
+  const codes: string[] = []
+  const visit = (e: unknown, depth: number): void => {
+    if (e === null || typeof e !== 'object' || depth > 4) return
+    const { code, name, cause, errors } = e as { code?: unknown, name?: unknown, cause?: unknown, errors?: unknown }
+    if (typeof code === 'string') codes.push(code)
+    if (name === 'TimeoutError') codes.push('ETIMEDOUT')
+    visit(cause, depth + 1)
+    if (Array.isArray(errors)) for (const inner of errors.slice(0, 4)) visit(inner, depth + 1)
+  }
+  visit(err, 0)
+  for (const code of codes) {
+    if (code === 'ENOTFOUND' || code.startsWith('EAI_')) return 'dns'
+    if (code === 'ECONNREFUSED') return 'connection_refused'
+    if (code === 'ETIMEDOUT' || code === 'UND_ERR_CONNECT_TIMEOUT' || code === 'UND_ERR_HEADERS_TIMEOUT') return 'timeout'
+    if (/CERT|TLS|SSL|SELF_SIGNED|UNABLE_TO_VERIFY|ALTNAME|HOSTNAME_MISMATCH/.test(code)) return 'tls'
+    if (code === 'ECONNRESET' || code === 'EPIPE' || code === 'UND_ERR_SOCKET' || code === 'UND_ERR_CLOSED') return 'connection_reset'
+  }
+  return 'network'
 }
 
 /** Reads a response body as UTF-8, refusing more than `limit` bytes. */

@@ -3,7 +3,9 @@ import { LRUCache } from 'lru-cache'
 import { DEFAULT_BASE_URL, parseBaseUrl } from '../base-url.js'
 import { VerificationError } from '../errors.js'
 import { noopLogger, type Logger } from '../logger.js'
-import { fetchPublicKey } from './fetch-public-key.js'
+import { KEY_ID_PATTERN } from '../verify/signature-input.js'
+import { fetchPublicKey, KeyFetchError, publicKeyUrl } from './fetch-public-key.js'
+import { RecurrenceGate } from './recurrence-gate.js'
 
 /** Options of a `KeyStore`. Every value is validated once, at construction. */
 export interface KeyStoreOptions {
@@ -29,7 +31,13 @@ export interface KeyStoreOptions {
    * this many seconds per key id, and never for a key fetched more recently. Default 30.
    */
   refreshCooldown?: number
-  /** Global fetch budget: at most this many key fetches per minute, whatever the key ids. Default 10. */
+  /**
+   * Global fetch budget for key ids not cached: at most this many fetches per minute, whatever
+   * the ids. Half of it (rounded down) is kept for ids that come back (MailChannels retries
+   * every delivery it could not hand over), ranked by how often they came back; an id seen
+   * for the first time may only use the other half. Refreshes of cached ids are outside it.
+   * Default 10.
+   */
   fetchesPerMinute?: number
   /** Most key fetches in flight at once. Default 2. */
   maxConcurrentFetches?: number
@@ -37,7 +45,11 @@ export interface KeyStoreOptions {
   maxFailures?: number
   /** Clock in milliseconds, for tests. Default `Date.now`. */
   now?: () => number
-  /** Where fetch failures are logged. Default: nowhere. */
+  /**
+   * Where fetch failures are logged (warn), with the URL, the key id, the cause (timeout,
+   * dns, connection_refused, http_status, not_found, redirect, invalid_key...), the HTTP status
+   * and how long the failure is remembered (`retryInSeconds`). Default: nowhere.
+   */
   logger?: Logger
 }
 
@@ -57,6 +69,9 @@ export interface KeyStoreStats {
 
 interface Entry { key: KeyObject, fetchedAt: number }
 
+/** `prefetch` remembers at most this many key ids. */
+const MAX_PREFETCHED = 64
+
 function positive (value: unknown, name: string, integer = false): number {
   if (typeof value !== 'number' || !(value > 0) || !Number.isFinite(value) || (integer && !Number.isInteger(value))) {
     throw new TypeError(`${name} must be a positive ${integer ? 'integer' : 'number'}`)
@@ -71,7 +86,8 @@ function positive (value: unknown, name: string, integer = false): number {
  * stale window when the endpoint fails. Keys are imported once and the `KeyObject` reused.
  */
 export class KeyStore {
-  readonly #keys: LRUCache<string, Entry>
+  /** The fetch context is the logger of the call that started the fetch. */
+  readonly #keys: LRUCache<string, Entry, Logger>
   readonly #failures: LRUCache<string, VerificationError>
   readonly #baseUrl: string
   readonly #fetch: typeof globalThis.fetch
@@ -88,6 +104,7 @@ export class KeyStore {
   /** Key ids refreshed within the cooldown, and the refresh in flight per key id. */
   readonly #refreshedAt: LRUCache<string, number>
   readonly #refreshing = new Map<string, Promise<KeyObject | undefined>>()
+  readonly #gate: RecurrenceGate
   #tokens: number
   #refilledAt: number
   #inFlight = 0
@@ -95,6 +112,8 @@ export class KeyStore {
   #budgetLoggedCount = 0
   /** Single flight: the fetch in progress per key id. */
   readonly #pending = new Map<string, Promise<Entry | undefined>>()
+  /** Key ids `prefetch` already fetched (or tried): it fetches each once. */
+  readonly #prefetched = new Set<string>()
   readonly #stats = { fetches: 0, negativeHits: 0, budgetRejections: 0 }
 
   constructor (options: KeyStoreOptions = {}) {
@@ -115,16 +134,17 @@ export class KeyStore {
     this.#refreshCooldown = positive(options.refreshCooldown ?? 30, 'refreshCooldown') * 1000
     this.#tokens = this.#budget
     this.#refilledAt = this.#now()
+    this.#gate = new RecurrenceGate(this.#budget, this.#now)
     const perf = { now: () => this.#now() }
     this.#failures = new LRUCache({ max: positive(options.maxFailures ?? 1000, 'maxFailures', true), ttl: this.#errorTtl, perf })
     this.#refreshedAt = new LRUCache({ max: positive(options.maxKeys ?? 100, 'maxKeys', true), ttl: this.#refreshCooldown, perf })
-    this.#keys = new LRUCache<string, Entry>({
+    this.#keys = new LRUCache<string, Entry, Logger>({
       max: positive(options.maxKeys ?? 100, 'maxKeys', true),
       ttl: this.#keyTtl,
       // A stale key stays held (not returned) so a failed refresh can fall back to it.
       noDeleteOnStaleGet: true,
       perf,
-      fetchMethod: (keyId, stale, { signal, options: setOptions }) => this.#load(keyId, stale, signal, setOptions),
+      fetchMethod: (keyId, stale, { signal, options: setOptions, context }) => this.#load(keyId, stale, signal, setOptions, context),
     })
   }
 
@@ -139,8 +159,12 @@ export class KeyStore {
     return this.#keys.get(keyId)?.key
   }
 
-  /** The key for `keyId`, fetched at most once at a time. Rejects with a `VerificationError` (`unknown_key` or `key_unavailable`). */
-  async get (keyId: string): Promise<KeyObject> {
+  /**
+   * The key for `keyId`, fetched at most once at a time. Rejects with a `VerificationError`
+   * (`unknown_key` or `key_unavailable`). `logger`, when given, receives this lookup's
+   * fetch-failure lines instead of the store's own logger.
+   */
+  async get (keyId: string, logger?: Logger): Promise<KeyObject> {
     const cached = this.peek(keyId)
     if (cached !== undefined) return cached
     const failure = this.#failures.get(keyId)
@@ -148,6 +172,7 @@ export class KeyStore {
       this.#stats.negativeHits++
       throw failure
     }
+    const log = this.#logger(logger)
     let pending = this.#pending.get(keyId)
     if (pending === undefined) {
       // Spend the budget before lru-cache sees the id: every fetch() puts a placeholder
@@ -155,25 +180,26 @@ export class KeyStore {
       // A key id already known (a stale real key) refreshes outside the budget: the budget
       // guards against unknown ids, and a flood of them must not starve the real key.
       const known = this.#keys.get(keyId, { allowStale: true }) !== undefined
-      if (!known && !this.#takeToken()) {
+      if (!known && !this.#takeToken(keyId)) {
         this.#stats.budgetRejections++
-        const stale = this.#keys.get(keyId, { allowStale: true })
         const err = new VerificationError('key_unavailable', 'The signing key could not be fetched now: the key-fetch budget is spent. MailChannels will retry the delivery.', 60)
         // Under a flood this happens on every request: log it once per 10 s, with a count.
         const now = this.#now()
-        const log = now - this.#budgetLoggedAt >= 10_000
-        let logFields: object | undefined
-        if (log) {
-          logFields = { rejectedSinceLastLog: this.#stats.budgetRejections - this.#budgetLoggedCount }
+        if (now - this.#budgetLoggedAt >= 10_000) {
+          log.warn({
+            url: publicKeyUrl(this.#baseUrl, keyId).href,
+            keyId,
+            cause: 'budget',
+            // Nothing is remembered: the budget refills one fetch every this many seconds.
+            retryInSeconds: Math.ceil(60 / this.#budget),
+            rejectedSinceLastLog: this.#stats.budgetRejections - this.#budgetLoggedCount,
+          }, `mailchannels-webhooks: a key fetch was refused: the key-fetch budget is spent (a flood of unknown key ids?); key ids that come back are fetched first; next try in ${Math.ceil(60 / this.#budget)} s`)
           this.#budgetLoggedAt = now
           this.#budgetLoggedCount = this.#stats.budgetRejections
         }
-        return this.#fallback(keyId, stale, err, {}, false, logFields).key
+        throw err
       }
-      pending = this.#keys.fetch(keyId)
-      this.#pending.set(keyId, pending)
-      const done = (): void => { this.#pending.delete(keyId) }
-      pending.then(done, done)
+      pending = this.#startFetch(keyId, log)
     }
     let entry: Entry | undefined
     try {
@@ -194,7 +220,7 @@ export class KeyStore {
    * the global budget, so bad signatures cannot flood the endpoint. Resolves the new key
    * when it differs from `failed`, else `undefined`. Never rejects.
    */
-  refresh (keyId: string, failed: KeyObject): Promise<KeyObject | undefined> {
+  refresh (keyId: string, failed: KeyObject, logger?: Logger): Promise<KeyObject | undefined> {
     const inFlight = this.#refreshing.get(keyId)
     if (inFlight !== undefined) return inFlight
     const entry = this.#keys.get(keyId, { allowStale: true })
@@ -207,14 +233,14 @@ export class KeyStore {
       return Promise.resolve(undefined)
     }
     this.#refreshedAt.set(keyId, now)
-    const refreshing = this.#refetch(keyId, failed)
+    const refreshing = this.#refetch(keyId, failed, this.#logger(logger))
     this.#refreshing.set(keyId, refreshing)
     const done = (): void => { this.#refreshing.delete(keyId) }
     refreshing.then(done, done)
     return refreshing
   }
 
-  async #refetch (keyId: string, failed: KeyObject): Promise<KeyObject | undefined> {
+  async #refetch (keyId: string, failed: KeyObject, log: Logger): Promise<KeyObject | undefined> {
     this.#inFlight++
     this.#stats.fetches++
     try {
@@ -223,40 +249,85 @@ export class KeyStore {
         this.#keys.set(keyId, { key: failed, fetchedAt: this.#now() })
         return undefined
       }
-      this.#log.info({ keyId }, 'mailchannels-webhooks: the signing key changed under the same key id; using the new key')
+      log.info({ keyId }, 'mailchannels-webhooks: the signing key changed under the same key id; using the new key')
       this.#keys.set(keyId, { key, fetchedAt: this.#now() })
       return key
     } catch (err) {
       // Keep the cached key: the endpoint failing is no reason to drop a key that worked.
-      this.#log.warn({ keyId, reason: err instanceof VerificationError ? err.type : 'key_unavailable' }, 'mailchannels-webhooks: key refresh failed')
+      this.#logFailure(log, keyId, err, Math.ceil(this.#refreshCooldown / 1000), 'refreshing the signing key failed; the cached key stays in use')
       return undefined
     } finally {
       this.#inFlight--
     }
   }
 
+  /**
+   * Fetches the given key ids now, so the first delivery signed with one of them does not wait
+   * for a fetch (and no flood of unknown ids can be ahead of it). Outside the fetch budget: these
+   * ids come from your configuration (`keyIds`), not from requests. Each id is fetched once per
+   * store; a failure is remembered and logged like any other, and later lookups retry as usual.
+   * Resolves when every fetch has settled (also one an earlier call started); rejects only
+   * with a `TypeError` for a malformed key id.
+   */
+  async prefetch (keyIds: Iterable<string>, logger?: Logger): Promise<void> {
+    const log = this.#logger(logger)
+    const started: Array<Promise<unknown>> = []
+    for (const keyId of keyIds) {
+      if (typeof keyId !== 'string' || !KEY_ID_PATTERN.test(keyId)) throw new TypeError('prefetch expects key ids of 1 to 64 characters from A-Z a-z 0-9 . _ ~ -')
+      if (this.#prefetched.has(keyId)) {
+        const inFlight = this.#pending.get(keyId)
+        if (inFlight !== undefined) started.push(inFlight.catch(() => {}))
+        continue
+      }
+      if (this.#prefetched.size >= MAX_PREFETCHED) this.#prefetched.delete(this.#prefetched.values().next().value!)
+      this.#prefetched.add(keyId)
+      if (this.peek(keyId) !== undefined || this.#failures.has(keyId)) continue
+      started.push((this.#pending.get(keyId) ?? this.#startFetch(keyId, log)).catch(() => {}))
+    }
+    await Promise.all(started)
+  }
+
   /** Forgets every key and failure (e.g. after a known rotation). */
   clear (): void {
     this.#keys.clear()
     this.#failures.clear()
+    this.#gate.clear()
+    this.#prefetched.clear()
   }
 
   stats (): KeyStoreStats {
     return { ...this.#stats, keys: this.#keys.size, failures: this.#failures.size }
   }
 
-  /** Token bucket: `fetchesPerMinute` tokens, refilled continuously. */
-  #takeToken (): boolean {
+  /**
+   * Token bucket: `fetchesPerMinute` tokens, refilled continuously. Which unknown id may take
+   * one is the recurrence gate's decision (first sightings only get the unreserved half).
+   */
+  #takeToken (keyId: string): boolean {
     const now = this.#now()
     this.#tokens = Math.min(this.#budget, this.#tokens + ((now - this.#refilledAt) * this.#budget) / 60_000)
     this.#refilledAt = now
-    if (this.#tokens < 1 || this.#inFlight >= this.#maxConcurrent) return false
+    // The gate sees every sighting, even when no token could be taken now: that is how it learns what recurs.
+    if (!this.#gate.admit(keyId, this.#tokens) || this.#inFlight >= this.#maxConcurrent) return false
     this.#tokens -= 1
     return true
   }
 
-  /** Runs inside lru-cache's fetch; `get` has already taken a budget token. */
-  async #load (keyId: string, stale: Entry | undefined, signal: AbortSignal, setOptions: { ttl?: number }): Promise<Entry> {
+  /** Starts the single-flight fetch of `keyId` (the caller has taken a budget token, or needs none). */
+  #startFetch (keyId: string, log: Logger): Promise<Entry | undefined> {
+    const pending = this.#keys.fetch(keyId, { context: log })
+    this.#pending.set(keyId, pending)
+    const done = (): void => { this.#pending.delete(keyId) }
+    pending.then(done, done)
+    return pending
+  }
+
+  #logger (logger: Logger | undefined): Logger {
+    return logger === undefined || logger === noopLogger ? this.#log : logger
+  }
+
+  /** Runs inside lru-cache's fetch. */
+  async #load (keyId: string, stale: Entry | undefined, signal: AbortSignal, setOptions: { ttl?: number }, log: Logger | undefined): Promise<Entry> {
     this.#inFlight++
     this.#stats.fetches++
     try {
@@ -265,27 +336,46 @@ export class KeyStore {
         fetch: this.#fetch,
         signal: AbortSignal.any([signal, AbortSignal.timeout(this.#fetchTimeout)]),
       })
+      this.#gate.settled(keyId)
       return { key, fetchedAt: this.#now() }
     } catch (err) {
       const error = err instanceof VerificationError
         ? err
         /* c8 ignore next */
         : new VerificationError('key_unavailable', 'The signing key could not be fetched.', 30)
-      return this.#fallback(keyId, stale, error, setOptions, true)
+      // "Not found" is final for this id; after a transient failure it keeps its rank for the retry.
+      if (error.type === 'unknown_key') this.#gate.settled(keyId)
+      return this.#fallback(log ?? this.#log, keyId, stale, error, setOptions)
     } finally {
       this.#inFlight--
     }
   }
 
   /** After a failed fetch: serve a stale key within `maxStale`, else remember the failure and throw. */
-  #fallback (keyId: string, stale: Entry | undefined, err: VerificationError, setOptions: { ttl?: number }, remember: boolean, logFields: object | undefined = {}): Entry {
-    if (logFields !== undefined) this.#log.warn({ keyId, reason: err.type, ...logFields }, err.message)
+  #fallback (log: Logger, keyId: string, stale: Entry | undefined, err: VerificationError, setOptions: { ttl?: number }): Entry {
     if (stale !== undefined && err.type === 'key_unavailable' && this.#now() - stale.fetchedAt < this.#keyTtl + this.#maxStale) {
       // Keep the stale key, and look again once errorTtl has passed.
       setOptions.ttl = Math.max(1, Math.min(this.#errorTtl, stale.fetchedAt + this.#keyTtl + this.#maxStale - this.#now()))
+      this.#logFailure(log, keyId, err, Math.ceil(setOptions.ttl / 1000), 'fetching the signing key failed; the previous key stays in use until the next try', true)
       return stale
     }
-    if (remember) this.#failures.set(keyId, err, { ttl: err.type === 'unknown_key' ? this.#unknownKeyTtl : this.#errorTtl })
+    const ttl = err.type === 'unknown_key' ? this.#unknownKeyTtl : this.#errorTtl
+    this.#failures.set(keyId, err, { ttl })
+    this.#logFailure(log, keyId, err, Math.ceil(ttl / 1000), err.type === 'unknown_key' ? 'the key id is unknown to MailChannels' : 'fetching the signing key failed')
     throw err
+  }
+
+  /** One warn line per failed fetch: where, why, and when the next try happens. Never a secret: the URL holds only the base URL and the key id. */
+  #logFailure (log: Logger, keyId: string, err: unknown, retryInSeconds: number, what: string, servingStaleKey = false): void {
+    const f = err instanceof KeyFetchError ? err : undefined
+    const fields: Record<string, unknown> = {
+      url: f?.url ?? publicKeyUrl(this.#baseUrl, keyId).href,
+      keyId,
+      cause: f?.reason ?? (err instanceof VerificationError ? err.type : 'network'),
+      retryInSeconds,
+    }
+    if (f?.status !== undefined) fields.status = f.status
+    if (servingStaleKey) fields.servingStaleKey = true
+    log.warn(fields, `mailchannels-webhooks: ${what}: ${f?.detail ?? (err instanceof Error ? err.message : 'unknown error')}; next try in ${retryInSeconds} s`)
   }
 }

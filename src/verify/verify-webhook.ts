@@ -58,7 +58,7 @@ export function checkDelivery (config: ResolvedVerifyConfig, payload: unknown, h
 export function resolveKey (config: ResolvedVerifyConfig, keyId: string): KeyObject | Promise<KeyObject> {
   if (config.publicKey !== null) return config.publicKey
   const store = config.keyStore ?? new KeyStore({ baseUrl: config.freshStorePerCall!.baseUrl, logger: config.logger })
-  return store.peek(keyId) ?? store.get(keyId)
+  return store.peek(keyId) ?? store.get(keyId, config.logger)
 }
 
 function finish (config: ResolvedVerifyConfig, checked: CheckedDelivery): VerifiedDelivery {
@@ -108,7 +108,7 @@ export function verifyDelivery (
  * The store refetches at most once per cooldown; with a different key, verify once more.
  */
 async function retryWithRefreshedKey (config: ResolvedVerifyConfig, checked: CheckedDelivery, failed: KeyObject, err: unknown, async: boolean): Promise<VerifiedDelivery> {
-  const fresh = await config.keyStore!.refresh(checked.sig.keyId, failed)
+  const fresh = await config.keyStore!.refresh(checked.sig.keyId, failed, config.logger)
   if (fresh === undefined) throw err
   if (async) await verifyEd25519Async(checked.base, fresh, checked.sig.signature)
   else verifyEd25519(checked.base, fresh, checked.sig.signature)

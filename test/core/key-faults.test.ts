@@ -144,9 +144,17 @@ for (const [name, behaviour] of Object.entries(garbage)) {
 
 t.test('D4 small-order identity key with R=identity,S=0 -> key_unavailable, never accepted', async (t) => {
   const forged = `sig_1=:${Buffer.concat([Buffer.from([1]), Buffer.alloc(63)]).toString('base64')}:`
-  // the forgery really works against a naive verifier: it verifies under node:crypto
+  // How a naive verifier fares depends on the runtime: node:crypto on Node 20 and 22 accepts this
+  // forgery for any message; Node 24's OpenSSL refuses it. Reported, never asserted: what is
+  // asserted, on every runtime, is the library's own rejection below.
   const rawKey = crypto.createPublicKey({ key: Buffer.from(IDENTITY_KEY, 'base64'), format: 'der', type: 'spki' })
-  t.ok(crypto.verify(null, Buffer.from('any message'), rawKey, Buffer.concat([Buffer.from([1]), Buffer.alloc(63)])), 'precondition: node:crypto accepts the forgery')
+  let naiveFooled = false
+  try {
+    naiveFooled = crypto.verify(null, Buffer.from('any message'), rawKey, Buffer.concat([Buffer.from([1]), Buffer.alloc(63)]))
+  } catch {}
+  t.comment(naiveFooled
+    ? `Node ${process.versions.node}: node:crypto accepts the identity-key forgery, so a verifier without the small-order check is fooled`
+    : `Node ${process.versions.node}: node:crypto refuses the identity-key forgery itself; the library refuses the key before it gets that far`)
   await expectUnavailableNotCached(t, () => json({ id: 'mckey', key: IDENTITY_KEY }), 'D4')
   const s = await server(t, () => json({ id: 'mckey', key: IDENTITY_KEY }))
   const d = validDelivery(B0.replace('delivered', 'complained'))

@@ -1,7 +1,6 @@
 import { STATUS_CODES } from 'node:http'
 import { HTTP_STATUS_BY_TYPE, VerificationError, type VerifyErrorType } from '../errors.js'
 import type { Logger } from '../logger.js'
-import { readClock } from '../options.js'
 import { deliveryId, type ClaimState, type ReplayStore } from '../replay/types.js'
 import { readSignatureFields, type HeadersInput } from '../verify/headers.js'
 import { parseSignature } from '../verify/signature-input.js'
@@ -79,7 +78,7 @@ export function logRejection (log: Logger, err: VerificationError, status: numbe
 export function verifyBody (r: ResolvedReceiver, body: Buffer, headers: HeadersInput, log: Logger): VerifiedDelivery | Promise<VerifiedDelivery> {
   // `cache: false` builds a key store per call: give it the request's logger.
   const config = r.config.freshStorePerCall === null ? r.config : { ...r.config, logger: log }
-  return verifyDelivery(config, body, headers, readClock(r.now), body.length < r.poolBelow)
+  return verifyDelivery(config, body, headers, r.clock.now(), body.length < r.poolBelow)
 }
 
 /** The outcome of a replay claim. */

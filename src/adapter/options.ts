@@ -4,6 +4,8 @@ import type { Logger } from '../logger.js'
 import { readClock, resolveVerifyConfig, type Clock, type ResolvedVerifyConfig, type VerifyConfig } from '../options.js'
 import { MemoryReplayStore } from '../replay/memory-store.js'
 import type { ReplayStore } from '../replay/types.js'
+import { SteadyClock } from './clock.js'
+import { resolveContentTypes } from './transport.js'
 
 /** Default body limit of the plugin and the middleware: 1 MiB. */
 export const DEFAULT_BODY_LIMIT = 1024 * 1024
@@ -19,24 +21,42 @@ export interface WebhookReceiverOptions extends Omit<VerifyConfig, 'customerHand
   /**
    * Which `customer_handle`s may deliver here: a non-empty list, or a predicate.
    * **Required**: MailChannels signs every customer's webhooks with one key, so without it any
-   * MailChannels customer could replay their own signed deliveries to you (threat-model T22).
+   * MailChannels customer could replay their own signed deliveries to you.
    * `'any'` opts out explicitly and logs a warning at startup.
    */
   customerHandles: readonly string[] | ((customerHandle: string) => boolean) | 'any'
-  /** The time to verify at (for tests or queued deliveries). Default: the current time. */
+  /**
+   * The time to verify at (for tests). The receiver's clock never runs backwards: a step back
+   * of the wall clock (or of this clock) is held at the last reading plus the elapsed monotonic
+   * time, so it cannot make an already handled, expired delivery fresh again.
+   * @default the current time
+   */
   now?: Clock
-  /** Largest body accepted, in bytes; larger ones are answered 413 (before reading, when `Content-Length` says so). Default 1 MiB. */
+  /**
+   * Largest body accepted, in bytes; larger ones are answered 413 (before reading, when `Content-Length` says so).
+   * @default 1048576 (1 MiB)
+   */
   bodyLimit?: number
+  /**
+   * Media types accepted, such as `['application/json']` (case-insensitive, parameters such as
+   * `charset` ignored); any other `Content-Type`, or none, is answered 415. By default every media
+   * type, or none, is accepted: the service does not document the type it sends, and the digest,
+   * the signature and the strict JSON checks are what protect the bytes, not their label.
+   * @default undefined (any media type, or none)
+   */
+  contentTypes?: readonly string[]
   /**
    * Where verified deliveries are remembered, so an exact resend is answered
    * `200 { duplicate: true }` without running the handler. `false` disables replay protection.
-   * Default: a new `MemoryReplayStore` (one process only; use a shared store such as Redis with several instances).
+   * One process only: use a shared store such as `RedisReplayStore` with several instances.
+   * @default a new `MemoryReplayStore` per plugin registration / middleware
    */
   replay?: ReplayStore | false
   /**
    * Run the Ed25519 verify on the libuv thread pool (frees the event loop; uses a second core).
    * `'auto'`: on the pool for bodies under 64 KiB, on the event loop above (large bodies are
-   * dominated by JSON parsing, where the pool round trip loses). Default `'auto'`.
+   * dominated by JSON parsing, where the pool round trip loses).
+   * @default 'auto'
    */
   verifyOnThreadPool?: boolean | 'auto'
 }
@@ -49,18 +69,21 @@ export interface ResolvedReceiver {
   config: ResolvedVerifyConfig
   bodyLimit: number
   replay: ReplayStore | null
-  /** Replay TTL: the freshness window, maxAge + clockSkew (seconds). */
+  /** Replay TTL in seconds: the freshness window (maxAge + clockSkew) and one second. */
   replayTtl: number
   /** Bodies shorter than this are verified on the pool (0: never; Infinity: always). */
   poolBelow: number
-  now: Clock | undefined
+  /** The receiver's clock (never runs backwards). */
+  clock: SteadyClock
   /** True when `customerHandles: 'any'` was given. */
   anyCustomer: boolean
+  /** Accepted media types; null: any (or none). */
+  contentTypes: ReadonlySet<string> | null
 }
 
 const KNOWN_OPTIONS = new Set([
   'publicKey', 'cache', 'baseUrl', 'customerHandles', 'maxAge', 'clockSkew', 'maxEvents', 'keyIds', 'keyStore',
-  'now', 'bodyLimit', 'replay', 'verifyOnThreadPool', 'logger',
+  'now', 'bodyLimit', 'contentTypes', 'replay', 'verifyOnThreadPool', 'logger',
 ])
 
 /** Throws a TypeError naming the first unknown option (a typo like `customerHandle` must not pass silently). */
@@ -118,13 +141,14 @@ export function resolveReceiverOptions (
   else throw new TypeError('replay must be a ReplayStore (claim, complete, release) or false')
 
   if (options.cache === false && options.publicKey === undefined && options.keyStore === undefined) {
-    // Without a cache every request with a fresh key id would fetch a key, with no budget (threat-model T10).
+    // Without a cache every request with a fresh key id would fetch a key, with no budget .
     throw new TypeError('cache: false is not supported by the receivers: every forged request would fetch a key. Pass publicKey, or a keyStore to tune caching')
   }
   const pool = options.verifyOnThreadPool ?? 'auto'
   if (pool !== 'auto' && typeof pool !== 'boolean') throw new TypeError("verifyOnThreadPool must be true, false or 'auto'")
 
   if (options.now !== undefined) readClock(options.now)
+  const contentTypes = resolveContentTypes(options.contentTypes)
 
   const verifyConfig: VerifyConfig = {
     publicKey: options.publicKey,
@@ -146,10 +170,13 @@ export function resolveReceiverOptions (
     config,
     bodyLimit,
     replay,
-    // Stores keep whole seconds (Redis EX); round up so the entry outlives the window.
-    replayTtl: Math.ceil(config.maxAge + config.clockSkew),
+    // Stores keep whole seconds (Redis EX): round up. The freshness check floors "now" to whole
+    // seconds, so a delivery stays fresh until a second after its window: one more second, so
+    // the entry outlives it even for a delivery claimed at the far end of clockSkew.
+    replayTtl: Math.ceil(config.maxAge + config.clockSkew) + 1,
     poolBelow: pool === 'auto' ? POOL_BODY_THRESHOLD : pool ? Infinity : 0,
-    now: options.now,
+    clock: new SteadyClock(options.now),
     anyCustomer,
+    contentTypes,
   }
 }

@@ -3,17 +3,26 @@ import { VerificationError } from '../errors.js'
 type HeaderValue = string | string[] | number | undefined
 
 /**
- * The transport checks run before any body byte is read (threat-model §1 step 1, T12, T15):
- * `Content-Type` must be `application/json` with no charset or `utf-8`; `Content-Encoding`
- * absent or `identity` (nothing is ever inflated: the digest covers the wire bytes); a
- * `Content-Length` over the limit is refused at once. Returns the failure, or null.
+ * The transport checks run before any body byte is read:
+ * - `Content-Type`: any media type, or none, unless the receiver was given `contentTypes`
+ *   (MailChannels does not document the type it sends; the digest, the signature and the strict
+ *   JSON checks are what protect the bytes, not their label);
+ * - `Content-Encoding` absent or `identity`: nothing is ever inflated, the digest covers the wire bytes;
+ * - a `Content-Length` over the limit is refused at once.
+ * Returns the failure, or null.
  */
-export function checkTransport (contentType: HeaderValue, contentEncoding: HeaderValue, contentLength: HeaderValue, bodyLimit: number): VerificationError | null {
-  if (!isJsonUtf8(contentType)) {
-    return new VerificationError('unsupported_media_type', 'The Content-Type must be application/json (UTF-8).')
+export function checkTransport (
+  contentType: HeaderValue,
+  contentEncoding: HeaderValue,
+  contentLength: HeaderValue,
+  bodyLimit: number,
+  contentTypes: ReadonlySet<string> | null = null,
+): VerificationError | null {
+  if (contentTypes !== null && !contentTypes.has(mediaTypeOf(contentType) ?? '')) {
+    return new VerificationError('unsupported_media_type', `The Content-Type must be one of: ${[...contentTypes].join(', ')}.`)
   }
   if (contentEncoding !== undefined && !isIdentity(contentEncoding)) {
-    return new VerificationError('unsupported_media_type', 'Content-Encoding is not supported: the body must be sent uncompressed.')
+    return new VerificationError('unsupported_media_type', `Content-Encoding ${describeValue(contentEncoding)} is not supported: send the body uncompressed (no Content-Encoding, or identity).`)
   }
   if (contentLength !== undefined && Number(contentLength) > bodyLimit) {
     return tooLarge(bodyLimit)
@@ -26,30 +35,41 @@ export function tooLarge (bodyLimit: number): VerificationError {
   return new VerificationError('payload_too_large', `The body is larger than the limit of ${bodyLimit} bytes.`)
 }
 
-/** `application/json`, optionally with `charset=utf-8` (any case, optionally quoted); other parameters are ignored. */
-export function isJsonUtf8 (value: HeaderValue): boolean {
-  if (typeof value !== 'string') return false
-  // Fast path: the exact value MailChannels sends.
-  if (value === 'application/json') return true
-  const parts = value.split(';')
-  if (parts[0]!.trim().toLowerCase() !== 'application/json') return false
-  for (let i = 1; i < parts.length; i++) {
-    const p = parts[i]!
-    const eq = p.indexOf('=')
-    if (eq === -1) {
-      if (p.trim() === '') continue
-      return false
-    }
-    if (p.slice(0, eq).trim().toLowerCase() !== 'charset') continue
-    let v = p.slice(eq + 1).trim()
-    if (v.length >= 2 && v.startsWith('"') && v.endsWith('"')) v = v.slice(1, -1)
-    if (v.toLowerCase() !== 'utf-8') return false
+/** The media type of a `Content-Type` value (`type/subtype`, lower case, parameters dropped), or null when absent. */
+export function mediaTypeOf (value: HeaderValue): string | null {
+  if (typeof value !== 'string') return null
+  const semi = value.indexOf(';')
+  return (semi === -1 ? value : value.slice(0, semi)).trim().toLowerCase()
+}
+
+const MEDIA_TYPE = /^[a-z0-9!#$&^_.+-]+\/[a-z0-9!#$&^_.+-]+$/
+
+/**
+ * Validates the `contentTypes` option: a non-empty list of bare media types (`'application/json'`),
+ * matched case-insensitively against the request's media type, parameters ignored. Null: any.
+ */
+export function resolveContentTypes (value: unknown): ReadonlySet<string> | null {
+  if (value === undefined) return null
+  if (!Array.isArray(value) || value.length === 0) {
+    throw new TypeError("contentTypes must be a non-empty array of media types, such as ['application/json'] (leave it out to accept any media type)")
   }
-  return true
+  const set = new Set<string>()
+  for (const entry of value) {
+    const type = typeof entry === 'string' ? entry.trim().toLowerCase() : ''
+    if (!MEDIA_TYPE.test(type)) throw new TypeError(`contentTypes: ${JSON.stringify(entry)} is not a media type; list types like 'application/json', without parameters`)
+    set.add(type)
+  }
+  return set
 }
 
 function isIdentity (value: HeaderValue): boolean {
   if (typeof value !== 'string') return false
   const v = value.trim().toLowerCase()
   return v === '' || v === 'identity'
+}
+
+/** A received header value for a message: quoted when short, visible ASCII; never echoed at length. */
+function describeValue (value: HeaderValue): string {
+  const v = Array.isArray(value) ? value.join(', ') : String(value)
+  return /^[\x20-\x7e]{1,40}$/.test(v) ? JSON.stringify(v) : '(an unsupported value)'
 }

@@ -15,6 +15,7 @@ import {
   type ResolvedReceiver,
   type WebhookReceiverOptions,
 } from '../adapter/options.js'
+import { readBody } from '../adapter/body.js'
 import { checkTransport, tooLarge } from '../adapter/transport.js'
 import { VerificationError } from '../errors.js'
 import type { WebhookEvent } from '../events/types.js'
@@ -34,7 +35,12 @@ declare global {
 
 /** Options of the Express middleware: the receiver options plus a logger. */
 export interface MailChannelsWebhookOptions extends WebhookReceiverOptions {
-  /** Where rejections, duplicates, key-fetch failures and startup warnings are logged (pino-compatible). Default: nowhere. */
+  /**
+   * Where rejections, duplicates, key-fetch failures, replay-store failures and startup
+   * warnings are logged: the same lines as the Fastify plugin writes to `request.log`. Any
+   * pino-compatible logger (`pino()`, or `req.log` style loggers), called as `log.info(obj, msg)`.
+   * @default no logging
+   */
   logger?: Logger
 }
 
@@ -45,7 +51,9 @@ export type WebhookRequest = IncomingMessage & { body?: unknown, _body?: boolean
 export type WebhookMiddleware = (req: IncomingMessage, res: ServerResponse, next: (err?: unknown) => void) => void
 
 const CONSUMED_MESSAGE = 'The request body was already consumed by a body parser (such as a global express.json()), so the exact bytes needed to verify the signature are gone. ' +
-  'Mount mailchannelsWebhook() before any JSON parser for this route, or use express.raw({ type: "application/json", inflate: false }) on it.'
+  'Mount mailchannelsWebhook() before any body parser for this route, or use express.raw({ type: "*/*", inflate: false }) on it.'
+
+const kVerified = Symbol('mailchannels-webhooks.verified')
 
 function send (res: ServerResponse, status: number, body: unknown, headers?: Record<string, string>): void {
   if (res.headersSent) {
@@ -87,53 +95,24 @@ function settleOnEnd (res: ServerResponse, claim: ClaimSettlement): void {
   } as ServerResponse['end']
 }
 
-/** Reads the body with a limit and no decoding or decompression; stops buffering at the limit. */
-function readBody (req: IncomingMessage, limit: number, cb: (err: VerificationError | null, body?: Buffer) => void): void {
-  const chunks: Buffer[] = []
-  let length = 0
-  const cleanup = (): void => {
-    req.removeListener('data', onData)
-    req.removeListener('end', onEnd)
-    req.removeListener('error', onError)
-    req.removeListener('close', onClose)
-  }
-  function onData (chunk: Buffer | string): void {
-    const buf = typeof chunk === 'string' ? Buffer.from(chunk) : chunk
-    length += buf.length
-    if (length > limit) {
-      cleanup()
-      req.pause()
-      cb(tooLarge(limit))
-      return
-    }
-    chunks.push(buf)
-  }
-  function onEnd (): void {
-    cleanup()
-    cb(null, chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, length))
-  }
-  function onError (): void {
-    cleanup()
-    cb(new VerificationError('invalid_payload', 'The request body could not be read.'))
-  }
-  function onClose (): void {
-    // The client went away mid-body: nobody is left to answer.
-    if (!req.complete) cleanup()
-  }
-  req.on('data', onData)
-  req.on('end', onEnd)
-  req.on('error', onError)
-  req.on('close', onClose)
-}
-
 /**
- * The MailChannels webhook middleware for Express 4 and 5. Put it on the webhook route
- * with no body parser before it: it reads the exact raw bytes itself (with `bodyLimit`, and
- * never decompresses), or reuses the Buffer of a route-level `express.raw()`. After
- * verification the typed events are on `req.webhookEvents` (never `req.body`) and the next
- * handler runs; on any failure it answers `{ statusCode, code, error, message }` with
- * 400, 401, 403, 413, 415, 500 `configuration_error` (body already parsed as JSON) or 503 + Retry-After.
+ * The MailChannels webhook middleware for Express 4 and 5 (or a bare `node:http` server). Put
+ * it on the webhook route with no body parser before it: `app.post(path, mailchannelsWebhook(options), handler)`.
+ * It reads the exact raw bytes itself, whatever the media type (with `bodyLimit`, and never
+ * decompressing), or reuses the Buffer of a route-level `express.raw({ type: '*\/*', inflate: false })`.
+ * After verification the typed events are on `req.webhookEvents` (never `req.body`) and the next
+ * handler runs; on any failure it answers `{ statusCode, code, error, message }` with 400, 401,
+ * 403, 413, 415, 500 `configuration_error` (body already consumed) or 503 + Retry-After.
  * An exact resend is answered `200 { duplicate: true }` without calling `next`.
+ *
+ * Only POST requests are verified; any other method goes to `next()` untouched, so
+ * `app.use('/webhooks', mailchannelsWebhook(options))` verifies every POST under that path and
+ * leaves the rest alone (mounted with `app.use` at the root, it verifies every POST of the app).
+ *
+ * The handler's own answer settles the replay claim: the first `res.end()` (behind `res.json`,
+ * `res.send`, Express' error handler...) with a 2xx status completes it, any other status
+ * releases it so the sender's retry is processed, whether or not the client is still connected.
+ * On Express 4 an async handler that rejects never answers (pass errors to `next`).
  *
  * Throws a `TypeError` naming the option when an option is invalid; `customerHandles` is required.
  */
@@ -145,10 +124,12 @@ export function mailchannelsWebhook (options: MailChannelsWebhookOptions): Webho
     if (typeof log?.[m] !== 'function') throw new TypeError('logger must have debug, info, warn and error methods')
   }
   const r: ResolvedReceiver = resolveReceiverOptions(options, keyStoreFactory(log))
-  if (r.anyCustomer) log.warn({}, "mailchannels-webhooks: customerHandles is 'any': deliveries signed for any MailChannels customer are accepted (threat-model T22)")
+  if (r.anyCustomer) log.warn({}, "mailchannels-webhooks: customerHandles is 'any': deliveries signed for any MailChannels customer are accepted")
+  let serverChecked = false
 
   function accept (req: WebhookRequest, res: ServerResponse, next: (err?: unknown) => void, delivery: VerifiedDelivery): void {
     const store = r.replay
+    ;(req as { [kVerified]?: true })[kVerified] = true
     if (store === null) {
       req.webhookEvents = delivery.events
       next()
@@ -187,8 +168,24 @@ export function mailchannelsWebhook (options: MailChannelsWebhookOptions): Webho
 
   return function mailchannelsWebhookMiddleware (incoming, res, next) {
     const req = incoming as WebhookRequest
+    // MailChannels delivers with POST only: anything else is not a delivery and passes through
+    // untouched, so app.use(mailchannelsWebhook(...)) leaves GET /health and the like alone.
+    // A request another mailchannelsWebhook() already verified (mounted app-wide and on the
+    // route) goes on as it is: its body is consumed and its claim made.
+    if (req.method !== 'POST' || (req as { [kVerified]?: true })[kVerified] === true) {
+      next()
+      return
+    }
+    if (!serverChecked) {
+      serverChecked = true
+      // The same startup warning as the Fastify plugin, at the first delivery (the server is not known before).
+      const server = (req.socket as { server?: { requestTimeout?: number } } | undefined)?.server
+      if (server?.requestTimeout === 0) {
+        log.warn({}, 'mailchannels-webhooks: the HTTP server\'s requestTimeout is 0, so a client can trickle a request body forever; set server.requestTimeout = 30000 and server.headersTimeout = 60000')
+      }
+    }
     const h = req.headers
-    const bad = checkTransport(h['content-type'], h['content-encoding'], h['content-length'], r.bodyLimit)
+    const bad = checkTransport(h['content-type'], h['content-encoding'], h['content-length'], r.bodyLimit, r.contentTypes)
     if (bad !== null) {
       fail(req, res, bad, log)
       return

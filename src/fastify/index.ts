@@ -1,7 +1,7 @@
-import { mailchannelsWebhooksPlugin } from './plugin.js'
+import { mailchannelsWebhooksPlugin, webhookEventsOf } from './plugin.js'
 
 export default mailchannelsWebhooksPlugin
-export { mailchannelsWebhooksPlugin as mailchannelsWebhooks }
+export { mailchannelsWebhooksPlugin as mailchannelsWebhooks, webhookEventsOf }
 export type { MailChannelsWebhooksOptions } from './plugin.js'
 export type { WebhookReceiverOptions, WebhookRouteOptions } from '../adapter/options.js'
 export type { WebhookErrorBody } from '../adapter/flow.js'

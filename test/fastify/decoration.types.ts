@@ -1,7 +1,11 @@
 // Compile-time test of the plugin's type augmentation: `npx tsc -p tsconfig.json` checks it
 // (it is not a runtime test file). A broken augmentation fails the type-check.
+// `request.webhookEvents` is `WebhookEvent[]`, never null: at run time it is set before a
+// webhook route's handler runs, and reading it anywhere else throws (test/fastify/routing.test.ts).
+// Where the events may be absent (hooks, routes that are not webhook routes), the helper
+// `webhookEventsOf(request)` says so in its type.
 import Fastify from 'fastify'
-import mailchannelsWebhooks, { type WebhookEvent } from '../../src/fastify/index.js'
+import mailchannelsWebhooks, { webhookEventsOf, type WebhookEvent } from '../../src/fastify/index.js'
 
 type Equal<A, B> = (<T>() => T extends A ? 1 : 2) extends (<T>() => T extends B ? 1 : 2) ? true : false
 const assertType = <T extends true>(_: T): void => {}
@@ -21,10 +25,20 @@ export async function receiver (): Promise<void> {
     }
     return { received: request.webhookEvents.length }
   })
+  app.addHook('onResponse', async (request) => {
+    const events = webhookEventsOf(request)
+    assertType<Equal<typeof events, WebhookEvent[] | undefined>>(true)
+    // @ts-expect-error possibly undefined outside a webhook route's handler
+    void events.length
+  })
+  // A POST route that is not a webhook route says so.
+  app.post('/login', { config: { mailchannelsWebhook: false } }, async (request) => request.body)
   // Per-route options are typed too.
   app.post('/other', { config: { mailchannelsWebhook: { customerHandles: ['x'], maxAge: 120 } } }, async () => ({}))
   // @ts-expect-error a wrongly typed per-route option
   app.post('/bad', { config: { mailchannelsWebhook: { maxAge: '120' } } }, async () => ({}))
+  // @ts-expect-error contentTypes is a list of media types
+  app.post('/bad2', { config: { mailchannelsWebhook: { contentTypes: 'application/json' } } }, async () => ({}))
   // @ts-expect-error customerHandles is required
   await app.register(mailchannelsWebhooks, { publicKey: 'x' })
 }

@@ -6,13 +6,28 @@ import t, { type Test } from 'tap'
 import plugin from '../../src/fastify/index.js'
 import { HANDLE, KEYS } from './helpers/fixtures.js'
 
-async function pair (t: Test, opts: FastifyServerOptions = {}): Promise<[FastifyInstance, FastifyInstance]> {
+/**
+ * The same routes in an app without the plugin and in one with it. `layout` says where the
+ * plugin is: 'opt-out' registers it at the root, where every POST route is a webhook route
+ * unless marked `mailchannelsWebhook: false` (as these are); 'own-scope' registers it in an
+ * encapsulated scope of its own, so the app's routes are simply outside its scope.
+ */
+async function pair (t: Test, opts: FastifyServerOptions = {}, layout: 'opt-out' | 'own-scope' = 'opt-out'): Promise<[FastifyInstance, FastifyInstance]> {
   const build = async (withPlugin: boolean): Promise<FastifyInstance> => {
     const app = Fastify(opts)
-    if (withPlugin) await app.register(plugin, { publicKey: KEYS.publicKey, customerHandles: [HANDLE] })
-    app.post('/json', async (request) => ({ body: request.body, proto: Object.getPrototypeOf(request.body ?? {}) === Object.prototype }))
-    app.post('/small', { bodyLimit: 10 }, async (request) => ({ body: request.body }))
-    app.post('/wh', { config: { mailchannelsWebhook: true } }, async () => ({}))
+    const config = { mailchannelsWebhook: false }
+    if (withPlugin && layout === 'opt-out') {
+      await app.register(plugin, { publicKey: KEYS.publicKey, customerHandles: [HANDLE] })
+      app.post('/wh', async () => ({}))
+    }
+    if (withPlugin && layout === 'own-scope') {
+      await app.register(async (webhooks) => {
+        await webhooks.register(plugin, { publicKey: KEYS.publicKey, customerHandles: [HANDLE] })
+        webhooks.post('/wh', async () => ({}))
+      })
+    }
+    app.post('/json', { config }, async (request) => ({ body: request.body, proto: Object.getPrototypeOf(request.body ?? {}) === Object.prototype }))
+    app.post('/small', { bodyLimit: 10, config }, async (request) => ({ body: request.body }))
     await app.ready()
     t.teardown(() => app.close())
     return app
@@ -38,10 +53,13 @@ const cases: Case[] = [
   { name: 'over the route bodyLimit, chunked', url: '/small', payload: () => Readable.from([Buffer.from('{"a":'), Buffer.from('"0123456789"}')]) },
   { name: 'text/plain still parsed as text', headers: { 'content-type': 'text/plain' }, payload: 'hello' },
   { name: 'unknown content type still 415', headers: { 'content-type': 'application/xml' }, payload: '<a/>' },
+  { name: 'octet-stream still 415', headers: { 'content-type': 'application/octet-stream' }, payload: Buffer.from([1, 2, 3]) },
+  { name: 'no content type with a body still 415', headers: { 'content-type': '' }, payload: 'x' },
+  { name: 'text/plain invalid UTF-8 decoded the same', headers: { 'content-type': 'text/plain; charset=utf-8' }, payload: Buffer.from([0x61, 0xff, 0x62]) },
 ]
 
-t.test('other JSON routes behave exactly as without the plugin', async (t) => {
-  const [plain, withPlugin] = await pair(t, { bodyLimit: 100 })
+for (const layout of ['opt-out', 'own-scope'] as const) t.test(`other routes (${layout}) behave exactly as without the plugin`, async (t) => {
+  const [plain, withPlugin] = await pair(t, { bodyLimit: 100 }, layout)
   for (const c of cases) {
     const inject = (app: FastifyInstance) => app.inject({
       method: 'POST',

@@ -25,7 +25,7 @@ t.test('one log line per rejection with reason and keyid; never the signature, b
     ['/wh', { ...forged.headers, ...extra }, forged.body, 401, 'signature_invalid'],
     ['/wh', { ...good.headers, ...extra }, Buffer.from(good.body.toString().replace('delivered', 'dropped')), 401, 'digest_mismatch'],
     ['/wh', { ...other.headers, ...extra }, other.body, 403, 'customer_not_allowed'],
-    ['/wh', { ...good.headers, ...extra, 'content-type': 'text/plain' }, good.body, 415, 'unsupported_media_type'],
+    ['/wh', { ...good.headers, ...extra, 'content-encoding': 'gzip' }, good.body, 415, 'unsupported_media_type'],
     ['/down', { ...good.headers, ...extra }, good.body, 503, 'key_unavailable'],
     ['/store', { ...good.headers, ...extra }, good.body, 503, 'replay_store_unavailable'],
   ]

@@ -2,7 +2,7 @@ import { Readable } from 'node:stream'
 import zlib from 'node:zlib'
 import Fastify, { type FastifyInstance } from 'fastify'
 import t, { type Test } from 'tap'
-import plugin, { type MailChannelsWebhooksOptions } from '../../src/fastify/index.js'
+import plugin, { webhookEventsOf, type MailChannelsWebhooksOptions } from '../../src/fastify/index.js'
 import type { WebhookEvent } from '../../src/events/types.js'
 import { closedPort, delivery, event, failingStore, HANDLE, KEYS, OTHER_KEYS, startKeyServer } from './helpers/fixtures.js'
 
@@ -14,7 +14,7 @@ async function harness (t: Test, options: Partial<MailChannelsWebhooksOptions> =
   await app.register(plugin, { publicKey: KEYS.publicKey, customerHandles: [HANDLE], replay: false, ...options })
   let calls = 0
   const decorated: Array<WebhookEvent[] | null> = []
-  app.addHook('onResponse', async (request) => { decorated.push(request.webhookEvents) })
+  app.addHook('onResponse', async (request) => { decorated.push(webhookEventsOf(request) ?? null) })
   app.post('/wh', { config: { mailchannelsWebhook: true } }, async (request) => {
     calls++
     return { received: request.webhookEvents.length, first: request.webhookEvents[0]?.event }
@@ -130,19 +130,16 @@ t.test('413 at the default 1 MiB limit (F1: 1,048,577 bytes)', async (t) => {
   expectRejected(t, h, await h.app.inject({ method: 'POST', url: '/wh', headers: d.headers, payload: Readable.from([d.body.subarray(0, 65536), d.body.subarray(65536)]) }), 413, 'payload_too_large')
 })
 
-t.test('415: content types other than application/json (UTF-8), and any Content-Encoding (F3, F4)', async (t) => {
+t.test('415: any Content-Encoding but identity, named in the message; nothing is inflated (F3)', async (t) => {
   const h = await harness(t)
   const d = delivery()
-  for (const ct of ['text/plain', 'application/json; charset=utf-16le', 'application/x-www-form-urlencoded', 'application/jsonx']) {
-    expectRejected(t, h, await h.app.inject({ method: 'POST', url: '/wh', headers: { ...d.headers, 'content-type': ct }, payload: d.body }), 415, 'unsupported_media_type')
-  }
-  const { 'content-type': _ct, ...noType } = d.headers
-  expectRejected(t, h, await h.app.inject({ method: 'POST', url: '/wh', headers: noType, payload: d.body }), 415, 'unsupported_media_type')
   // Compressed bodies signed over the compressed bytes: refused, never inflated.
   const gz = zlib.gzipSync(d.body)
   for (const [encoding, bytes] of [['gzip', gz], ['br', zlib.brotliCompressSync(d.body)], ['gzip, gzip', zlib.gzipSync(gz)], ['deflate', zlib.deflateSync(d.body)]] as const) {
     const signed = delivery({ payload: bytes })
-    expectRejected(t, h, await h.app.inject({ method: 'POST', url: '/wh', headers: { ...signed.headers, 'content-encoding': encoding }, payload: signed.body }), 415, 'unsupported_media_type')
+    const res = await h.app.inject({ method: 'POST', url: '/wh', headers: { ...signed.headers, 'content-encoding': encoding }, payload: signed.body })
+    expectRejected(t, h, res, 415, 'unsupported_media_type')
+    t.match(res.json().message, `Content-Encoding ${JSON.stringify(encoding)} is not supported`)
   }
 })
 

@@ -1,7 +1,40 @@
-// A real Express server on 127.0.0.1 (port 0) and a small HTTP client for the tests.
+// A real Express server on 127.0.0.1 (port 0) and a small HTTP client for the tests, and the
+// two Express majors the middleware supports: each conformance file runs its cases on both.
 import http from 'node:http'
 import type net from 'node:net'
+import express5 from 'express'
+import express4 from 'express4'
 import type { Test } from 'tap'
+
+/** The Express module (typed as Express 5; Express 4 offers everything these tests use). */
+export type Express = typeof express5
+
+/** Express 5 (`express`) and Express 4 (the `express4` npm alias of express@4). */
+export const EXPRESS_VERSIONS: ReadonlyArray<readonly [string, Express]> = [
+  ['express 5', express5],
+  ['express 4', express4 as unknown as Express],
+]
+
+type Case = readonly [string, (t: Test) => Promise<void>]
+
+/**
+ * Collects a file's test cases (`test(name, fn)`) and runs them once per Express version,
+ * calling `use(express)` first so the file's helpers build apps with that version.
+ */
+export function conformance (use: (express: Express) => void): { test: (name: string, fn: (t: Test) => Promise<void>) => void, run: (t: Test) => void } {
+  const cases: Case[] = []
+  return {
+    test: (name, fn) => { cases.push([name, fn]) },
+    run: (t) => {
+      for (const [version, express] of EXPRESS_VERSIONS) {
+        t.test(version, async (t) => {
+          use(express)
+          for (const [name, fn] of cases) await t.test(name, fn)
+        })
+      }
+    },
+  }
+}
 
 export * from '../../fastify/helpers/fixtures.js'
 

@@ -1,0 +1,46 @@
+import type { Readable } from 'node:stream'
+import { VerificationError } from '../errors.js'
+import { tooLarge } from './transport.js'
+
+/**
+ * Reads a request body as the exact bytes received, with a limit: never decoded, never
+ * decompressed. Stops buffering at the limit (413). A client that goes away mid-body gets no
+ * callback at all: nobody is left to answer, and nothing was verified or claimed.
+ */
+export function readBody (stream: Readable, limit: number, cb: (err: VerificationError | null, body?: Buffer) => void): void {
+  const chunks: Buffer[] = []
+  let length = 0
+  const cleanup = (): void => {
+    stream.removeListener('data', onData)
+    stream.removeListener('end', onEnd)
+    stream.removeListener('error', onError)
+    stream.removeListener('close', onClose)
+  }
+  function onData (chunk: Buffer | string): void {
+    const buf = typeof chunk === 'string' ? Buffer.from(chunk) : chunk
+    length += buf.length
+    if (length > limit) {
+      cleanup()
+      stream.pause()
+      cb(tooLarge(limit))
+      return
+    }
+    chunks.push(buf)
+  }
+  function onEnd (): void {
+    cleanup()
+    cb(null, chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, length))
+  }
+  function onError (): void {
+    cleanup()
+    cb(new VerificationError('invalid_payload', 'The request body could not be read.'))
+  }
+  function onClose (): void {
+    if (!stream.readableEnded) cleanup()
+  }
+  stream.on('data', onData)
+  stream.on('end', onEnd)
+  stream.on('error', onError)
+  stream.on('close', onClose)
+  stream.resume()
+}

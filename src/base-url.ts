@@ -29,7 +29,7 @@ export function parseHttpsOrLoopbackUrl (value: unknown, option: string, schemeR
 }
 
 /**
- * Validates a base URL once, at construction (threat-model T11): `https:`, or `http:`
+ * Validates a base URL once, at construction: `https:`, or `http:`
  * for a loopback host only; no credentials, query or fragment. Returns the origin plus
  * path prefix without a trailing slash. Throws a `TypeError` naming `option`.
  */

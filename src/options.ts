@@ -17,36 +17,59 @@ export type Clock = Date | number | (() => Date | number)
 export interface VerifyConfig {
   /**
    * The signing key, as PEM or base64 SPKI DER (what the public-key endpoint serves), or a
-   * `KeyObject`. When set, no key is fetched. Default: fetch the key named by `keyid`.
+   * `KeyObject`. When set, no key is fetched.
+   * @default undefined (fetch the key named by `keyid`)
    */
   publicKey?: string | KeyObject
-  /** Keep fetched keys (and failures) in a bounded cache shared by calls with the same `baseUrl`. Default `true`. */
+  /**
+   * Keep fetched keys (and failures) in a bounded cache shared by calls with the same `baseUrl`.
+   * @default true
+   */
   cache?: boolean
-  /** Where keys are fetched. Default `https://api.mailchannels.net`; `http:` only for loopback hosts. */
+  /**
+   * Where keys are fetched; `http:` only for loopback hosts.
+   * @default 'https://api.mailchannels.net'
+   */
   baseUrl?: string
   /**
    * Which `customer_handle`s may deliver here: a list, or a predicate. Every event is
-   * checked; one outside it fails the delivery with `customer_not_allowed`. Default: any
-   * (MailChannels signs every customer's webhooks with one key, so set this: threat-model T22).
+   * checked; one outside it fails the delivery with `customer_not_allowed`. MailChannels
+   * signs every customer's webhooks with one key, so set this: otherwise any MailChannels
+   * customer can send you their own signed deliveries.
+   * @default undefined (any customer)
    */
   customerHandles?: readonly string[] | ((customerHandle: string) => boolean)
-  /** Seconds a signature stays valid after its `created` time. Default 300. */
+  /**
+   * Seconds a signature stays valid after its `created` time.
+   * @default 300
+   */
   maxAge?: number
-  /** Seconds a `created` time may lie in the future (clock drift). Default 60. */
+  /**
+   * Seconds a `created` time may lie in the future (clock drift).
+   * @default 60
+   */
   clockSkew?: number
-  /** Most events one delivery may hold. Default 10,000. */
+  /**
+   * Most events one delivery may hold.
+   * @default 10000
+   */
   maxEvents?: number
   /**
    * Key ids accepted; any other fails with `unknown_key` before any fetch. The listed ids are
-   * also fetched once, in the background, when the options are first used (outside the fetch
-   * budget), so the first delivery does not wait for its key. Default: any well-formed id.
+   * also fetched once per key store, in the background, when the options are first used
+   * (outside the fetch budget), so the first delivery does not wait for its key.
+   * @default undefined (any well-formed key id)
    */
   keyIds?: readonly string[]
-  /** A key store to use instead of the shared one (to tune its budget, TTLs or fetch). */
+  /**
+   * A key store to use instead of the shared one (to tune its budget, TTLs or fetch).
+   * @default undefined (one shared store per `baseUrl`)
+   */
   keyStore?: KeyStore
   /**
    * Where key-fetch failures are logged (warn, with the URL, the key id, the cause, the HTTP
-   * status and how long the failure is remembered). Default: nowhere.
+   * status and the seconds until the next try).
+   * @default nowhere
    */
   logger?: Logger
 }

@@ -1,4 +1,4 @@
-/** The event types MailChannels sends (wire-format.md §2; `test` comes from the validate endpoint). */
+/** The event types MailChannels sends (`test` comes from the validate endpoint). */
 export const WEBHOOK_EVENT_TYPES = [
   'processed',
   'delivered',

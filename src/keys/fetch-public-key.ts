@@ -12,7 +12,7 @@ export interface FetchPublicKeyOptions {
   signal: AbortSignal
 }
 
-/** The URL of the public-key endpoint for `keyId` (wire-format.md §1.4). */
+/** The URL of the public-key endpoint for `keyId`: `<baseUrl>/tx/v1/webhook/public-key?id=<keyId>`. */
 export function publicKeyUrl (baseUrl: string, keyId: string): URL {
   const url = new URL(`${baseUrl}/tx/v1/webhook/public-key`)
   url.searchParams.set('id', keyId)
@@ -57,8 +57,8 @@ export class KeyFetchError extends VerificationError {
 }
 
 /**
- * Fetches and validates one signing key. Sends no API key and follows no redirect
- * (threat-model T9, T11): `redirect: 'manual'` (what every runtime accepts: Cloudflare workerd
+ * Fetches and validates one signing key. Sends no API key (the endpoint is public) and follows
+ * no redirect (a redirect could send the fetch elsewhere): `redirect: 'manual'` (what every runtime accepts: Cloudflare workerd
  * refuses `'error'`), and any 3xx, or an opaque redirect (status 0), is a failed fetch.
  * 404 and 400 mean `unknown_key`; anything else that is not a valid Ed25519 key with the
  * requested id means `key_unavailable`. Throws `KeyFetchError`.

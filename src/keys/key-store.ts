@@ -9,46 +9,84 @@ import { RecurrenceGate } from './recurrence-gate.js'
 
 /** Options of a `KeyStore`. Every value is validated once, at construction. */
 export interface KeyStoreOptions {
-  /** Where keys are fetched: `<baseUrl>/tx/v1/webhook/public-key?id=<keyId>`. Default `https://api.mailchannels.net` (`http:` only for loopback hosts). */
+  /**
+   * Where keys are fetched: `<baseUrl>/tx/v1/webhook/public-key?id=<keyId>` (`http:` only for loopback hosts).
+   * @default 'https://api.mailchannels.net'
+   */
   baseUrl?: string
-  /** The fetch implementation. Default `globalThis.fetch`. */
+  /**
+   * The fetch implementation. It is called with `redirect: 'manual'`; any redirect is a failed fetch.
+   * @default globalThis.fetch
+   */
   fetch?: typeof globalThis.fetch
-  /** Most keys held. Default 100. */
+  /**
+   * Most keys held.
+   * @default 100
+   */
   maxKeys?: number
-  /** Seconds a fetched key is used before it is fetched again. Default 3600. */
+  /**
+   * Seconds a fetched key is used before it is fetched again.
+   * @default 3600
+   */
   keyTtl?: number
-  /** Seconds past `keyTtl` a key may still be used while the endpoint is failing (a trade-off against revocation). Default 3600. */
+  /**
+   * Seconds past `keyTtl` a key may still be used while the endpoint is failing (a trade-off against revocation).
+   * @default 3600
+   */
   maxStale?: number
-  /** Seconds an unknown key id (HTTP 404) is remembered, so it is not fetched again. Default 300. */
+  /**
+   * Seconds an unknown key id (HTTP 404) is remembered, so it is not fetched again.
+   * @default 300
+   */
   unknownKeyTtl?: number
-  /** Seconds a failed fetch (down, slow, garbage) is remembered before trying again. Default 30. */
+  /**
+   * Seconds a failed fetch (down, slow, garbage) is remembered before trying again.
+   * @default 30
+   */
   errorTtl?: number
-  /** Milliseconds before a key fetch is abandoned. Default 3000. */
+  /**
+   * Milliseconds before a key fetch is abandoned.
+   * @default 3000
+   */
   fetchTimeout?: number
   /**
    * Seconds between forced refreshes of one key id. When a signature fails with a cached key,
    * the key is fetched again (it may have been rotated under the same id), at most once per
-   * this many seconds per key id, and never for a key fetched more recently. Default 30.
+   * this many seconds per key id, and never for a key fetched more recently.
+   * @default 30
    */
   refreshCooldown?: number
   /**
-   * Global fetch budget for key ids not cached: at most this many fetches per minute, whatever
-   * the ids. Half of it (rounded down) is kept for ids that come back (MailChannels retries
-   * every delivery it could not hand over), ranked by how often they came back; an id seen
-   * for the first time may only use the other half. Refreshes of cached ids are outside it.
-   * Default 10.
+   * Fetch budget for key ids not cached: at most this many fetches per minute, whatever the
+   * ids. Half of it (rounded down) is kept for ids that come back (MailChannels retries every
+   * delivery it could not hand over), best first by how many times, at least 5 s apart, they
+   * came back; an id seen for the first time may only use the other half. Refreshes of cached
+   * ids and the `prefetch` of configured ids are outside the budget.
+   * @default 10
    */
   fetchesPerMinute?: number
-  /** Most key fetches in flight at once. Default 2. */
+  /**
+   * Most key fetches in flight at once.
+   * @default 2
+   */
   maxConcurrentFetches?: number
-  /** Most remembered failures (the negative cache). Default 1000. */
+  /**
+   * Most remembered failures (the negative cache).
+   * @default 1000
+   */
   maxFailures?: number
-  /** Clock in milliseconds, for tests. Default `Date.now`. */
+  /**
+   * Clock in milliseconds, for tests.
+   * @default Date.now
+   */
   now?: () => number
   /**
-   * Where fetch failures are logged (warn), with the URL, the key id, the cause (timeout,
-   * dns, connection_refused, http_status, not_found, redirect, invalid_key...), the HTTP status
-   * and how long the failure is remembered (`retryInSeconds`). Default: nowhere.
+   * Where fetch failures are logged (warn), with the URL, the key id, the cause (`timeout`,
+   * `dns`, `connection_refused`, `connection_reset`, `tls`, `http_status`, `not_found`,
+   * `redirect`, `invalid_key`, `invalid_response`, `budget`...), the HTTP status and how long
+   * until the next try (`retryInSeconds`). A lookup's own logger (`verify`'s `logger` option)
+   * takes precedence.
+   * @default nowhere
    */
   logger?: Logger
 }
@@ -80,7 +118,7 @@ function positive (value: unknown, name: string, integer = false): number {
 }
 
 /**
- * Fetches Ed25519 signing keys by key id, once, and keeps them safely (threat-model T9, T10):
+ * Fetches Ed25519 signing keys by key id, once, and keeps them safely:
  * a bounded LRU with TTL and single-flight fetches (lru-cache's `fetchMethod`), a bounded
  * negative cache, a global fetch budget and concurrency cap, a fetch timeout, and a bounded
  * stale window when the endpoint fails. Keys are imported once and the `KeyObject` reused.
@@ -176,7 +214,7 @@ export class KeyStore {
     let pending = this.#pending.get(keyId)
     if (pending === undefined) {
       // Spend the budget before lru-cache sees the id: every fetch() puts a placeholder
-      // in the key LRU, so a flood of random key ids would otherwise evict cached keys (E1).
+      // in the key LRU, so a flood of random key ids would otherwise evict cached keys.
       // A key id already known (a stale real key) refreshes outside the budget: the budget
       // guards against unknown ids, and a flood of them must not starve the real key.
       const known = this.#keys.get(keyId, { allowStale: true }) !== undefined
@@ -215,7 +253,7 @@ export class KeyStore {
 
   /**
    * Called when a signature did not verify with `failed`, the cached key of `keyId`: fetches
-   * the key again in case it was rotated under the same id (threat-model §4). At most one
+   * the key again in case it was rotated under the same id. At most one
    * fetch per key id per `refreshCooldown`, never for a key younger than that, and within
    * the global budget, so bad signatures cannot flood the endpoint. Resolves the new key
    * when it differs from `failed`, else `undefined`. Never rejects.

@@ -4,9 +4,9 @@ import crypto, { type KeyObject } from 'node:crypto'
 export const ED25519_SPKI_PREFIX = Buffer.from('302a300506032b6570032100', 'hex')
 
 // y-coordinates (little-endian, sign bit cleared) of the Ed25519 points of small order:
-// with any of them as the public key, crafted signatures verify for many or all messages
-// (threat-model §0.8). y >= p (non-canonical) is rejected separately. Same list as
-// libsodium's ge25519_has_small_order.
+// with any of them as the public key, crafted signatures verify for many or all messages.
+// y >= p (non-canonical) is rejected separately. Same list as libsodium's
+// ge25519_has_small_order.
 const SMALL_ORDER_Y = [
   '0000000000000000000000000000000000000000000000000000000000000000', // y = 0, order 4
   '0100000000000000000000000000000000000000000000000000000000000000', // y = 1, the identity

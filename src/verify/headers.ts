@@ -5,7 +5,7 @@ export type HeadersInput =
   | Record<string, string | string[] | number | undefined | null>
   | { get (name: string): string | null, forEach (cb: (value: string, name: string) => void): void }
 
-/** Signature headers are small; anything larger is an attack or a bug (threat-model T5, C9). */
+/** Signature headers are small; anything larger is an attack or a bug. */
 export const MAX_SIGNATURE_HEADER_BYTES = 1024
 
 /** The three signature fields, each exactly one field line, as received (SP and HTAB trimmed). */

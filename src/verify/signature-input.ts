@@ -2,7 +2,7 @@ import { serializeInnerList } from 'structured-headers'
 import { VerificationError } from '../errors.js'
 import { parseDictionaryField, type InnerList, type Item } from './structured-fields.js'
 
-/** A keyid the library will look up: ASCII, URL-safe, bounded (threat-model pipeline step 4, T10). */
+/** A keyid the library will look up: ASCII, URL-safe, bounded (it becomes part of the key URL). */
 export const KEY_ID_PATTERN = /^[A-Za-z0-9._~-]{1,64}$/
 
 /** The signature a delivery carries, after the strict MailChannels profile was applied. */
@@ -107,7 +107,7 @@ export function parseSignatureStrict (signatureInput: string, signatureHeader: s
     throw malformed('The Signature value must be a byte sequence (:base64:) with no parameters.')
   }
   if (sigValue.byteLength !== 64) {
-    // A well-formed header whose signature cannot be valid: an authentication failure (catalogue C12).
+    // A well-formed header whose signature cannot be valid: an authentication failure, not a malformed header.
     throw new VerificationError('signature_invalid', 'The signature is not 64 bytes long, so it is not a valid Ed25519 signature.')
   }
 

@@ -2,7 +2,7 @@ import crypto, { type KeyObject } from 'node:crypto'
 import { VerificationError } from '../errors.js'
 
 /**
- * The RFC 9421 signature base MailChannels signs (wire-format.md §1.2): the received
+ * The RFC 9421 signature base MailChannels signs: the received
  * Content-Digest value, then the canonical `@signature-params`; `\n` between lines, no
  * trailing newline.
  */

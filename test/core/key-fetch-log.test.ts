@@ -39,7 +39,7 @@ function assertLine (t: Test, lines: Line[], expected: Record<string, unknown>):
   t.equal(line.level, 'warn')
   t.match(line.obj, expected, JSON.stringify(line.obj))
   t.equal(typeof line.obj.retryInSeconds, 'number')
-  t.match(line.msg, new RegExp(`next try in ${String(line.obj.retryInSeconds)} s`), line.msg)
+  t.match(line.msg, new RegExp(`next try in ${String(line.obj.retryInSeconds)} s`), String(line.msg))
   const text = JSON.stringify(lines)
   for (const secret of SECRETS) t.notOk(text.includes(secret), 'no signature or body content in the log')
 }
@@ -145,7 +145,7 @@ t.test('the logger option of verify receives the failures of the shared store to
 
 t.test("redirect: 'manual' is what the key fetch asks for, so runtimes that refuse 'error' (Cloudflare workerd) work", async (t) => {
   const s = await server(t, serveKeys({ mckey: TEST_PUBLIC_KEY }))
-  const seen: Array<RequestRedirect | undefined> = []
+  const seen: Array<RequestInit['redirect']> = []
   // As workerd does: only 'follow' and 'manual' are accepted.
   const workerdLike = async (input: string | URL | Request, init?: RequestInit): Promise<Response> => {
     seen.push(init?.redirect)

@@ -48,7 +48,7 @@ export function eventFingerprint (event: WebhookEvent): string {
  * (pairs, not objects: keys like "__proto__" stay plain data).
  */
 function canonical (value: unknown, depth = 0): unknown {
-  // Bounded recursion (threat-model T13): a signed body may nest deeply inside the extra
+  // Bounded recursion: a signed body may nest deeply inside the extra
   // fields of an unknown event type; below MAX_DEPTH such subtrees only count as "deep".
   if (depth > MAX_DEPTH) return DEEP
   if (Array.isArray(value)) return ['[]', ...value.map((v) => canonical(v, depth + 1))]

@@ -52,13 +52,28 @@ export class LuaScript {
     this.sha1 = crypto.createHash('sha1').update(source).digest('hex')
   }
 
-  async run (client: RedisClientLike, keys: string[], args: Array<string | number>): Promise<unknown> {
+  /** `abandoned`: once it returns true (the caller gave up), a NOSCRIPT is not retried with EVAL, so the script never runs late. */
+  async run (client: RedisClientLike, keys: string[], args: Array<string | number>, abandoned: () => boolean = () => false): Promise<unknown> {
     try {
       return await client.evalsha(this.sha1, keys.length, ...keys, ...args)
     } catch (err) {
-      if (!(err instanceof Error) || !err.message.startsWith('NOSCRIPT')) throw err
+      if (!(err instanceof Error) || !err.message.startsWith('NOSCRIPT') || abandoned()) throw err
       return await client.eval(this.source, keys.length, ...keys, ...args)
     }
+  }
+}
+
+/**
+ * ioredis queues commands while it is disconnected (its default offline queue) and sends them
+ * on reconnect, possibly long after the caller gave up on them. A write that must not take
+ * effect late is not sent at all unless the client is connected: this throws `ReplayStoreError`
+ * for a client whose `status` says it is not (`'wait'`, a lazy client not connected yet, is let
+ * through: sending connects it). Clients without a `status` are not checked.
+ */
+export function assertConnected (client: RedisClientLike, operation: string): void {
+  const status = (client as { status?: unknown }).status
+  if (typeof status === 'string' && status !== 'ready' && status !== 'wait') {
+    throw new ReplayStoreError(operation, `Redis is not connected (${status}): ${operation} was not sent.`)
   }
 }
 
@@ -66,9 +81,10 @@ export class LuaScript {
  * Runs one store call so that every failure (connection refused, offline, timeout,
  * a synchronous throw) becomes a `ReplayStoreError` rejection, and a call never waits
  * longer than `timeoutMs`. A late settle of the abandoned call is swallowed, so it can
- * never surface as an unhandled rejection.
+ * never surface as an unhandled rejection. `onAbandon` runs when the call is given up on
+ * (timed out) while it may still run.
  */
-export async function guarded<T> (operation: string, timeoutMs: number, call: () => Promise<T>): Promise<T> {
+export async function guarded<T> (operation: string, timeoutMs: number, call: () => Promise<T>, onAbandon?: () => void): Promise<T> {
   let timer: NodeJS.Timeout | undefined
   let pending: Promise<T>
   try {
@@ -78,7 +94,10 @@ export async function guarded<T> (operation: string, timeoutMs: number, call: ()
   }
   pending.catch(() => {})
   const timeout = new Promise<never>((_resolve, reject) => {
-    timer = setTimeout(() => reject(new ReplayStoreError(operation, `Redis did not answer ${operation} within ${timeoutMs} ms.`)), timeoutMs)
+    timer = setTimeout(() => {
+      onAbandon?.()
+      reject(new ReplayStoreError(operation, `Redis did not answer ${operation} within ${timeoutMs} ms.`))
+    }, timeoutMs)
   })
   try {
     return await Promise.race([pending, timeout])

@@ -2,10 +2,10 @@ import { LRUCache } from 'lru-cache'
 import type { WebhookEvent } from '../events/types.js'
 import { eventFingerprint } from './fingerprint.js'
 import { checkTtl } from './ttl.js'
-import { LuaScript, checkClient, checkPrefix, checkTimeout, guarded, type RedisClientLike, type RedisStoreOptions } from './redis-client.js'
+import { LuaScript, assertConnected, checkClient, checkPrefix, checkTimeout, guarded, type RedisClientLike, type RedisStoreOptions } from './redis-client.js'
 import { ReplayStoreError } from './errors.js'
 
-/** Three days: at least the horizon over which a delivery can be resent (threat-model §5). */
+/** Three days: at least the horizon over which a delivery can be resent. */
 const DEFAULT_TTL = 3 * 24 * 60 * 60
 
 /**
@@ -104,6 +104,8 @@ export class RedisSeenEventsStore implements SeenEventsStore {
 
   async add (fingerprints: readonly string[]): Promise<boolean[]> {
     if (fingerprints.length === 0) return []
+    // Not queued while disconnected: a late add would mark events seen that were never processed.
+    assertConnected(this.#client, 'add')
     const reply = await guarded('add', this.#timeout, async () => await ADD.run(this.#client, this.#keys(fingerprints), [this.#ttl]))
     if (!Array.isArray(reply) || reply.length !== fingerprints.length) throw new ReplayStoreError('add', 'Redis answered add with an unexpected reply.')
     return reply.map((v) => v === 1)

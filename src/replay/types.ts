@@ -5,7 +5,7 @@ export type ClaimState = 'claimed' | 'processing' | 'done'
 
 /**
  * Remembers which signed deliveries were already handled, so a replay of the same
- * signature material is never handed to the handler again (threat-model T2).
+ * signature material is never handed to the handler again.
  * Implementations must be atomic across every instance that shares them.
  */
 export interface ReplayStore {
@@ -17,11 +17,15 @@ export interface ReplayStore {
   claim (id: string, ttlSeconds: number): Promise<ClaimState>
   /** Marks a claimed delivery as handled (the handler answered 2xx). */
   complete (id: string, ttlSeconds: number): Promise<void>
-  /** Releases a claim, so the sender's retry is processed (the handler failed). */
+  /**
+   * Releases this store's own claim on `id`, so the sender's retry is processed (the handler
+   * threw or answered non-2xx). Never called because a client went away: a claim is settled by
+   * the handler's answer only. A completed delivery stays done.
+   */
   release (id: string): Promise<void>
 }
 
-/** The replay key of a verified delivery: SHA-256 over the signature base and the signature bytes (threat-model pipeline step 6). */
+/** The replay key of a verified delivery: SHA-256 over the signature base and the signature bytes. */
 export function deliveryId (base: Uint8Array, signature: Uint8Array): string {
   return crypto.createHash('sha256').update(base).update(signature).digest('base64url')
 }

@@ -10,6 +10,10 @@ export interface RedisServer {
   start (): Promise<void>
   /** Stops it (SIGKILL, like a crash) and waits for the process to exit. */
   stop (): Promise<void>
+  /** Freezes it (SIGSTOP): connections stay open, nothing is answered until `resume`. */
+  pause (): void
+  /** Thaws it (SIGCONT): everything sent meanwhile is then executed. */
+  resume (): void
   /** A client configured to fail fast, as the README recommends, once it is ready; closed by `close`. */
   client (options?: RedisOptions): Promise<Redis>
   /** Disconnects every client and stops the server. */
@@ -89,6 +93,7 @@ export async function startRedisServer (): Promise<RedisServer> {
     const proc = child
     if (proc === null) return
     child = null
+    proc.kill('SIGCONT')
     await new Promise<void>((resolve) => {
       proc.once('exit', () => resolve())
       proc.kill('SIGKILL')
@@ -100,6 +105,8 @@ export async function startRedisServer (): Promise<RedisServer> {
     port,
     start,
     stop,
+    pause: () => { child?.kill('SIGSTOP') },
+    resume: () => { child?.kill('SIGCONT') },
     async client (options: RedisOptions = {}): Promise<Redis> {
       const c = new Redis({ host: '127.0.0.1', port, ...FAIL_FAST, ...options })
       // Connection errors are expected while the server is stopped; commands still reject.

@@ -7,7 +7,9 @@ import { createSandbox } from '../src/testing/index.js' // 'mailchannels-webhook
 
 export function buildReceiver (options: { customerHandles: string[], baseUrl?: string }): express.Express {
   const app = express()
-  // The middleware needs the raw body: no global express.json() in front of this route.
+  // The middleware reads the raw body itself, whatever its media type: no express.json() in
+  // front of this route. It verifies POST requests only, so app.use('/webhooks', mailchannelsWebhook(...))
+  // would work too and leave GET routes alone.
   app.post('/webhooks', mailchannelsWebhook({
     customerHandles: options.customerHandles, // required: whose deliveries you accept
     baseUrl: options.baseUrl, // where signing keys come from; leave it out in production

@@ -10,7 +10,9 @@ export async function buildReceiver (options: { customerHandles: string[], baseU
     customerHandles: options.customerHandles, // required: whose deliveries you accept
     baseUrl: options.baseUrl, // where signing keys come from; leave it out in production
   })
-  // Only routes that opt in are verified; the handler runs only for a verified delivery.
+  // In the plugin's scope every POST route is a webhook route (`mailchannelsWebhook: true` says
+  // it explicitly): the handler runs only for a verified delivery. Mark any other POST route
+  // `config: { mailchannelsWebhook: false }`, or register the plugin in a scope of its own.
   app.post('/webhooks', { config: { mailchannelsWebhook: true } }, async (request) => {
     for (const event of request.webhookEvents) {
       switch (event.event) {
@@ -26,6 +28,7 @@ export async function buildReceiver (options: { customerHandles: string[], baseU
     }
     return { received: request.webhookEvents.length }
   })
+  app.get('/health', async () => ({ ok: true })) // GET routes are never webhook routes
   return app
 }
 

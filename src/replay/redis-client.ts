@@ -19,7 +19,8 @@ export interface RedisStoreOptions {
   /**
    * Longest wait for one store call, in ms, after which it fails with `ReplayStoreError`
    * (the route answers 503). A guard on top of ioredis' own `commandTimeout`, so a
-   * misconfigured client (offline queue on, no timeout) cannot hang requests. Default 1000.
+   * misconfigured client (offline queue on, no timeout) cannot hang requests.
+   * @default 1000
    */
   timeout?: number
 }

@@ -8,7 +8,8 @@ import { LuaScript, assertConnected, checkClient, checkPrefix, checkTimeout, gua
 export interface RedisReplayStoreOptions extends RedisStoreOptions {
   /**
    * Key prefix. Give each deployment (endpoint) its own, so two endpoints sharing one
-   * Redis never answer each other's deliveries as duplicates. Default `'mailchannels-webhooks:replay:'`.
+   * Redis never answer each other's deliveries as duplicates.
+   * @default 'mailchannels-webhooks:replay:'
    */
   prefix?: string
 }

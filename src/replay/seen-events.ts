@@ -23,12 +23,18 @@ export interface SeenEventsStore {
 }
 
 export interface SeenEventsStoreOptions {
-  /** How long a fingerprint is remembered, in seconds. Default 259,200 (3 days), at least the resend horizon. */
+  /**
+   * How long a fingerprint is remembered, in seconds: at least the resend horizon.
+   * @default 259200 (3 days)
+   */
   ttl?: number
 }
 
 export interface MemorySeenEventsStoreOptions extends SeenEventsStoreOptions {
-  /** Most fingerprints remembered; the least recently used is forgotten first. Default 1,000,000. */
+  /**
+   * Most fingerprints remembered; the least recently used is forgotten first.
+   * @default 1000000
+   */
   max?: number
 }
 
@@ -65,7 +71,10 @@ export class MemorySeenEventsStore implements SeenEventsStore {
 }
 
 export interface RedisSeenEventsStoreOptions extends SeenEventsStoreOptions, RedisStoreOptions {
-  /** Key prefix. Default `'mailchannels-webhooks:seen:'`. */
+  /**
+   * Key prefix.
+   * @default 'mailchannels-webhooks:seen:'
+   */
   prefix?: string
 }
 

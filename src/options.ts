@@ -197,7 +197,7 @@ export function resolveVerifyConfig (config: VerifyConfig): ResolvedVerifyConfig
   const cache = config.cache ?? true
   const keyStore = publicKey !== null ? null : config.keyStore ?? (cache ? sharedKeyStore(baseUrl) : null)
   // Warm-up: the configured ids are fetched once per store (later calls find them remembered).
-  if (keyIds !== null && keyStore !== null) keyStore.prefetch(keyIds, logger).catch(() => {})
+  if (keyIds !== null && keyStore !== null) void keyStore.prefetch(keyIds, logger) // never rejects
   return {
     publicKey,
     keyStore,

@@ -109,6 +109,7 @@ interface Entry { key: KeyObject, fetchedAt: number }
 
 /** `prefetch` remembers at most this many key ids. */
 const MAX_PREFETCHED = 64
+const DONE: Promise<void> = Promise.resolve()
 
 function positive (value: unknown, name: string, integer = false): number {
   if (typeof value !== 'number' || !(value > 0) || !Number.isFinite(value) || (integer && !Number.isInteger(value))) {
@@ -304,25 +305,23 @@ export class KeyStore {
    * for a fetch (and no flood of unknown ids can be ahead of it). Outside the fetch budget: these
    * ids come from your configuration (`keyIds`), not from requests. Each id is fetched once per
    * store; a failure is remembered and logged like any other, and later lookups retry as usual.
-   * Resolves when every fetch has settled (also one an earlier call started); rejects only
-   * with a `TypeError` for a malformed key id.
+   * The promise resolves when every fetch has settled (also one an earlier call started) and
+   * never rejects; a malformed key id throws a `TypeError` at once.
    */
-  async prefetch (keyIds: Iterable<string>, logger?: Logger): Promise<void> {
-    const log = this.#logger(logger)
-    const started: Array<Promise<unknown>> = []
+  prefetch (keyIds: Iterable<string>, logger?: Logger): Promise<void> {
+    let started: Array<Promise<unknown>> | undefined
     for (const keyId of keyIds) {
       if (typeof keyId !== 'string' || !KEY_ID_PATTERN.test(keyId)) throw new TypeError('prefetch expects key ids of 1 to 64 characters from A-Z a-z 0-9 . _ ~ -')
-      if (this.#prefetched.has(keyId)) {
-        const inFlight = this.#pending.get(keyId)
-        if (inFlight !== undefined) started.push(inFlight.catch(() => {}))
-        continue
+      let fetching = this.#pending.get(keyId)
+      if (!this.#prefetched.has(keyId)) {
+        if (this.#prefetched.size >= MAX_PREFETCHED) this.#prefetched.delete(this.#prefetched.values().next().value!)
+        this.#prefetched.add(keyId)
+        if (fetching === undefined && this.peek(keyId) === undefined && !this.#failures.has(keyId)) fetching = this.#startFetch(keyId, this.#logger(logger))
       }
-      if (this.#prefetched.size >= MAX_PREFETCHED) this.#prefetched.delete(this.#prefetched.values().next().value!)
-      this.#prefetched.add(keyId)
-      if (this.peek(keyId) !== undefined || this.#failures.has(keyId)) continue
-      started.push((this.#pending.get(keyId) ?? this.#startFetch(keyId, log)).catch(() => {}))
+      if (fetching !== undefined) (started ??= []).push(fetching.catch(() => {}))
     }
-    await Promise.all(started)
+    // The common case (every id already warmed) costs no promise chain: it runs on every static verify.
+    return started === undefined ? DONE : Promise.all(started).then(() => {})
   }
 
   /** Forgets every key and failure (e.g. after a known rotation). */

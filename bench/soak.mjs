@@ -141,7 +141,8 @@ const MALFORMED = [
   ['md5 Content-Digest (re-signed)', () => { const body = freshBody(); return signed({ body, params: P(), contentDigest: digestOf(body, 'md5', 'md5') }) }, 401, 'unsupported_algorithm'],
   ['created an hour ago (re-signed)', () => signed({ body: freshBody(), params: P(nowS() - 3600) }), 401, 'signature_expired'],
   ['other customer (validly signed)', () => signed({ body: freshBody('acct_other'), params: P() }), 403, 'customer_not_allowed'],
-  ['Content-Type text/plain', () => { const d = signed({ body: freshBody(), params: P() }); d.headers['content-type'] = 'text/plain'; return d }, 415, 'unsupported_media_type'],
+  // Any media type is accepted (the signature protects the bytes); a compressed body is not.
+  ['Content-Encoding gzip', () => { const d = signed({ body: freshBody(), params: P() }); d.headers['content-encoding'] = 'gzip'; return d }, 415, 'unsupported_media_type'],
 ]
 
 const KINDS = [
@@ -369,7 +370,7 @@ if (stats.transportErrors.size > 0) console.log('transport      ' + [...stats.tr
 if (stats.wrongReason.size > 0) console.log('unexpected     ' + [...stats.wrongReason].map(([k, v]) => `${k} x${v}`).join('; '))
 console.log(`key fetches    ${fetches} (bound ${fetchBound} = ${FETCH_BUDGET_PER_MIN} + ${FETCH_BUDGET_PER_MIN}/min x ${sinceIdle.toFixed(0)} s; ${kindStats('keyid-flood').sent} random-keyid requests)`)
 console.log(`server RSS     start ${mb(start.rss)} (after warm-up; ${mb(idle.rss)} before any traffic), end ${mb(end.rss)}, peak ${mb(end.peakRss)} (start and end after GC); every 5 s: ${mid.map(mb).join(' ')}`)
-console.log(`server heap    ${mb(idle.heapUsed)} idle, ${mb(start.heapUsed)} start, ${mb(end.heapUsed)} end (the replay store holds every valid delivery for maxAge + clockSkew = 360 s, up to 100,000)`)
+console.log(`server heap    ${mb(idle.heapUsed)} idle, ${mb(start.heapUsed)} start, ${mb(end.heapUsed)} end (the replay store holds every valid delivery for maxAge + clockSkew + 1 = 361 s, up to 100,000)`)
 console.log(`handler        ran ${end.handled} times for ${end.events} events`)
 console.log('')
 

@@ -386,7 +386,7 @@ function runningSandbox (env: NodeJS.ProcessEnv): SandboxState {
 async function callSandbox (state: SandboxState, method: string, path: string): Promise<unknown> {
   let res: Response
   try {
-    res = await fetch(`${state.baseUrl}${path}`, { method, headers: { 'x-api-key': state.apiKey }, signal: AbortSignal.timeout(10_000), redirect: 'error' })
+    res = await fetch(`${state.baseUrl}${path}`, { method, headers: { 'x-api-key': state.apiKey }, signal: AbortSignal.timeout(10_000), redirect: 'manual' })
   } catch {
     throw new Error(`the sandbox at ${state.baseUrl} does not answer; it may have stopped without cleaning up. Start one with: ${BIN} sandbox`)
   }

@@ -153,14 +153,16 @@ async function exchange (t: Transport, url: URL, what: string, attempt: AttemptS
   if (t.apiKey !== null) headers['x-api-key'] = t.apiKey
   let res: Response
   try {
-    res = await t.fetch(url, { method: 'GET', headers, redirect: 'error', signal: attempt.signal })
+    // 'manual', not 'error': Cloudflare workerd refuses 'error'. Any 3xx (or an opaque redirect,
+    // status 0) is refused below, so a redirect never carries the API key elsewhere.
+    res = await t.fetch(url, { method: 'GET', headers, redirect: 'manual', signal: attempt.signal })
   } catch (err) {
     return { ok: false, error: transportError(err, attempt, outer, t, what), retryable: null }
   }
-  if (res.status >= 300 && res.status < 400) {
-    // A custom fetch that ignores `redirect: 'error'`: refuse all the same (a redirect could carry the key elsewhere).
+  if ((res.status >= 300 && res.status < 400) || res.type === 'opaqueredirect' || res.status === 0 || res.redirected) {
     await cancel(res)
-    return { ok: false, error: localError('application_error', `Failed to ${what}: the MailChannels API answered with a redirect (HTTP ${res.status}), which the client refuses to follow.`), retryable: null }
+    const status = res.status === 0 ? '' : ` (HTTP ${res.status})`
+    return { ok: false, error: localError('application_error', `Failed to ${what}: the MailChannels API answered with a redirect${status}, which the client refuses to follow.`), retryable: null }
   }
   if (res.status !== 200) {
     const retryable = res.status === 429 || res.status >= 500 ? { retryAfterMs: parseRetryAfter(res.headers.get('retry-after')) } : null

@@ -160,6 +160,31 @@ t.test('a custom fetch that follows no rule still cannot hand over a redirect', 
   t.match(r.error?.message, 'redirect (HTTP 302)')
 })
 
+t.test('a fetch that refuses redirect: \'error\' (Cloudflare workerd) works, and redirects stay refused', async (t) => {
+  // workerd throws for redirect: 'error' ("must be one of follow or manual").
+  const workerdLike: typeof fetch = async (input, init) => {
+    if (init?.redirect === 'error') throw new TypeError("Invalid redirect value, must be one of \"follow\" or \"manual\"")
+    return await fetch(input, init)
+  }
+  const ok = await new MailChannels(FAKE_API_KEY, { baseUrl: api.url, fetch: workerdLike }).webhooks.batches()
+  t.equal(ok.error, null, 'the listing is read')
+  t.ok(Array.isArray(ok.data))
+  // What a browser-like fetch gives for redirect: 'manual': an opaque redirect, status 0.
+  const opaque = await new MailChannels(FAKE_API_KEY, {
+    baseUrl: api.url,
+    fetch: async () => ({ status: 0, type: 'opaqueredirect', redirected: false, ok: false, headers: new Headers(), body: null }) as unknown as Response,
+  }).webhooks.batches()
+  t.equal(opaque.error?.type, 'application_error')
+  t.match(opaque.error?.message, 'answered with a redirect, which the client refuses to follow')
+  const steal = await startStealServer()
+  t.teardown(() => steal.close())
+  api.queue.push(redirect(steal.url, 302))
+  const r = await new MailChannels(FAKE_API_KEY, { baseUrl: api.url, fetch: workerdLike, maxRetries: 0 }).webhooks.batches()
+  t.equal(r.error?.type, 'application_error')
+  t.match(r.error?.message, 'redirect (HTTP 302)')
+  t.same(steal.hits, [], 'the redirect target received nothing')
+})
+
 t.test('connection refused -> application_error', async (t) => {
   const steal = await startStealServer()
   const deadUrl = steal.url.replace('/steal', '')

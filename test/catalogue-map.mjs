@@ -61,7 +61,7 @@ const ROWS = [
   ['F1', '1 MiB + 1 body (Content-Length / chunked) -> 413'],
   ['F2', 'Content-Length 50, 100 bytes sent -> 400'],
   ['F3', 'Content-Encoding gzip / br / bomb -> 415, nothing inflated'],
-  ['F4', 'Content-Type text/plain / missing / utf-16 -> 415'],
+  ['F4', 'Content-Type text/plain / missing / utf-16 -> accepted when correctly signed (415 only with contentTypes)'],
   ['F5', 'invalid UTF-8 body (re-signed) -> 400 invalid_payload'],
   ['F6', 'BOM + body (re-signed) -> 400'],
   ['F7', 'object / [1,"x",null] / "x" (re-signed) -> 400'],

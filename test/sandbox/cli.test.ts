@@ -24,8 +24,12 @@ async function run (args: string[], extra: Partial<CliIo> = {}): Promise<{ code:
 }
 
 /** Runs the program as a user does, with a private state directory; killed after 30 s at most. */
+// The test runner sets FORCE_COLOR; a user's shell does not (and Node 24 warns when it meets both
+// FORCE_COLOR and NO_COLOR, even an empty FORCE_COLOR).
+const USER_ENV = Object.fromEntries(Object.entries(process.env).filter(([k]) => k !== 'FORCE_COLOR'))
+
 async function spawnCli (args: string[], env: Record<string, string> = {}): Promise<{ code: number | null, stdout: string, stderr: string }> {
-  const child = spawn(process.execPath, ['--import', 'tsx', CLI, ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, FORCE_COLOR: '', XDG_STATE_HOME: path.join(STATE, 'spawned'), ...env } })
+  const child = spawn(process.execPath, ['--import', 'tsx', CLI, ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...USER_ENV, XDG_STATE_HOME: path.join(STATE, 'spawned'), ...env } })
   const killer = setTimeout(() => child.kill('SIGKILL'), 30_000)
   let stdout = ''
   let stderr = ''
@@ -174,7 +178,7 @@ t.test('colour: on a terminal only, never with NO_COLOR', async (t) => {
   t.test('on a pseudo-terminal', { skip: hasScript ? false : 'util-linux script is not available' }, async (t) => {
     const cmd = [process.execPath, '--import', 'tsx', CLI, ...args].map((a) => `'${a}'`).join(' ')
     const viaPty = async (env: Record<string, string>): Promise<string> => {
-      const child = spawn('script', ['-qec', cmd, '/dev/null'], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, FORCE_COLOR: '', TERM: 'xterm', XDG_STATE_HOME: path.join(STATE, 'pty'), ...env } })
+      const child = spawn('script', ['-qec', cmd, '/dev/null'], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...USER_ENV, TERM: 'xterm', XDG_STATE_HOME: path.join(STATE, 'pty'), ...env } })
       const killer = setTimeout(() => child.kill('SIGKILL'), 30_000)
       let out = ''
       child.stdout.on('data', (c: Buffer) => { out += c.toString() })
@@ -196,7 +200,7 @@ t.test('the program: API key kept privately while it runs, other commands use it
   const state = path.join(STATE, 'program')
   const env = { XDG_STATE_HOME: state }
   const file = path.join(state, 'mailchannels-webhooks', 'sandbox.json')
-  const child = spawn(process.execPath, ['--import', 'tsx', CLI, 'sandbox', '--target', receiver.url, '--rate', '20'], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } })
+  const child = spawn(process.execPath, ['--import', 'tsx', CLI, 'sandbox', '--target', receiver.url, '--rate', '20'], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...USER_ENV, ...env } })
   const killer = setTimeout(() => child.kill('SIGKILL'), 30_000)
   t.teardown(() => { clearTimeout(killer); child.kill('SIGKILL') })
   let stdout = ''

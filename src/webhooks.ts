@@ -1,6 +1,6 @@
 import type { Result } from './errors.js'
 import type { WebhookEvent } from './events/types.js'
-import type { VerifyOptions } from './options.js'
+import type { VerifyOptions } from './verify/options.js'
 import { verifyWebhook } from './verify/index.js'
 
 /** Webhook verification without an API key. */

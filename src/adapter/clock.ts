@@ -1,5 +1,5 @@
 import { performance } from 'node:perf_hooks'
-import { readClock, type Clock } from '../options.js'
+import { readClock, type Clock } from '../verify/options.js'
 
 /**
  * The receiver's clock: the wall clock (or the `now` option) held so it never runs backwards.

@@ -1,7 +1,7 @@
 import { DEFAULT_BASE_URL, parseBaseUrl } from '../base-url.js'
 import { KeyStore } from '../keys/key-store.js'
 import type { Logger } from '../logger.js'
-import { readClock, resolveVerifyConfig, type Clock, type ResolvedVerifyConfig, type VerifyConfig } from '../options.js'
+import { readClock, resolveVerifyConfig, type Clock, type ResolvedVerifyConfig, type VerifyConfig } from '../verify/options.js'
 import { MemoryReplayStore } from '../replay/memory-store.js'
 import type { ReplayStore } from '../replay/types.js'
 import { SteadyClock } from './clock.js'

@@ -1,6 +1,6 @@
 import { localError, type ErrorResponse, type Result } from '../errors.js'
 import type { WebhookEvent } from '../events/types.js'
-import type { VerifyOptions } from '../options.js'
+import type { VerifyOptions } from '../verify/options.js'
 import { verifyWebhook } from '../verify/index.js'
 import { DEFAULT_BASE_URL, parseBaseUrl } from '../base-url.js'
 import { MAX_KEY_RESPONSE_BYTES, publicKeyUrl } from '../keys/fetch-public-key.js'

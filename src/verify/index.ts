@@ -1,6 +1,6 @@
 import { localError, VerificationError, type ErrorResponse, type Result } from '../errors.js'
 import type { WebhookEvent } from '../events/types.js'
-import { readClock, resolveVerifyConfig, type VerifyConfig, type VerifyOptions } from '../options.js'
+import { readClock, resolveVerifyConfig, type VerifyConfig, type VerifyOptions } from './options.js'
 import { verifyDelivery } from './verify-webhook.js'
 
 /** Maps anything thrown inside the pipeline to an `ErrorResponse`; nothing escapes. */

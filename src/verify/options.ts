@@ -1,10 +1,10 @@
 import type { KeyObject } from 'node:crypto'
-import { DEFAULT_BASE_URL, parseBaseUrl } from './base-url.js'
-import type { CustomerHandlePolicy } from './events/parse-events.js'
-import { KeyStore } from './keys/key-store.js'
-import { importEd25519PublicKey, isWeakEd25519Point, KeyRejectedError } from './keys/public-key.js'
-import { noopLogger, type Logger } from './logger.js'
-import { KEY_ID_PATTERN } from './verify/signature-input.js'
+import { DEFAULT_BASE_URL, parseBaseUrl } from '../base-url.js'
+import type { CustomerHandlePolicy } from '../events/parse-events.js'
+import { KeyStore } from '../keys/key-store.js'
+import { importEd25519PublicKey, isWeakEd25519Point, KeyRejectedError } from '../keys/public-key.js'
+import { noopLogger, type Logger } from '../logger.js'
+import { KEY_ID_PATTERN } from './signature-input.js'
 
 export const DEFAULT_MAX_AGE = 300
 export const DEFAULT_CLOCK_SKEW = 60
@@ -79,7 +79,7 @@ export interface VerifyOptions extends VerifyConfig {
   /** The exact raw body as received: never re-serialised JSON. */
   payload: string | Buffer | Uint8Array
   /** The request headers: a plain object (any name case), Node's `IncomingHttpHeaders` or a fetch `Headers`. */
-  headers: import('./verify/headers.js').HeadersInput
+  headers: import('./headers.js').HeadersInput
   /** The time to verify at, e.g. when a queued delivery was received. Default: now. */
   now?: Clock
 }

@@ -1,0 +1,279 @@
+// Starts real JavaScript runtimes (workerd, Deno, Bun, Vercel's edge-runtime) with a bundled
+// Fetch-API worker and talks to them over loopback. Every child is bounded in time and killed
+// at teardown; a runtime whose binary cannot start is reported as unavailable (its tests skip
+// and say why), never silently passed.
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { createRequire } from 'node:module'
+import { tmpdir } from 'node:os'
+import path from 'node:path'
+import { fileURLToPath } from 'node:url'
+import * as esbuild from 'esbuild'
+
+export const ROOT = fileURLToPath(new URL('../../../', import.meta.url))
+const require = createRequire(import.meta.url)
+
+/** How long a runtime may take to start listening. */
+const START_TIMEOUT = 20_000
+/** Every child is killed after this long, whatever happens. */
+const LIFETIME = 120_000
+
+export type RuntimeName = 'workerd' | 'deno' | 'bun' | 'edge-runtime'
+
+/** A running runtime serving the worker. */
+export interface RuntimeServer {
+  name: RuntimeName
+  /** `http://127.0.0.1:<port>` */
+  url: string
+  /** What the runtime printed (for failure messages). */
+  output: () => string
+  close: () => Promise<void>
+}
+
+/** A worker module: `export default { fetch (request, env) }`, configured through `env`. */
+export interface WorkerSource {
+  /** Entry file (TypeScript or JavaScript), relative to the repository root or absolute. */
+  entry: string
+  /** JSON-serialisable values handed to the worker as `env`. */
+  env?: Record<string, unknown>
+}
+
+const kids = new Set<ChildProcess>()
+process.once('exit', () => { for (const c of kids) c.kill('SIGKILL') })
+
+function packageDir (name: string): string | null {
+  try {
+    return path.dirname(require.resolve(`${name}/package.json`))
+  } catch {
+    return null
+  }
+}
+
+const ARCH: Record<string, string> = { x64: '64', arm64: 'arm64' }
+
+/** The binary of a runtime, from the platform package npm installed (no wrapper scripts). */
+export function runtimeBinary (name: Exclude<RuntimeName, 'edge-runtime'>): string | null {
+  const candidates: string[] = []
+  const exe = process.platform === 'win32' ? '.exe' : ''
+  if (name === 'workerd') {
+    const plat = process.platform === 'win32' ? 'windows' : process.platform
+    const dir = packageDir(`@cloudflare/workerd-${plat}-${ARCH[process.arch] ?? process.arch}`)
+    if (dir !== null) candidates.push(path.join(dir, 'bin', `workerd${exe}`))
+  } else if (name === 'deno') {
+    const arch = process.arch === 'arm64' ? 'arm64' : 'x64'
+    for (const p of [`@deno/${process.platform}-${arch}-glibc`, `@deno/${process.platform}-${arch}-musl`, `@deno/${process.platform}-${arch}`, `@deno/win32-${arch}`]) {
+      const dir = packageDir(p)
+      if (dir !== null) candidates.push(path.join(dir, `deno${exe}`))
+    }
+  } else {
+    const arch = process.arch === 'arm64' ? 'aarch64' : 'x64'
+    for (const p of [`@oven/bun-${process.platform}-${arch}`, `@oven/bun-${process.platform}-${arch}-baseline`]) {
+      const dir = packageDir(p)
+      if (dir !== null) candidates.push(path.join(dir, 'bin', `bun${exe}`))
+    }
+    // bun's postinstall moves the binary into the wrapper package.
+    const dir = packageDir('bun')
+    if (dir !== null) candidates.push(path.join(dir, 'bin', 'bun.exe'))
+  }
+  return candidates.find((c) => existsSync(c)) ?? null
+}
+
+const availability = new Map<RuntimeName, string | null>()
+
+/** Null when the runtime can start here; otherwise why not (the reason its tests skip). */
+export function unavailableReason (name: RuntimeName): string | null {
+  if (availability.has(name)) return availability.get(name)!
+  let reason: string | null = null
+  if (name === 'edge-runtime') {
+    if (packageDir('edge-runtime') === null) reason = 'the edge-runtime package is not installed'
+  } else {
+    const bin = runtimeBinary(name)
+    if (bin === null) {
+      reason = `no ${name} binary for ${process.platform}-${process.arch} in node_modules`
+    } else {
+      const r = spawnSync(bin, ['--version'], { timeout: 15_000, encoding: 'utf8', env: runtimeEnv(tmpdir()) })
+      if (r.error !== undefined || r.status !== 0) reason = `${name} cannot start on this machine (${r.error?.message ?? `exit ${r.status}: ${(r.stderr ?? '').trim().slice(0, 200)}`})`
+    }
+  }
+  availability.set(name, reason)
+  return reason
+}
+
+/** An environment for the runtimes: no update checks, their caches in our temp dir. */
+function runtimeEnv (dir: string): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = { PATH: process.env.PATH, HOME: dir, TMPDIR: dir, NO_COLOR: '1' }
+  env.DENO_DIR = path.join(dir, 'deno-dir')
+  env.DENO_NO_UPDATE_CHECK = '1'
+  env.DENO_NO_PROMPT = '1'
+  env.BUN_INSTALL_CACHE_DIR = path.join(dir, 'bun-cache')
+  env.BUN_RUNTIME_TRANSPILER_CACHE_PATH = '0'
+  env.DO_NOT_TRACK = '1'
+  return env
+}
+
+/** Bundles `source` (stdin contents resolved from `resolveDir`) into one file with no imports. */
+export async function bundle (contents: string, options: { conditions: string[], format: 'esm' | 'iife', platform?: 'neutral' | 'browser', resolveDir?: string }): Promise<string> {
+  const result = await esbuild.build({
+    stdin: { contents, resolveDir: options.resolveDir ?? ROOT, loader: 'ts', sourcefile: 'entry.ts' },
+    bundle: true,
+    write: false,
+    format: options.format,
+    platform: options.platform ?? 'neutral',
+    conditions: options.conditions,
+    mainFields: ['browser', 'module', 'main'],
+    target: 'es2022',
+    logLevel: 'silent',
+    // A node: import left in the bundle fails at load time in runtimes without Node APIs, as it would for a user.
+    external: ['node:*'],
+  })
+  return result.outputFiles[0]!.text
+}
+
+const WORKER_CONDITIONS = ['workerd', 'worker', 'browser']
+
+function workerImport (entry: string): string {
+  const file = path.isAbsolute(entry) ? entry : path.join(ROOT, entry)
+  return JSON.stringify(file)
+}
+
+/** Reads JSON lines from a stream until one matches. */
+function waitForLine<T> (child: ChildProcess, stream: NodeJS.ReadableStream, match: (obj: Record<string, unknown>) => T | undefined, output: () => string): Promise<T> {
+  return new Promise((resolve, reject) => {
+    let buf = ''
+    const timer = setTimeout(() => { done(new Error(`no listen line within ${START_TIMEOUT} ms; output:\n${output()}`)) }, START_TIMEOUT)
+    const onExit = (code: number | null): void => { done(new Error(`exited (${code}) before listening; output:\n${output()}`)) }
+    const onData = (chunk: Buffer): void => {
+      buf += chunk.toString()
+      let nl: number
+      while ((nl = buf.indexOf('\n')) !== -1) {
+        const line = buf.slice(0, nl).trim()
+        buf = buf.slice(nl + 1)
+        if (!line.startsWith('{')) continue
+        let obj: Record<string, unknown>
+        try { obj = JSON.parse(line) as Record<string, unknown> } catch { continue }
+        const v = match(obj)
+        if (v !== undefined) { done(null, v); return }
+      }
+    }
+    function done (err: Error | null, v?: T): void {
+      clearTimeout(timer)
+      stream.removeListener('data', onData)
+      child.removeListener('exit', onExit)
+      if (err !== null) reject(err)
+      else resolve(v!)
+    }
+    stream.on('data', onData)
+    child.on('exit', onExit)
+  })
+}
+
+async function startChild (name: RuntimeName, bin: string, args: string[], dir: string, portFd: 'stdout' | 3): Promise<RuntimeServer> {
+  const stdio: Array<'ignore' | 'pipe'> = ['ignore', 'pipe', 'pipe']
+  if (portFd === 3) stdio.push('pipe')
+  const child = spawn(bin, args, { cwd: dir, env: runtimeEnv(dir), stdio })
+  kids.add(child)
+  let output = ''
+  child.stdout!.on('data', (c: Buffer) => { if (output.length < 64_000) output += c.toString() })
+  child.stderr!.on('data', (c: Buffer) => { if (output.length < 64_000) output += c.toString() })
+  const killer = setTimeout(() => child.kill('SIGKILL'), LIFETIME)
+  const exited = new Promise<void>((resolve) => {
+    if (child.exitCode !== null || child.signalCode !== null) resolve()
+    else child.once('exit', () => resolve())
+  })
+  void exited.then(() => { clearTimeout(killer); kids.delete(child) })
+  const close = async (): Promise<void> => {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL')
+    await exited
+    rmSync(dir, { recursive: true, force: true })
+  }
+  try {
+    const stream = portFd === 3 ? child.stdio[3] as NodeJS.ReadableStream : child.stdout!
+    const port = await waitForLine(child, stream, (o) => (o.event === 'listen' && typeof o.port === 'number' ? o.port : undefined), () => output)
+    return { name, url: `http://127.0.0.1:${port}`, output: () => output, close }
+  } catch (err) {
+    await close()
+    throw new Error(`${name}: ${(err as Error).message}`)
+  }
+}
+
+/**
+ * The newest compatibility date at which workerd still runs a worker without Node APIs unless
+ * `nodejs_compat` is set (from 2026-09 on, Node APIs are on by default): the tests prove the
+ * library needs none of them.
+ */
+export const WORKERD_COMPATIBILITY_DATE = '2026-08-01'
+
+/** workerd without nodejs_compat, with outbound access to loopback (the key server). */
+export async function startWorkerd (worker: WorkerSource): Promise<RuntimeServer> {
+  const bin = runtimeBinary('workerd')!
+  const code = await bundle(`export { default } from ${workerImport(worker.entry)}`, { conditions: WORKER_CONDITIONS, format: 'esm' })
+  const dir = mkdtempSync(path.join(tmpdir(), 'mcw-workerd-'))
+  writeFileSync(path.join(dir, 'worker.js'), code)
+  const env = worker.env ?? {}
+  const bindings = Object.entries(env).map(([k, v]) => `(name = ${JSON.stringify(k)}, json = ${JSON.stringify(JSON.stringify(v))})`).join(', ')
+  writeFileSync(path.join(dir, 'config.capnp'), `using Workerd = import "/workerd/workerd.capnp";
+const config :Workerd.Config = (
+  services = [
+    (name = "main", worker = .mainWorker),
+    (name = "loopback", network = (allow = ["local", "private"])),
+  ],
+  sockets = [ (name = "http", address = "127.0.0.1:0", http = (), service = "main") ],
+);
+const mainWorker :Workerd.Worker = (
+  modules = [ (name = "worker.js", esModule = embed "worker.js") ],
+  compatibilityDate = "${WORKERD_COMPATIBILITY_DATE}",
+  bindings = [ ${bindings} ],
+  globalOutbound = "loopback",
+);
+`)
+  return startChild('workerd', bin, ['serve', 'config.capnp', '--control-fd=3'], dir, 3)
+}
+
+/** The listen line the Deno and Bun wrappers print (the same shape workerd writes to its control fd). */
+const LISTEN = 'console.log(JSON.stringify({ event: "listen", port }))'
+
+/** `deno run` on the bundled worker behind `Deno.serve`: no remote modules, no npm, its own DENO_DIR. */
+export async function startDeno (worker: WorkerSource): Promise<RuntimeServer> {
+  const bin = runtimeBinary('deno')!
+  const code = await bundle(`import worker from ${workerImport(worker.entry)}
+const env = ${JSON.stringify(worker.env ?? {})}
+Deno.serve({ hostname: '127.0.0.1', port: 0, onListen: ({ port }) => { ${LISTEN} } }, (request) => worker.fetch(request, env))
+`, { conditions: ['deno', ...WORKER_CONDITIONS], format: 'esm' })
+  const dir = mkdtempSync(path.join(tmpdir(), 'mcw-deno-'))
+  writeFileSync(path.join(dir, 'main.js'), code)
+  return startChild('deno', bin, ['run', '--no-remote', '--cached-only', '--no-npm', '--no-config', '--no-lock', '--allow-net=127.0.0.1', `--allow-read=${dir}`, 'main.js'], dir, 'stdout')
+}
+
+/** `bun run` on the bundled worker behind `Bun.serve`. */
+export async function startBun (worker: WorkerSource): Promise<RuntimeServer> {
+  const bin = runtimeBinary('bun')!
+  const code = await bundle(`import worker from ${workerImport(worker.entry)}
+const env = ${JSON.stringify(worker.env ?? {})}
+const server = Bun.serve({ hostname: '127.0.0.1', port: 0, fetch: (request) => worker.fetch(request, env) })
+const port = server.port
+${LISTEN}
+`, { conditions: ['bun', ...WORKER_CONDITIONS], format: 'esm' })
+  const dir = mkdtempSync(path.join(tmpdir(), 'mcw-bun-'))
+  writeFileSync(path.join(dir, 'main.js'), code)
+  return startChild('bun', bin, ['run', '--no-install', 'main.js'], dir, 'stdout')
+}
+
+/** Vercel's edge-runtime (what Next.js edge routes run on), in this process, served on loopback. */
+export async function startEdgeRuntime (worker: WorkerSource): Promise<RuntimeServer> {
+  const { EdgeRuntime, runServer } = await import('edge-runtime')
+  const code = await bundle(`import worker from ${workerImport(worker.entry)}
+const env = ${JSON.stringify(worker.env ?? {})}
+addEventListener('fetch', (event) => { event.respondWith(worker.fetch(event.request, env)) })
+`, { conditions: ['edge-light', ...WORKER_CONDITIONS], format: 'iife' })
+  const runtime = new EdgeRuntime({ initialCode: code })
+  const server = await runServer({ runtime, host: '127.0.0.1', port: 0 })
+  const url = server.url.replace(/\/$/, '').replace('localhost', '127.0.0.1')
+  return { name: 'edge-runtime', url, output: () => '', close: () => server.close() }
+}
+
+export const STARTERS: Record<RuntimeName, (w: WorkerSource) => Promise<RuntimeServer>> = {
+  workerd: startWorkerd,
+  deno: startDeno,
+  bun: startBun,
+  'edge-runtime': startEdgeRuntime,
+}

@@ -11,12 +11,7 @@ t.before(() => new Promise<void>((resolve) => upstream.listen(0, '127.0.0.1', re
 t.teardown(() => new Promise<void>((resolve) => { upstream.closeAllConnections(); upstream.close(() => resolve()) }))
 
 for (const name of Object.keys(STARTERS) as RuntimeName[]) {
-  t.test(name, async (t) => {
-    const reason = unavailableReason(name)
-    if (reason !== null) {
-      t.skip(reason)
-      return
-    }
+  t.test(name, { skip: unavailableReason(name) ?? false }, async (t) => {
     const server = await STARTERS[name]({ entry: 'test/runtimes/fixtures/echo-worker.ts', env: { GREETING: 'hi' } })
     t.teardown(() => server.close())
     const port = (upstream.address() as AddressInfo).port

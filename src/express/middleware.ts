@@ -1,26 +1,10 @@
 import type { IncomingMessage, ServerResponse } from 'node:http'
-import {
-  asVerificationError,
-  claimDelivery,
-  DUPLICATE_BODY,
-  failureReply,
-  ClaimSettlement,
-  logRejection,
-  verifyBody,
-} from '../adapter/flow.js'
-import {
-  keyStoreFactory,
-  rejectUnknownOptions,
-  resolveReceiverOptions,
-  type ResolvedReceiver,
-  type WebhookReceiverOptions,
-} from '../adapter/options.js'
-import { readBody } from '../adapter/body.js'
-import { checkTransport, tooLarge } from '../adapter/transport.js'
 import { VerificationError } from '../errors.js'
 import type { WebhookEvent } from '../events/types.js'
 import { noopLogger, type Logger } from '../logger.js'
-import type { VerifiedDelivery } from '../verify/verify-webhook.js'
+import { createReceiver, keyStoreFactory, rejectUnknownOptions, resolveReceiverOptions, tooLarge, type AcceptedOutcome, type ReceiveOutcome, type WebhookReceiverOptions } from '../receiver/index.js'
+import { readStream } from '../receiver/node/read-stream.js'
+import { writeReply } from '../receiver/node/reply.js'
 
 declare global {
   // Express's own augmentation point (works with express 4 and 5 types).
@@ -55,42 +39,26 @@ const CONSUMED_MESSAGE = 'The request body was already consumed by a body parser
 
 const kVerified = Symbol('mailchannels-webhooks.verified')
 
-function send (res: ServerResponse, status: number, body: unknown, headers?: Record<string, string>): void {
-  if (res.headersSent) {
-    res.destroy()
-    return
+/** The `readBody` port: the Buffer of a route-level express.raw() (exact bytes: Content-Encoding was refused), else the stream. */
+function bodyOf (req: WebhookRequest, limit: number): Uint8Array | Promise<Uint8Array> {
+  if (Buffer.isBuffer(req.body)) {
+    if (req.body.length > limit) throw tooLarge(limit)
+    return req.body
   }
-  res.statusCode = status
-  res.setHeader('content-type', 'application/json; charset=utf-8')
-  if (headers !== undefined) for (const [k, v] of Object.entries(headers)) res.setHeader(k, v)
-  res.end(JSON.stringify(body))
-}
-
-function fail (req: IncomingMessage, res: ServerResponse, err: unknown, log: Logger): void {
-  const e = asVerificationError(err)
-  if (!(err instanceof VerificationError)) log.error({ err: err instanceof Error ? err.message : String(err) }, 'mailchannels webhook: unexpected error while verifying')
-  const f = failureReply(e)
-  logRejection(log, e, f.status, req.headers)
-  const headers: Record<string, string> = {}
-  if (f.retryAfter !== undefined) headers['retry-after'] = String(f.retryAfter)
-  // Don't keep reading a body we refused for its size.
-  if (f.status === 413) headers.connection = 'close'
-  send(res, f.status, f.body, headers)
+  if (req._body === true || req.readableEnded) throw new VerificationError('configuration_error', CONSUMED_MESSAGE)
+  return readStream(req, limit)
 }
 
 /**
  * The handler's outcome in Express is the status it answers with: the first `res.end()`
- * (which `res.json`, `res.send`, `res.sendStatus`, a piped stream and Express' final error
- * handler all call) settles the claim with `res.statusCode`, whether or not the socket is
- * still open. An error passed to `next(err)` is answered by the app's error handler (Express'
- * default answers 500). A handler that never ends the response leaves the claim processing
- * until it expires.
+ * (behind `res.json`, `res.send`, a piped stream, Express' final error handler) settles the
+ * claim with `res.statusCode`, whether or not the socket is still open.
  */
-function settleOnEnd (res: ServerResponse, claim: ClaimSettlement): void {
+function settleOnEnd (res: ServerResponse, outcome: AcceptedOutcome, settle: (o: ReceiveOutcome, status: number) => void): void {
   const end = res.end
   res.end = function (this: ServerResponse, ...args: unknown[]) {
     res.end = end
-    claim.settle(res.statusCode)
+    settle(outcome, res.statusCode)
     return (end as (...a: unknown[]) => ServerResponse).apply(this, args)
   } as ServerResponse['end']
 }
@@ -123,55 +91,28 @@ export function mailchannelsWebhook (options: MailChannelsWebhookOptions): Webho
   for (const m of ['debug', 'info', 'warn', 'error'] as const) {
     if (typeof log?.[m] !== 'function') throw new TypeError('logger must have debug, info, warn and error methods')
   }
-  const r: ResolvedReceiver = resolveReceiverOptions(options, keyStoreFactory(log))
-  if (r.anyCustomer) log.warn({}, "mailchannels-webhooks: customerHandles is 'any': deliveries signed for any MailChannels customer are accepted")
+  const receiver = createReceiver(resolveReceiverOptions(options, keyStoreFactory(log)))
+  if (receiver.options.anyCustomer) log.warn({}, "mailchannels-webhooks: customerHandles is 'any': deliveries signed for any MailChannels customer are accepted")
   let serverChecked = false
 
-  function accept (req: WebhookRequest, res: ServerResponse, next: (err?: unknown) => void, delivery: VerifiedDelivery): void {
-    const store = r.replay
+  function apply (req: WebhookRequest, res: ServerResponse, next: (err?: unknown) => void, outcome: ReceiveOutcome): void {
+    if (outcome.kind !== 'accepted') {
+      if (res.headersSent) res.destroy()
+      else writeReply(res, outcome.reply)
+      return
+    }
     ;(req as { [kVerified]?: true })[kVerified] = true
-    if (store === null) {
-      req.webhookEvents = delivery.events
-      next()
-      return
-    }
-    claimDelivery(store, delivery, r.replayTtl).then((outcome) => {
-      if (!outcome.claimed) {
-        log.info({ keyId: delivery.keyId, state: outcome.state }, 'mailchannels webhook: duplicate delivery, not handled again')
-        send(res, 200, DUPLICATE_BODY)
-        return
-      }
-      settleOnEnd(res, new ClaimSettlement(store, outcome.id, r.replayTtl, log))
-      // Even when the client has gone: the delivery is verified and claimed, so it is handled
-      // (its answer settles the claim). Releasing instead would let a copy in.
-      req.webhookEvents = delivery.events
-      next()
-    }, (err: unknown) => { fail(req, res, err, log) })
-      .catch((err: unknown) => { log.error({ err: err instanceof Error ? err.message : String(err) }, 'mailchannels webhook: failed after the replay claim') })
-  }
-
-  function verify (req: WebhookRequest, res: ServerResponse, next: (err?: unknown) => void, body: Buffer): void {
-    let result: VerifiedDelivery | Promise<VerifiedDelivery>
-    try {
-      result = verifyBody(r, body, req.headers, log)
-    } catch (err) {
-      fail(req, res, err, log)
-      return
-    }
-    if (result instanceof Promise) {
-      result.then((d) => { accept(req, res, next, d) }, (err: unknown) => { fail(req, res, err, log) })
-        .catch((err: unknown) => { log.error({ err: err instanceof Error ? err.message : String(err) }, 'mailchannels webhook: failed after verification') })
-    } else {
-      accept(req, res, next, result)
-    }
+    // Even when the client has gone: the delivery is verified and claimed, so it is handled and its answer settles the claim.
+    if (outcome.claim !== null) settleOnEnd(res, outcome, receiver.settle)
+    req.webhookEvents = outcome.events
+    next()
   }
 
   return function mailchannelsWebhookMiddleware (incoming, res, next) {
     const req = incoming as WebhookRequest
-    // MailChannels delivers with POST only: anything else is not a delivery and passes through
-    // untouched, so app.use(mailchannelsWebhook(...)) leaves GET /health and the like alone.
-    // A request another mailchannelsWebhook() already verified (mounted app-wide and on the
-    // route) goes on as it is: its body is consumed and its claim made.
+    // MailChannels delivers with POST only: anything else passes through untouched (GET /health
+    // under app.use(mailchannelsWebhook(...))). A request another mailchannelsWebhook() already
+    // verified (mounted app-wide and on the route) goes on as it is: its body is consumed and its claim made.
     if (req.method !== 'POST' || (req as { [kVerified]?: true })[kVerified] === true) {
       next()
       return
@@ -184,26 +125,8 @@ export function mailchannelsWebhook (options: MailChannelsWebhookOptions): Webho
         log.warn({}, 'mailchannels-webhooks: the HTTP server\'s requestTimeout is 0, so a client can trickle a request body forever; set server.requestTimeout = 30000 and server.headersTimeout = 60000')
       }
     }
-    const h = req.headers
-    const bad = checkTransport(h['content-type'], h['content-encoding'], h['content-length'], r.bodyLimit, r.contentTypes)
-    if (bad !== null) {
-      fail(req, res, bad, log)
-      return
-    }
-    const existing = req.body
-    if (Buffer.isBuffer(existing)) {
-      // express.raw() ran first: its Buffer is the exact bytes (unless it inflated them: Content-Encoding was refused above).
-      if (existing.length > r.bodyLimit) fail(req, res, tooLarge(r.bodyLimit), log)
-      else verify(req, res, next, existing)
-      return
-    }
-    if (req._body === true || req.readableEnded) {
-      fail(req, res, new VerificationError('configuration_error', CONSUMED_MESSAGE), log)
-      return
-    }
-    readBody(req, r.bodyLimit, (err, body) => {
-      if (err !== null) fail(req, res, err, log)
-      else verify(req, res, next, body!)
-    })
+    const outcome = receiver.handle({ headers: req.headers, readBody: (limit) => bodyOf(req, limit) }, log)
+    if (!(outcome instanceof Promise)) apply(req, res, next, outcome)
+    else outcome.then((o) => { apply(req, res, next, o) }).catch((err: unknown) => { log.error({ err }, 'mailchannels webhook: failed after verification') })
   }
 }

@@ -1,10 +1,11 @@
-import { mailchannelsWebhooksPlugin, webhookEventsOf } from './plugin.js'
+import { webhookEventsOf } from './plugin.js'
+import { mailchannelsWebhooksPlugin } from './routes.js'
 
 export default mailchannelsWebhooksPlugin
 export { mailchannelsWebhooksPlugin as mailchannelsWebhooks, webhookEventsOf }
-export type { MailChannelsWebhooksOptions } from './plugin.js'
-export type { WebhookReceiverOptions, WebhookRouteOptions } from '../adapter/options.js'
-export type { WebhookErrorBody } from '../adapter/flow.js'
+export type { MailChannelsWebhooksOptions } from './routes.js'
+export type { WebhookReceiverOptions, WebhookRouteOptions } from '../receiver/options.js'
+export type { WebhookErrorBody } from '../receiver/receiver.js'
 export type { WebhookEvent } from '../events/types.js'
 export type { ReplayStore, ClaimState } from '../replay/types.js'
 export { batchesRoute } from './batches-route.js'

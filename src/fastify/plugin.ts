@@ -1,441 +1,85 @@
-import { subscribe } from 'node:diagnostics_channel'
-import type {
-  FastifyError,
-  FastifyInstance,
-  FastifyReply,
-  FastifyRequest,
-  HookHandlerDoneFunction,
-  RouteOptions,
-} from 'fastify'
-import { errorCodes } from 'fastify'
-import fp from 'fastify-plugin'
-import { readBody } from '../adapter/body.js'
-import {
-  asVerificationError,
-  claimDelivery,
-  ClaimSettlement,
-  DUPLICATE_BODY,
-  failureReply,
-  logRejection,
-  verifyBody,
-} from '../adapter/flow.js'
-import {
-  keyStoreFactory,
-  rejectUnknownOptions,
-  resolveReceiverOptions,
-  type ResolvedReceiver,
-  type WebhookReceiverOptions,
-  type WebhookRouteOptions,
-} from '../adapter/options.js'
-import { checkTransport, tooLarge } from '../adapter/transport.js'
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction, RouteOptions } from 'fastify'
 import { VerificationError } from '../errors.js'
 import type { WebhookEvent } from '../events/types.js'
-import type { VerifiedDelivery } from '../verify/verify-webhook.js'
+import { rejection, settle, tooLarge, type AcceptedOutcome, type ReceiveOutcome, type Receiver } from '../receiver/index.js'
 
-declare module 'fastify' {
-  interface FastifyRequest {
-    /**
-     * The verified, typed events of a MailChannels delivery: set on webhook routes, after the
-     * delivery was verified, before the handler runs. Reading it anywhere else (a route that is
-     * not a webhook route, a hook of a rejected request) throws an `Error` saying so, so it is
-     * never `null` or `undefined` where the type says it is an array. Use
-     * `webhookEventsOf(request)` where it may be absent.
-     */
-    webhookEvents: WebhookEvent[]
-  }
-  interface FastifyContextConfig {
-    /**
-     * In the plugin's scope every POST route is a webhook route, verified before its handler
-     * runs. `false` marks a route that is not one (its body is parsed as usual); an options
-     * object overrides the plugin's options for the route; `true` says it explicitly.
-     * @default true for POST routes in the plugin's scope
-     */
-    mailchannelsWebhook?: boolean | WebhookRouteOptions
-  }
-}
+// The request flow of a webhook route: Fastify's hooks translated to the receiver's steps.
+// Registration and the route checks are in ./routes.ts.
 
-/**
- * Options of the Fastify plugin: everything `verify` takes, plus `bodyLimit`, `contentTypes`,
- * `replay` and `verifyOnThreadPool`. `customerHandles` is required (or `'any'`).
- */
-export type MailChannelsWebhooksOptions = WebhookReceiverOptions
+/** What a set-up route carries in its config (under kRoute). */
+export interface RouteState { receiver: Receiver }
 
-/** What a set-up route carries in its config (under a private symbol). */
-interface RouteState { r: ResolvedReceiver }
-
-const kRoute = Symbol('mailchannels-webhooks.route')
-const kActive = Symbol('mailchannels-webhooks.active')
-const kEvents = Symbol('mailchannels-webhooks.events')
+export const kRoute = Symbol('mailchannels-webhooks.route')
+export const kActive = Symbol('mailchannels-webhooks.active')
+export const kEvents = Symbol('mailchannels-webhooks.events')
 const kClaim = Symbol('mailchannels-webhooks.claim')
-const EMPTY = Buffer.alloc(0)
-/** Options Fastify itself may pass to a plugin along with ours. */
-const FASTIFY_REGISTER_OPTIONS = ['prefix', 'logLevel', 'logSerializers']
+const EMPTY = new Uint8Array(0)
 
-type ActiveRequest = FastifyRequest & {
-  [kActive]: RouteState | null
-  [kEvents]: WebhookEvent[] | null
-  [kClaim]?: ClaimSettlement
-}
-type RouteConfig = Record<string | symbol, unknown> & { mailchannelsWebhook?: unknown, [kRoute]?: RouteState }
-
-const NOT_VERIFIED = 'request.webhookEvents is only available in the handler of a MailChannels webhook route, after the delivery was verified; ' +
-  'this request was not verified (a route with config.mailchannelsWebhook: false, outside the plugin\'s scope, or a rejected delivery). ' +
-  'Use webhookEventsOf(request) where the events may be absent.'
+export type ActiveRequest = FastifyRequest & { [kActive]: RouteState | null, [kEvents]: WebhookEvent[] | null, [kClaim]?: AcceptedOutcome }
 
 /** The verified events of a request, or `undefined` when it was not a verified delivery (never throws). */
 export function webhookEventsOf (request: FastifyRequest): WebhookEvent[] | undefined {
   return (request as Partial<ActiveRequest>)[kEvents] ?? undefined
 }
 
-/** Replies a failure in the webhook error shape, with one log line. The handler does not run. */
-function fail (request: FastifyRequest, reply: FastifyReply, err: unknown): void {
-  const e = asVerificationError(err)
-  if (!(err instanceof VerificationError)) request.log.error({ err }, 'mailchannels webhook: unexpected error while verifying')
-  const f = failureReply(e)
-  logRejection(request.log, e, f.status, request.headers)
-  reply.code(f.status)
-  if (f.retryAfter !== undefined) reply.header('retry-after', String(f.retryAfter))
-  // Don't keep reading a body we refused for its size.
-  if (f.status === 413) reply.header('connection', 'close')
-  reply.send(f.body)
-}
-
-/** After verification: claim the delivery (when replay protection is on), decorate, continue. */
-function accept (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction, r: ResolvedReceiver, delivery: VerifiedDelivery): void {
-  const store = r.replay
-  if (store === null) {
-    ;(request as ActiveRequest)[kEvents] = delivery.events
+/** Answers an outcome: runs the handler (accepted: decorate, continue) or sends the receiver's reply. */
+function apply (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction, outcome: ReceiveOutcome): void {
+  if (outcome.kind === 'accepted') {
+    // Settled by the handler's answer (settleOnSend), never by the connection.
+    if (outcome.claim !== null) (request as ActiveRequest)[kClaim] = outcome
+    ;(request as ActiveRequest)[kEvents] = outcome.events
     done()
     return
   }
-  claimDelivery(store, delivery, r.replayTtl).then((outcome) => {
-    if (!outcome.claimed) {
-      request.log.info({ keyId: delivery.keyId, state: outcome.state }, 'mailchannels webhook: duplicate delivery, not handled again')
-      reply.code(200).send(DUPLICATE_BODY)
-      return
-    }
-    // Settled by the handler's answer (the onSend hook below), never by the connection: the
-    // handler runs even if the client has gone (Fastify does not skip it), and its answer decides.
-    ;(request as ActiveRequest)[kClaim] = new ClaimSettlement(store, outcome.id, r.replayTtl, request.log)
-    ;(request as ActiveRequest)[kEvents] = delivery.events
-    done()
-  }, (err: unknown) => { fail(request, reply, err) })
-    .catch((err: unknown) => { request.log.error({ err }, 'mailchannels webhook: failed after the replay claim') })
+  reply.code(outcome.reply.status).headers(outcome.reply.headers).send(outcome.reply.body)
 }
 
-/** Route-level onRequest hook of a webhook route: the transport checks, before any body byte is read. */
-function transportHook (this: unknown, request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void {
-  const state = (request.routeOptions.config as unknown as RouteConfig)[kRoute]!
-  const h = request.headers
-  const bad = checkTransport(h['content-type'], h['content-encoding'], h['content-length'], state.r.bodyLimit, state.r.contentTypes)
-  if (bad !== null) {
-    fail(request, reply, bad)
-    return
-  }
+/** Refuses a request with `err` (logged, in the webhook error shape); the handler does not run. */
+export function refuse (request: FastifyRequest, reply: FastifyReply, err: unknown): void {
+  apply(request, reply, () => {}, rejection(err, request.headers, request.log))
+}
+
+/** onRequest of a webhook route: the transport checks, before any body byte is read. */
+export function transportHook (this: unknown, request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void {
+  const state = (request.routeOptions.config as { [kRoute]?: RouteState })[kRoute]!
+  const bad = state.receiver.check(request.headers, request.log)
+  if (bad !== null) return apply(request, reply, done, bad)
   ;(request as ActiveRequest)[kActive] = state
   done()
 }
 
-/** Route-level preValidation hook of a webhook route: verify the raw bytes the parser kept. */
-function verifyHook (this: unknown, request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void {
-  const state = (request as ActiveRequest)[kActive]!
-  const body = request.body
-  let raw: Buffer
-  if (body === undefined || body === null) raw = EMPTY
-  else if (Buffer.isBuffer(body)) raw = body
-  else {
-    fail(request, reply, new VerificationError('configuration_error',
-      'The raw body is not available: a content-type parser added in the scope of this webhook route handled the request. ' +
+/** preValidation of a webhook route: verify and claim the raw bytes the parser kept. */
+export function verifyHook (this: unknown, request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void {
+  const body = request.body ?? EMPTY
+  if (!(body instanceof Uint8Array)) {
+    return refuse(request, reply, new VerificationError('configuration_error', 'The raw body is not available: a content-type parser added in the scope of this webhook route handled the request. ' +
       'Register custom content-type parsers in a scope without webhook routes.'))
-    return
   }
-  let result: VerifiedDelivery | Promise<VerifiedDelivery>
-  try {
-    result = verifyBody(state.r, raw, request.headers, request.log)
-  } catch (err) {
-    fail(request, reply, err)
-    return
-  }
-  if (result instanceof Promise) {
-    result.then((d) => { accept(request, reply, done, state.r, d) }, (err: unknown) => { fail(request, reply, err) })
-      .catch((err: unknown) => { request.log.error({ err }, 'mailchannels webhook: failed after verification') })
-  } else {
-    accept(request, reply, done, state.r, result)
-  }
+  const outcome = (request as ActiveRequest)[kActive]!.receiver.receive(body, request.headers, request.log)
+  if (!(outcome instanceof Promise)) return apply(request, reply, done, outcome)
+  outcome.then((o) => { apply(request, reply, done, o) }).catch((err: unknown) => { request.log.error({ err }, 'mailchannels webhook: failed after verification') })
 }
 
-/**
- * Route-level onSend hook of a webhook route (the last one): the handler's answer, whatever
- * the socket's state, settles the replay claim. Fastify runs onSend for every reply.send,
- * including the error handler's answer to a throw, also when the client has already gone.
- */
-function settleOnSend (request: FastifyRequest, reply: FastifyReply, payload: unknown, done: (err: null, payload: unknown) => void): void {
-  const claim = (request as ActiveRequest)[kClaim]
-  if (claim !== undefined) {
-    // A fetch Response payload carries its own status, applied after the onSend hooks.
-    claim.settle(payload instanceof Response ? payload.status : reply.statusCode)
-  }
+/** onSend of a webhook route (the last one): the handler's answer, whatever the socket's state, settles the claim. */
+export function settleOnSend (request: FastifyRequest, reply: FastifyReply, payload: unknown, done: (err: null, payload: unknown) => void): void {
+  const claimed = (request as ActiveRequest)[kClaim]
+  // A fetch Response payload carries its own status, applied after the onSend hooks.
+  if (claimed !== undefined) settle(claimed, payload instanceof Response ? payload.status : reply.statusCode)
   done(null, payload)
 }
 
 type ErrorHandler = NonNullable<RouteOptions['errorHandler']>
 
-/** Turns body-reading failures of a webhook route into the webhook shape; anything else goes to the route's or the app's error handler unchanged. */
-function wrapErrorHandler (user: ErrorHandler | undefined): ErrorHandler {
+/** Body-reading failures of a webhook route answer in the webhook shape; other errors go to the route's or the app's error handler. */
+export function wrapErrorHandler (user: ErrorHandler | undefined): ErrorHandler {
   return function (this: FastifyInstance, error: FastifyError, request: FastifyRequest, reply: FastifyReply) {
     const state = (request as ActiveRequest)[kActive]
-    // Before the handler: a failure to read the body of a webhook route.
     if (state !== null && (request as ActiveRequest)[kEvents] === null) {
-      if (error instanceof VerificationError) {
-        fail(request, reply, error)
-        return
-      }
-      if (error?.code === 'FST_ERR_CTP_BODY_TOO_LARGE') {
-        fail(request, reply, tooLarge(state.r.bodyLimit))
-        return
-      }
+      if (error instanceof VerificationError) return refuse(request, reply, error)
+      if (error?.code === 'FST_ERR_CTP_BODY_TOO_LARGE') return refuse(request, reply, tooLarge(state.receiver.options.bodyLimit))
     }
     if (user !== undefined) return user.call(this, error, request, reply)
     // Throwing hands the error to the next (app-level) error handler, as if this one did not exist.
     throw error
   }
 }
-
-function asArray<T> (v: T | T[] | undefined): T[] {
-  return v === undefined ? [] : Array.isArray(v) ? v : [v]
-}
-
-// ---------------------------------------------------------------------------------------------
-// Fail-closed routing. Every route of an app is recorded by a root-level onRoute hook, added
-// when the app is created (Fastify's documented `fastify.initialization` diagnostics channel),
-// so at ready() the plugin can see the routes it could not set up: one that opts in but sits
-// where no registration reaches it, or a POST route of a registration's scope declared before
-// the plugin. Either makes ready() reject instead of running a handler on an unverified body.
-
-interface RecordedRoute { opts: RouteOptions, scope: object }
-interface AppWatch { routes: RecordedRoute[], scopes: object[], failed: string | null }
-
-const watched = new WeakMap<object, AppWatch>()
-
-function watchApp (root: FastifyInstance): AppWatch {
-  let watch = watched.get(root)
-  if (watch !== undefined) return watch
-  const w: AppWatch = { routes: [], scopes: [], failed: null }
-  watched.set(root, w)
-  root.addHook('onRoute', function (this: FastifyInstance, opts) {
-    const opt = (opts.config as RouteConfig | undefined)?.mailchannelsWebhook
-    if (opt !== undefined || asArray(opts.method).includes('POST')) w.routes.push({ opts, scope: this })
-  })
-  root.addHook('onReady', function (done) {
-    w.failed = unverifiedRoutes(w)
-    done(w.failed === null ? undefined : new Error(w.failed))
-  })
-  // Fastify still serves inject() after ready() rejected: an app that failed this check answers
-  // every request 500 rather than run a handler on an unverified body.
-  root.addHook('onRequest', function (request, reply, done) {
-    if (w.failed === null) {
-      done()
-      return
-    }
-    fail(request, reply, new VerificationError('configuration_error', 'The server is misconfigured: a webhook route is not verified (see the error of ready()).'))
-  })
-  watch = w
-  return watch
-}
-
-subscribe('fastify.initialization', (message) => {
-  const fastify = (message as { fastify?: FastifyInstance }).fastify
-  if (fastify !== undefined) watchApp(fastify)
-})
-
-/** The root instance: Fastify builds each encapsulated scope with Object.create(parent). */
-function rootOf (instance: FastifyInstance): FastifyInstance {
-  let root = instance
-  for (let p = Object.getPrototypeOf(root) as FastifyInstance | null; p !== null && typeof p.addHook === 'function'; p = Object.getPrototypeOf(p) as FastifyInstance | null) root = p
-  return root
-}
-
-function covers (scope: object, routeScope: object): boolean {
-  return scope === routeScope || Object.prototype.isPrototypeOf.call(scope, routeScope)
-}
-
-/** The routes a handler would run on unverified, as one error message; null when there are none. */
-function unverifiedRoutes (w: AppWatch): string | null {
-  const found: string[] = []
-  for (const { opts, scope } of w.routes) {
-    const config = opts.config as RouteConfig | undefined
-    if (config?.[kRoute] !== undefined) continue
-    const opt = config?.mailchannelsWebhook
-    if (opt === false) continue
-    const route = `${asArray(opts.method).join(',')} ${opts.url}`
-    if (w.scopes.some((s) => covers(s, scope))) {
-      found.push(`${route} is in the scope of mailchannels-webhooks but was declared before the plugin was registered, so it would not be verified`)
-    } else if (opt !== undefined) {
-      found.push(`${route} opts in with config.mailchannelsWebhook, but no mailchannels-webhooks registration reaches its scope`)
-    }
-  }
-  if (found.length === 0) return null
-  const more = found.length > 5 ? ` (and ${found.length - 5} more)` : ''
-  return `mailchannels-webhooks: ${found.slice(0, 5).join('; ')}${more}. ` +
-    'Register the plugin before declaring webhook routes, in their scope or a parent scope (`await app.register(mailchannelsWebhooks, options)`, then the routes), ' +
-    'and mark POST routes that are not webhook routes with `config: { mailchannelsWebhook: false }`.'
-}
-
-function mailchannelsWebhooks (fastify: FastifyInstance, options: MailChannelsWebhooksOptions, done: (err?: Error) => void): void {
-  // Invalid options reject app.ready() (a throw here would escape avvio as an uncaught exception).
-  try {
-    setup(fastify, options)
-  } catch (err) {
-    done(err as Error)
-    return
-  }
-  done()
-}
-
-function setup (fastify: FastifyInstance, options: MailChannelsWebhooksOptions): void {
-  if (fastify.hasRequestDecorator('webhookEvents')) {
-    throw new Error('mailchannels-webhooks is already registered in this scope or a parent one; use config.mailchannelsWebhook options to configure routes differently')
-  }
-  rejectUnknownOptions(options, FASTIFY_REGISTER_OPTIONS)
-  if ((options as { logger?: unknown }).logger !== undefined) throw new TypeError('logger is not an option of the Fastify plugin: it logs through request.log')
-  const keyStoreFor = keyStoreFactory(fastify.log)
-  const base = resolveReceiverOptions(options, keyStoreFor)
-
-  const root = rootOf(fastify)
-  if (!watched.has(root) && fastify.printRoutes() !== '(empty tree)') {
-    throw new Error('mailchannels-webhooks was loaded after this Fastify instance was created and routes were already declared, so it cannot check that every webhook route is verified. ' +
-      "Import 'mailchannels-webhooks/fastify' before creating the instance (a static import at the top of the file), or register the plugin before declaring any route.")
-  }
-  watchApp(root).scopes.push(fastify)
-
-  if (base.anyCustomer) {
-    fastify.log.warn("mailchannels-webhooks: customerHandles is 'any': deliveries signed for any MailChannels customer are accepted")
-  }
-
-  fastify.decorateRequest(kActive as unknown as string, null)
-  fastify.decorateRequest(kEvents as unknown as string, null)
-  fastify.decorateRequest('webhookEvents', {
-    getter (this: FastifyRequest): WebhookEvent[] {
-      const events = (this as ActiveRequest)[kEvents]
-      if (events === null) throw new Error(NOT_VERIFIED)
-      return events
-    },
-  } as never)
-
-  const replaced = addParsers(fastify)
-
-  const verified: string[] = []
-  fastify.addHook('onRoute', (routeOptions) => {
-    const opt = (routeOptions.config as RouteConfig | undefined)?.mailchannelsWebhook
-    if (opt === false || (opt === undefined && !asArray(routeOptions.method).includes('POST'))) {
-      // Not a webhook route: it must not silently lose a custom parser of its parent scope.
-      if (replaced.length > 0 && asArray(routeOptions.method).some((m) => BODY_METHODS.has(m))) {
-        throw new Error(`${asArray(routeOptions.method).join(',')} ${routeOptions.url} would lose the custom ${replaced.join(' and ')} parser of a parent scope, ` +
-          'which mailchannels-webhooks replaces in its scope to read deliveries raw. Declare this route outside the plugin\'s scope, or register the plugin in an encapsulated scope of its own ' +
-          '(app.register(async (webhooks) => { await webhooks.register(mailchannelsWebhooks, options); webhooks.post(...) })).')
-      }
-      return
-    }
-    if (opt !== undefined && opt !== true && (opt === null || typeof opt !== 'object')) {
-      throw new TypeError(`config.mailchannelsWebhook of ${routeOptions.url} must be true, false or an options object`)
-    }
-    const methods = asArray(routeOptions.method)
-    if (!methods.includes('POST')) {
-      if (opt === undefined) return
-      throw new Error(`${methods.join(',')} ${routeOptions.url} opts in to config.mailchannelsWebhook, but MailChannels delivers webhooks with POST only`)
-    }
-    if (methods.length > 1) {
-      throw new Error(`${methods.join(',')} ${routeOptions.url} is in the scope of mailchannels-webhooks, where a POST route is a webhook route: declare the webhook route for POST only, or mark this one config.mailchannelsWebhook: false`)
-    }
-    let r = base
-    if (opt !== undefined && opt !== true) {
-      rejectUnknownOptions(opt)
-      const routeOpt = opt as WebhookRouteOptions
-      r = resolveReceiverOptions({ ...options, ...routeOpt, replay: 'replay' in routeOpt ? routeOpt.replay : base.replay ?? false } as WebhookReceiverOptions, keyStoreFor)
-      if (r.anyCustomer && !base.anyCustomer) {
-        fastify.log.warn({ url: routeOptions.url }, "mailchannels-webhooks: customerHandles is 'any' on this route: deliveries signed for any MailChannels customer are accepted")
-      }
-    }
-    // A fresh config object per route: a config object shared by two routes must not share state.
-    routeOptions.config = { ...routeOptions.config, [kRoute]: { r } } as typeof routeOptions.config
-    routeOptions.bodyLimit = r.bodyLimit
-    routeOptions.onRequest = [transportHook, ...asArray(routeOptions.onRequest)] as RouteOptions['onRequest']
-    routeOptions.preValidation = [verifyHook, ...asArray(routeOptions.preValidation)] as RouteOptions['preValidation']
-    routeOptions.onSend = [...asArray(routeOptions.onSend), settleOnSend] as RouteOptions['onSend']
-    routeOptions.errorHandler = wrapErrorHandler(routeOptions.errorHandler as ErrorHandler | undefined)
-    verified.push(`POST ${routeOptions.url}`)
-  })
-
-  fastify.addHook('onReady', function (ready) {
-    fastify.log.info({ routes: verified }, 'mailchannels-webhooks: verifying MailChannels deliveries on these routes')
-    const server = fastify.server as { requestTimeout?: number } | undefined
-    if (server?.requestTimeout === 0) {
-      fastify.log.warn('mailchannels-webhooks: requestTimeout is 0, so a client can trickle a request body forever; set Fastify({ requestTimeout: 30000, connectionTimeout: 60000 })')
-    }
-    ready()
-  })
-}
-
-/**
- * Content-type parsers of the plugin's scope. Webhook routes get the exact raw bytes whatever
- * the media type, or none; every other route of the scope parses as before: Fastify's own JSON
- * parser (with the app's poisoning settings, fed the same UTF-8 string Fastify decodes), its
- * text/plain parser, and 415 for a media type no parser handles. Returns the media types whose
- * custom parser (inherited from a parent scope) was replaced in this scope.
- */
-function addParsers (fastify: FastifyInstance): string[] {
-  const init = fastify.initialConfig
-  const defaultJson = fastify.getDefaultJsonParser(init.onProtoPoisoning ?? 'error', init.onConstructorPoisoning ?? 'error')
-  const isWebhook = (request: FastifyRequest): boolean => (request as ActiveRequest)[kActive] !== null
-  const replaced: string[] = []
-  const add = (type: string, parser: (request: FastifyRequest, body: Buffer, parsed: (err: Error | null, body?: unknown) => void) => void): void => {
-    const options = { parseAs: 'buffer' as const, bodyLimit: init.bodyLimit }
-    try {
-      fastify.addContentTypeParser(type, options, parser as never)
-    } catch (err) {
-      if ((err as FastifyError).code !== 'FST_ERR_CTP_ALREADY_PRESENT') throw err
-      // A custom parser for this type: in this scope it gives way (see the onRoute check).
-      fastify.removeContentTypeParser(type)
-      fastify.addContentTypeParser(type, options, parser as never)
-      replaced.push(type)
-    }
-  }
-  add('application/json', (request, body, parsed) => {
-    if (isWebhook(request)) parsed(null, body)
-    else defaultJson(request, body.toString('utf8'), parsed)
-  })
-  add('text/plain', (request, body, parsed) => {
-    parsed(null, isWebhook(request) ? body : body.toString('utf8'))
-  })
-  fastify.addContentTypeParser('*', (request, payload, parsed) => {
-    const state = (request as ActiveRequest)[kActive]
-    if (state === null) {
-      // What Fastify answers when no parser handles a media type.
-      parsed(new errorCodes.FST_ERR_CTP_INVALID_MEDIA_TYPE(), undefined)
-      return
-    }
-    readBody(payload, state.r.bodyLimit, (err, body) => { parsed(err, body) })
-  })
-  return replaced
-}
-
-const BODY_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS', 'QUERY', 'SEARCH', 'PROPFIND', 'REPORT'])
-
-/**
- * The MailChannels webhooks plugin for Fastify 5. In the scope where it is registered (and the
- * scopes registered inside it afterwards), every POST route is a webhook route: the exact raw
- * bytes are verified before its handler runs, and the handler reads `request.webhookEvents`.
- * Mark a POST route that is not a webhook route with `config: { mailchannelsWebhook: false }`
- * (its body is parsed as usual), or give webhook routes an encapsulated scope of their own.
- *
- * Fails closed at `ready()`: an opted-in route (`config.mailchannelsWebhook`) that no
- * registration reaches, or a POST route of the plugin's scope declared before the plugin,
- * makes `ready()` reject with a message saying where to register.
- * Replies: 400, 401, 403, 413, 415, 503 (+ Retry-After) as `{ statusCode, code, error, message }`;
- * an exact resend is answered `200 { duplicate: true }` without running the handler.
- *
- * Set server timeouts against slow bodies: `Fastify({ requestTimeout: 30_000, connectionTimeout: 60_000 })`
- * (and keep Node's `headersTimeout` ≤ 60 s, `keepAliveTimeout` a few seconds); a warning is
- * logged at startup while `requestTimeout` is 0 (Fastify's default).
- */
-export const mailchannelsWebhooksPlugin = fp(mailchannelsWebhooks, { name: 'mailchannels-webhooks', fastify: '5.x' })

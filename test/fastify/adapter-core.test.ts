@@ -1,7 +1,7 @@
 // The framework-free adapter core shared by the plugin and the middleware.
 import t from 'tap'
-import { failureReply } from '../../src/adapter/flow.js'
-import { checkTransport, mediaTypeOf, resolveContentTypes } from '../../src/adapter/transport.js'
+import { failureReply } from '../../src/receiver/receiver.js'
+import { checkTransport, mediaTypeOf, resolveContentTypes } from '../../src/receiver/transport.js'
 import { VerificationError } from '../../src/errors.js'
 
 t.test('mediaTypeOf: type/subtype, lower case, parameters dropped', async (t) => {
@@ -36,9 +36,9 @@ t.test('resolveContentTypes: a non-empty list of bare media types', async (t) =>
 
 t.test('failureReply: status table, reason phrase, Retry-After on 503 only', async (t) => {
   const r = failureReply(new VerificationError('customer_not_allowed', 'no'))
-  t.same(r, { status: 403, body: { statusCode: 403, code: 'customer_not_allowed', error: 'Forbidden', message: 'no' }, retryAfter: undefined })
-  t.equal(failureReply(new VerificationError('key_unavailable', 'x', 60)).retryAfter, 60)
-  t.equal(failureReply(new VerificationError('key_unavailable', 'x')).retryAfter, 30)
-  t.equal(failureReply(new VerificationError('replay_store_unavailable', 'x')).retryAfter, 10)
+  t.same(r, { status: 403, headers: {}, body: { statusCode: 403, code: 'customer_not_allowed', error: 'Forbidden', message: 'no' } })
+  t.equal(failureReply(new VerificationError('key_unavailable', 'x', 60)).headers['retry-after'], '60')
+  t.equal(failureReply(new VerificationError('key_unavailable', 'x')).headers['retry-after'], '30')
+  t.equal(failureReply(new VerificationError('replay_store_unavailable', 'x')).headers['retry-after'], '10')
   t.equal(failureReply(new VerificationError('payload_too_large', 'x')).body.error, 'Payload Too Large')
 })

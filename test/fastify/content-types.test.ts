@@ -10,7 +10,7 @@ import Fastify from 'fastify'
 import t, { type Test } from 'tap'
 import plugin from '../../src/fastify/index.js'
 import { mailchannelsWebhook } from '../../src/express/index.js'
-import type { WebhookReceiverOptions } from '../../src/adapter/options.js'
+import type { WebhookReceiverOptions } from '../../src/receiver/options.js'
 import { delivery, HANDLE, KEYS } from './helpers/fixtures.js'
 
 const TYPES = ['application/json', 'application/json; charset=utf-8', 'text/plain', 'application/octet-stream', 'application/x-www-form-urlencoded', undefined]

@@ -1,13 +1,18 @@
 import type { Readable } from 'node:stream'
-import { VerificationError } from '../errors.js'
-import { tooLarge } from './transport.js'
+import { VerificationError } from '../../errors.js'
+import { tooLarge } from '../transport.js'
 
 /**
- * Reads a request body as the exact bytes received, with a limit: never decoded, never
- * decompressed. Stops buffering at the limit (413). A client that goes away mid-body gets no
- * callback at all: nobody is left to answer, and nothing was verified or claimed.
+ * Reads a Node request stream as the exact bytes received, with a limit: never decoded, never
+ * decompressed (the `readBody` port of the Node adapters). Stops buffering at the limit and
+ * rejects with `payload_too_large` (413). A client that goes away mid-body leaves the promise
+ * pending: nobody is left to answer, and nothing was verified or claimed.
  */
-export function readBody (stream: Readable, limit: number, cb: (err: VerificationError | null, body?: Buffer) => void): void {
+export function readStream (stream: Readable, limit: number): Promise<Buffer> {
+  return new Promise((resolve, reject) => { readInto(stream, limit, (err, body) => { if (err === null) resolve(body!); else reject(err) }) })
+}
+
+function readInto (stream: Readable, limit: number, cb: (err: VerificationError | null, body?: Buffer) => void): void {
   const chunks: Buffer[] = []
   let length = 0
   const cleanup = (): void => {

@@ -1,6 +1,17 @@
 import { VerificationError } from '../errors.js'
+import type { HeadersInput } from '../verify/headers.js'
 
-type HeaderValue = string | string[] | number | undefined
+type HeaderValue = string | string[] | number | undefined | null
+
+/** One header of Node's lower-cased record or of a fetch `Headers` (`name` in lower case). */
+export function headerValue (headers: HeadersInput, name: string): HeaderValue {
+  return typeof headers.get === 'function' ? (headers as Headers).get(name) : (headers as Record<string, HeaderValue>)[name]
+}
+
+/** `checkTransport` on the request's headers. */
+export function checkHeaders (headers: HeadersInput, bodyLimit: number, contentTypes: ReadonlySet<string> | null): VerificationError | null {
+  return checkTransport(headerValue(headers, 'content-type'), headerValue(headers, 'content-encoding'), headerValue(headers, 'content-length'), bodyLimit, contentTypes)
+}
 
 /**
  * The transport checks run before any body byte is read:
@@ -21,10 +32,10 @@ export function checkTransport (
   if (contentTypes !== null && !contentTypes.has(mediaTypeOf(contentType) ?? '')) {
     return new VerificationError('unsupported_media_type', `The Content-Type must be one of: ${[...contentTypes].join(', ')}.`)
   }
-  if (contentEncoding !== undefined && !isIdentity(contentEncoding)) {
+  if (contentEncoding !== undefined && contentEncoding !== null && !isIdentity(contentEncoding)) {
     return new VerificationError('unsupported_media_type', `Content-Encoding ${describeValue(contentEncoding)} is not supported: send the body uncompressed (no Content-Encoding, or identity).`)
   }
-  if (contentLength !== undefined && Number(contentLength) > bodyLimit) {
+  if (contentLength !== undefined && contentLength !== null && Number(contentLength) > bodyLimit) {
     return tooLarge(bodyLimit)
   }
   return null

@@ -1,4 +1,3 @@
-import { performance } from 'node:perf_hooks'
 import { readClock, type Clock } from '../verify/options.js'
 
 /**
@@ -24,7 +23,8 @@ export class SteadyClock {
   /** Milliseconds since the epoch. */
   now (): number {
     const raw = readClock(this.#source)
-    const mono = performance.now()
+    // The web-standard monotonic clock (Node, Workers, Deno, Bun all have it).
+    const mono = globalThis.performance.now()
     const offset = raw - mono
     if (offset >= this.#offset) {
       this.#offset = offset

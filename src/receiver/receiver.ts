@@ -1,0 +1,286 @@
+import { HTTP_STATUS_BY_TYPE, VerificationError, type VerifyErrorType } from '../errors.js'
+import type { WebhookEvent } from '../events/types.js'
+import type { Logger } from '../logger.js'
+import { deliveryId, type ClaimState, type ReplayStore } from '../replay/types.js'
+import { readSignatureFields, type HeadersInput } from '../verify/headers.js'
+import { parseSignature } from '../verify/signature-input.js'
+import { verifyDelivery, type VerifiedDelivery } from '../verify/verify-webhook.js'
+import type { ResolvedReceiver } from './options.js'
+import { errorReply, type ErrorBody, type Reply } from './reply.js'
+import { checkHeaders } from './transport.js'
+
+/** Seconds a sender should wait when the replay store cannot answer. */
+export const REPLAY_RETRY_AFTER = 10
+/** Seconds a sender should wait when the key error carries no hint. */
+export const KEY_RETRY_AFTER = 30
+
+/** The failure body of the webhook receivers: the shared error shape, with a verification reason code as `code`. */
+export type WebhookErrorBody = ErrorBody<VerifyErrorType>
+
+/** The body answered for a duplicate delivery. */
+export const DUPLICATE_BODY = Object.freeze({ duplicate: true as const })
+
+/** Anything thrown in the pipeline as a `VerificationError`; unexpected errors become a generic 500 with no internals. */
+export function asVerificationError (err: unknown): VerificationError {
+  if (err instanceof VerificationError) return err
+  return new VerificationError('configuration_error', 'The webhook could not be verified because of a server error.')
+}
+
+/** Status, headers (Retry-After on 503) and body for a failure (HTTP_STATUS_BY_TYPE). The message is the library's own: never a signature, key or body. */
+export function failureReply (err: VerificationError): Reply<WebhookErrorBody> {
+  const status = HTTP_STATUS_BY_TYPE[err.type]
+  let retryAfter: number | undefined
+  if (status === 503) retryAfter = err.retryAfter ?? (err.type === 'replay_store_unavailable' ? REPLAY_RETRY_AFTER : KEY_RETRY_AFTER)
+  return errorReply(status, err.type, err.message, retryAfter)
+}
+
+/** The log level of a rejection: client errors are routine (info), dependencies down (503) warn, misconfiguration error. */
+export function logLevelFor (status: number): 'info' | 'warn' | 'error' {
+  return status < 500 ? 'info' : status === 503 ? 'warn' : 'error'
+}
+
+/** The `keyid` of a rejected delivery when its signature headers parse (failure path only; for the log line). */
+export function keyIdForLog (headers: HeadersInput): string | undefined {
+  try {
+    const fields = readSignatureFields(headers)
+    return parseSignature(fields.signatureInput, fields.signature).keyId
+  } catch {
+    return undefined
+  }
+}
+
+/**
+ * Verifies the raw body (steps 2-10). Synchronous when the key is at hand and the verify
+ * stays on the event loop; otherwise a promise. Throws / rejects with `VerificationError`.
+ */
+export function verifyBody (r: ResolvedReceiver, body: Uint8Array, headers: HeadersInput, log: Logger): VerifiedDelivery | Promise<VerifiedDelivery> {
+  // `cache: false` builds a key store per call: give it the request's logger.
+  const config = r.config.freshStorePerCall === null ? r.config : { ...r.config, logger: log }
+  return verifyDelivery(config, body, headers, r.clock.now(), body.length < r.poolBelow)
+}
+
+/** The outcome of a replay claim. */
+export type ClaimOutcome = { claimed: true, id: string } | { claimed: false, state: Exclude<ClaimState, 'claimed'> }
+
+/** Claims a verified delivery. Rejects with `replay_store_unavailable` when the store fails (fail closed). */
+export async function claimDelivery (store: ReplayStore, delivery: VerifiedDelivery, ttl: number): Promise<ClaimOutcome> {
+  const id = deliveryId(delivery.base, delivery.signature)
+  let state: ClaimState
+  try {
+    state = await store.claim(id, ttl)
+  } catch {
+    throw new VerificationError('replay_store_unavailable', 'The replay store is unavailable; MailChannels will retry the delivery.', REPLAY_RETRY_AFTER)
+  }
+  if (state === 'claimed') return { claimed: true, id }
+  if (state === 'processing' || state === 'done') return { claimed: false, state }
+  throw new VerificationError('replay_store_unavailable', 'The replay store gave an unexpected answer.', REPLAY_RETRY_AFTER)
+}
+
+/** Whether a handler's answer counts as handled: any 2xx. */
+export function isHandled (status: number): boolean {
+  return status >= 200 && status < 300
+}
+
+/**
+ * Records the outcome of a claimed delivery, once. The claim is settled by the handler's own
+ * answer, never by the connection: a 2xx completes it (`done`), anything else (a throw answered
+ * 5xx, a 4xx) releases it so the sender's retry is processed. A client that goes away settles
+ * nothing: the handler still runs and its answer decides; a handler that never answers leaves the
+ * claim `processing` until it expires, which for a copy is the same as `done` (the claim lasts the
+ * whole freshness window). Releasing because the client left would let an attacker who holds one
+ * signed delivery run the handler once per dropped connection.
+ */
+export class ClaimSettlement {
+  readonly #store: ReplayStore
+  readonly #id: string
+  readonly #ttl: number
+  readonly #log: Logger
+  #settled = false
+
+  constructor (store: ReplayStore, id: string, ttl: number, log: Logger) {
+    this.#store = store
+    this.#id = id
+    this.#ttl = ttl
+    this.#log = log
+  }
+
+  /** Settles with the status the handler answered; later calls do nothing. */
+  settle (status: number): void {
+    if (this.#settled) return
+    this.#settled = true
+    settleClaim(this.#store, this.#id, this.#ttl, isHandled(status), this.#log)
+  }
+}
+
+/**
+ * Completes (`ok`) or releases a claim. Store failures are logged, never thrown: a failed
+ * release leaves the claim until it expires (fail closed), a failed complete leaves it `processing`.
+ */
+export function settleClaim (store: ReplayStore, id: string, ttl: number, ok: boolean, log: Logger): void {
+  let p: Promise<void>
+  try {
+    p = ok ? store.complete(id, ttl) : store.release(id)
+  } catch (err) {
+    p = Promise.reject(err)
+  }
+  Promise.resolve(p).catch((err: unknown) => {
+    log.error({ op: ok ? 'complete' : 'release', err: err instanceof Error ? err.message : String(err) }, 'mailchannels webhook: the replay store failed to record the delivery outcome')
+  })
+}
+
+// ---------------------------------------------------------------------------------------------
+// The receiver: the whole request flow once, framework-free and runtime-neutral. An adapter
+// hands over the headers and a way to read the body, turns the outcome into its framework's
+// reply (or runs the handler), and reports the handler's status back through `settle`.
+
+/** One request as an adapter hands it to `Receiver#handle`. */
+export interface ReceiverRequest {
+  /** The request headers: Node's record (lower-case names) or a fetch `Headers`. */
+  headers: HeadersInput
+  /**
+   * Reads the raw body: the exact bytes received, never decoded or decompressed, at most
+   * `limit` bytes. Returns or resolves the bytes; throws or rejects with a `VerificationError`:
+   * `payload_too_large` as soon as more than `limit` bytes arrived (stop reading then, whatever
+   * `Content-Length` said), `invalid_payload` when the body cannot be read, `configuration_error`
+   * when something else consumed it. Called at most once, after the transport checks passed.
+   * A promise that never settles (the client went away mid-body) leaves nothing behind: nothing
+   * was verified or claimed, and nobody is left to answer.
+   */
+  readBody (limit: number): Uint8Array | Promise<Uint8Array>
+}
+
+/**
+ * A verified delivery, claimed when replay protection is on: hand `events` to the handler, then
+ * call `settle(outcome, status)` with the status the handler answered.
+ */
+export interface AcceptedOutcome {
+  readonly kind: 'accepted'
+  /** The verified, typed events. */
+  readonly events: WebhookEvent[]
+  /** The key id the delivery was verified with. */
+  readonly keyId: string
+  /** The replay claim to settle; null without replay protection. */
+  readonly claim: ClaimSettlement | null
+}
+
+/** An exact resend of a delivery already handled or in progress: answer `reply`, do not run the handler. */
+export interface DuplicateOutcome {
+  readonly kind: 'duplicate'
+  readonly reply: Reply<typeof DUPLICATE_BODY>
+}
+
+/** A refused request (already logged): answer `reply`, do not run the handler. */
+export interface RejectedOutcome {
+  readonly kind: 'rejected'
+  readonly reply: Reply<WebhookErrorBody>
+  readonly error: VerificationError
+}
+
+/** What the receiver decided about one request. */
+export type ReceiveOutcome = AcceptedOutcome | DuplicateOutcome | RejectedOutcome
+
+const DUPLICATE: DuplicateOutcome = Object.freeze({
+  kind: 'duplicate',
+  reply: Object.freeze({ status: 200, headers: Object.freeze({}) as Record<string, string>, body: DUPLICATE_BODY }),
+})
+
+/**
+ * The outcome for a failure, with its one log line (the reason and the keyid, never the
+ * signature, the body or a key). An unexpected error (not a `VerificationError`) is logged as
+ * such and answered as a generic 500. `headers` (null when there are none to read) only feed the log line.
+ */
+export function rejection (err: unknown, headers: HeadersInput | null, log: Logger): RejectedOutcome {
+  const error = asVerificationError(err)
+  if (error !== err) log.error({ err }, 'mailchannels webhook: unexpected error while verifying')
+  const reply = failureReply(error)
+  log[logLevelFor(reply.status)]({ reason: error.type, statusCode: reply.status, keyId: headers === null ? undefined : keyIdForLog(headers) }, 'mailchannels webhook rejected')
+  return { kind: 'rejected', reply, error }
+}
+
+/**
+ * Reports the handler's answer for an accepted delivery: a 2xx completes the replay claim,
+ * anything else releases it so the sender's retry is handled. Only the first call counts; other
+ * outcomes are ignored. Call it with the handler's status whether or not the client is still
+ * connected (see `ClaimSettlement`).
+ */
+export function settle (outcome: ReceiveOutcome, status: number): void {
+  if (outcome.kind === 'accepted' && outcome.claim !== null) outcome.claim.settle(status)
+}
+
+/**
+ * The webhook receiver of one set of resolved options (`resolveReceiverOptions`). Every method
+ * answers with an outcome and never throws or rejects; results are synchronous whenever nothing
+ * had to wait (no key fetch, no thread-pool verify, no replay store), which keeps the hot path
+ * free of promise hops.
+ *
+ * A fetch-style adapter is a few lines:
+ * ```ts
+ * const outcome = await receiver.handle({ headers: request.headers, readBody: (limit) => readAtMost(request, limit) }, log)
+ * if (outcome.kind !== 'accepted') return Response.json(outcome.reply.body, { status: outcome.reply.status, headers: outcome.reply.headers })
+ * let status = 500
+ * try { status = (await onEvents(outcome.events, request)).status } finally { settle(outcome, status) }
+ * ```
+ */
+export interface Receiver {
+  /** The validated options. */
+  readonly options: ResolvedReceiver
+  /**
+   * The transport checks, before any body byte is read: media type (with `contentTypes`),
+   * `Content-Encoding` (none or identity), `Content-Length` over `bodyLimit`. Null when the body may be read.
+   */
+  check (headers: HeadersInput, log: Logger): RejectedOutcome | null
+  /** Verifies the raw body, then claims the delivery (when replay protection is on). For adapters whose framework read the body (after `check`). */
+  receive (body: Uint8Array, headers: HeadersInput, log: Logger): ReceiveOutcome | Promise<ReceiveOutcome>
+  /** The whole flow: `check`, `request.readBody(bodyLimit)`, then `receive`. */
+  handle (request: ReceiverRequest, log: Logger): ReceiveOutcome | Promise<ReceiveOutcome>
+  /** The same as the module's `settle`. */
+  settle (outcome: ReceiveOutcome, status: number): void
+}
+
+/** Builds the receiver of resolved options. */
+export function createReceiver (r: ResolvedReceiver): Receiver {
+  const { replay: store, replayTtl } = r
+
+  function claim (delivery: VerifiedDelivery, headers: HeadersInput, log: Logger): ReceiveOutcome | Promise<ReceiveOutcome> {
+    if (store === null) return { kind: 'accepted', events: delivery.events, keyId: delivery.keyId, claim: null }
+    return claimDelivery(store, delivery, replayTtl).then((outcome): ReceiveOutcome => {
+      if (!outcome.claimed) {
+        log.info({ keyId: delivery.keyId, state: outcome.state }, 'mailchannels webhook: duplicate delivery, not handled again')
+        return DUPLICATE
+      }
+      return { kind: 'accepted', events: delivery.events, keyId: delivery.keyId, claim: new ClaimSettlement(store, outcome.id, replayTtl, log) }
+    }, (err: unknown) => rejection(err, headers, log))
+  }
+
+  function check (headers: HeadersInput, log: Logger): RejectedOutcome | null {
+    const bad = checkHeaders(headers, r.bodyLimit, r.contentTypes)
+    return bad === null ? null : rejection(bad, headers, log)
+  }
+
+  function receive (body: Uint8Array, headers: HeadersInput, log: Logger): ReceiveOutcome | Promise<ReceiveOutcome> {
+    let verified: VerifiedDelivery | Promise<VerifiedDelivery>
+    try {
+      verified = verifyBody(r, body, headers, log)
+    } catch (err) {
+      return rejection(err, headers, log)
+    }
+    if (verified instanceof Promise) return verified.then((d) => claim(d, headers, log), (err: unknown) => rejection(err, headers, log))
+    return claim(verified, headers, log)
+  }
+
+  function handle (request: ReceiverRequest, log: Logger): ReceiveOutcome | Promise<ReceiveOutcome> {
+    const { headers } = request
+    const bad = check(headers, log)
+    if (bad !== null) return bad
+    let body: Uint8Array | Promise<Uint8Array>
+    try {
+      body = request.readBody(r.bodyLimit)
+    } catch (err) {
+      return rejection(err, headers, log)
+    }
+    if (body instanceof Promise) return body.then((b) => receive(b, headers, log), (err: unknown) => rejection(err, headers, log))
+    return receive(body, headers, log)
+  }
+
+  return { options: r, check, receive, handle, settle }
+}

@@ -3,10 +3,12 @@ import type { Logger } from '../logger.js'
 import { buildBatchesQuery, MAX_LIMIT, type BatchesOptions, type WebhooksBatch, type WebhooksBatchStatus } from './batches.js'
 import { isTimeoutError } from './http.js'
 import type { RequestOptions } from './mailchannels.js'
+import { errorReply, NO_STORE, type ErrorBody, type Reply } from '../receiver/reply.js'
 
 // The framework-free core of the Fastify and Express batches routes.
 // The adapters only translate: they hand over the request, its target and the node:http
-// response, and send the reply `serve` returns (or nothing, when it returns null).
+// response, and send the reply `serve` returns (or nothing, when it returns null). Replies use
+// the webhook receivers' vocabulary (../receiver/reply.ts), with `Cache-Control: no-store`.
 
 /**
  * Decides whether a request may list batches. Return `true` to allow; `false` answers 401
@@ -33,19 +35,11 @@ export interface BatchesPage {
   pagination: { limit: number, offset: number, nextOffset: number | null }
 }
 
-/** The body of a failed route reply (Fastify's error shape). */
-export interface BatchesErrorBody {
-  statusCode: number
-  code: string
-  error: string
-  message: string
-}
+/** The body of a failed route reply: the error shape of every route of the library. */
+export type BatchesErrorBody = ErrorBody
 
-export interface ProxyReply {
-  statusCode: number
-  headers: Record<string, string>
-  body: BatchesPage | BatchesErrorBody
-}
+/** What a batches route answers. */
+export type ProxyReply = Reply<BatchesPage | BatchesErrorBody>
 
 /** The route settings, validated. */
 export interface ProxyConfig {
@@ -58,9 +52,6 @@ export interface ProxyConfig {
 const ALLOWED = ['createdAfter', 'createdBefore', 'statuses', 'webhook', 'limit', 'offset'] as const
 const ALLOWED_SET: ReadonlySet<string> = new Set(ALLOWED)
 const MAX_QUERY_CHARS = 4096
-const REASON: Readonly<Record<number, string>> = {
-  400: 'Bad Request', 401: 'Unauthorized', 403: 'Forbidden', 502: 'Bad Gateway', 503: 'Service Unavailable', 504: 'Gateway Timeout', 500: 'Internal Server Error',
-}
 
 /** Validates route options once, at registration. */
 export function checkProxyOptions (options: unknown, pathOption: 'url' | 'path'): ProxyConfig {
@@ -129,9 +120,7 @@ export function createBatchesProxy (config: ProxyConfig): BatchesProxy {
         if (parsed.reply !== null) return parsed.reply
         if (inFlight >= maxConcurrent) {
           log.warn({ maxConcurrent }, 'batches route: maxConcurrent upstream calls in flight; request refused with 503')
-          const busy = errorReply(503, 'overloaded', 'Too many webhook batch listings are in progress; try again shortly.')
-          busy.headers['retry-after'] = '1'
-          return busy
+          return proxyError(503, 'overloaded', 'Too many webhook batch listings are in progress; try again shortly.', 1)
         }
         inFlight++
         let reply: ProxyReply | null
@@ -180,8 +169,8 @@ export async function runAuthorize<Req> (authorize: BatchesAuthorize<Req>, reque
     log.warn({ err: { name: typeof name === 'string' ? name.slice(0, 60) : undefined } }, 'batches route: authorize threw; request denied')
   }
   return status === 403
-    ? errorReply(403, 'forbidden', 'Access to webhook batches is forbidden.')
-    : errorReply(401, 'unauthorized', 'Authentication is required to list webhook batches.')
+    ? proxyError(403, 'forbidden', 'Access to webhook batches is forbidden.')
+    : proxyError(401, 'unauthorized', 'Authentication is required to list webhook batches.')
 }
 
 function readSafely (read: () => unknown): unknown {
@@ -197,7 +186,7 @@ function readSafely (read: () => unknown): unknown {
  * bracket arrays are refused. Returns the client options or a 400 reply.
  */
 export function parseProxyQuery (rawQuery: string): { options: BatchesOptions, reply: null } | { options: null, reply: ProxyReply } {
-  const bad = (message: string): { options: null, reply: ProxyReply } => ({ options: null, reply: errorReply(400, 'validation_error', message) })
+  const bad = (message: string): { options: null, reply: ProxyReply } => ({ options: null, reply: proxyError(400, 'validation_error', message) })
   if (rawQuery.length > MAX_QUERY_CHARS) return bad('The query string is too long.')
   const params = new URLSearchParams(rawQuery)
   const seen = new Map<string, string>()
@@ -244,11 +233,11 @@ export async function proxyBatches (client: BatchesClient, options: BatchesOptio
     if (signal.aborted) return null
     // A custom client that throws: treat as an upstream failure, without its message.
     log.error({ type: 'application_error' }, 'batches route: the client threw')
-    return errorReply(502, 'application_error', 'Listing webhook batches failed upstream.')
+    return proxyError(502, 'application_error', 'Listing webhook batches failed upstream.')
   }
   if (result === null || typeof result !== 'object' || (result.error === null && !Array.isArray(result.data))) {
     log.error({ type: 'application_error' }, 'batches route: the client returned no { data, error } result')
-    return errorReply(502, 'application_error', 'Listing webhook batches failed upstream.')
+    return proxyError(502, 'application_error', 'Listing webhook batches failed upstream.')
   }
   if (signal.aborted) return null
   if (result.error !== null) return upstreamFailure(result.error, log)
@@ -259,18 +248,18 @@ export async function proxyBatches (client: BatchesClient, options: BatchesOptio
   const nextOffset = result.data.length < limit || !Number.isSafeInteger(after) ? null : after
   const headers: Record<string, string> = {}
   if (nextOffset !== null) headers.link = `<${nextLink(path, options, nextOffset)}>; rel="next"`
-  return { statusCode: 200, headers, body: { data: result.data, pagination: { limit, offset, nextOffset } } }
+  return { status: 200, headers: { ...NO_STORE, ...headers }, body: { data: result.data, pagination: { limit, offset, nextOffset } } }
 }
 
 function upstreamFailure (error: ErrorResponse, log: Logger): ProxyReply {
   // Only the type and status are logged: the message may quote upstream text.
   log.warn({ type: error.type, upstreamStatusCode: error.statusCode }, 'batches route: MailChannels API call failed')
-  if (error.type === 'validation_error') return errorReply(400, 'validation_error', error.message)
-  if (isTimeoutError(error)) return errorReply(504, error.type, 'The MailChannels API did not answer in time.')
+  if (error.type === 'validation_error') return proxyError(400, 'validation_error', error.message)
+  if (isTimeoutError(error)) return proxyError(504, error.type, 'The MailChannels API did not answer in time.')
   if (error.type === 'rate_limit_error' || (error.statusCode !== null && error.statusCode >= 500)) {
-    return errorReply(503, error.type, 'The MailChannels API is unavailable; try again later.')
+    return proxyError(503, error.type, 'The MailChannels API is unavailable; try again later.')
   }
-  return errorReply(502, error.type, 'Listing webhook batches failed upstream.')
+  return proxyError(502, error.type, 'Listing webhook batches failed upstream.')
 }
 
 function nextLink (path: string, options: BatchesOptions, nextOffset: number): string {
@@ -285,8 +274,10 @@ function nextLink (path: string, options: BatchesOptions, nextOffset: number): s
   return `${path}?${q.toString()}`
 }
 
-export function errorReply (statusCode: number, code: string, message: string): ProxyReply {
-  return { statusCode, headers: {}, body: { statusCode, code, error: REASON[statusCode] ?? 'Error', message } }
+/** A failed reply of the batches routes. */
+function proxyError (status: number, code: string, message: string, retryAfter?: number): ProxyReply {
+  const reply = errorReply(status, code, message, retryAfter)
+  return { status, headers: { ...NO_STORE, ...reply.headers }, body: reply.body }
 }
 
 function printable (s: string): string {
@@ -308,6 +299,7 @@ export function pathOf (rawUrl: string): string {
 // the characters of the Link syntax (< > ; , ") and '\', is percent-encoded.
 const LINK_SAFE = /[A-Za-z0-9\-._~/:@]/
 const HEX2 = /^[0-9A-Fa-f]{2}$/
+const UTF8 = new TextEncoder()
 
 /**
  * The path of a `Link` target for the request target `rawUrl`: the path the client used,
@@ -334,7 +326,7 @@ export function linkPath (rawUrl: string): string {
         const cp = path.codePointAt(i)!
         if (cp > 0xffff) i++
         // A lone surrogate becomes U+FFFD in UTF-8.
-        for (const b of Buffer.from(String.fromCodePoint(cp), 'utf8')) out += `%${b.toString(16).toUpperCase().padStart(2, '0')}`
+        for (const b of UTF8.encode(String.fromCodePoint(cp))) out += `%${b.toString(16).toUpperCase().padStart(2, '0')}`
       }
     }
   }

@@ -7,8 +7,15 @@ export type WebhooksBatchStatus = '1xx' | '2xx' | '3xx' | '4xx' | '5xx' | 'no_re
 /** The `status` of a batch in a listing: the filter value plus `_response`, except `no_response`. */
 export type WebhooksBatchResponseStatus = '1xx_response' | '2xx_response' | '3xx_response' | '4xx_response' | '5xx_response' | 'no_response'
 
+/** The status filters of a listing (the client's `statuses`, the service's `statuses` query). */
 export const WEBHOOKS_BATCH_STATUSES: readonly WebhooksBatchStatus[] = Object.freeze(['1xx', '2xx', '3xx', '4xx', '5xx', 'no_response'])
-const RESPONSE_STATUSES: ReadonlySet<string> = new Set(['1xx_response', '2xx_response', '3xx_response', '4xx_response', '5xx_response', 'no_response'])
+
+/** The `status` a batch of a filter carries in a listing: `4xx` -> `4xx_response`; `no_response` is the same in both. */
+export function batchResponseStatus (filter: WebhooksBatchStatus): WebhooksBatchResponseStatus {
+  return filter === 'no_response' ? filter : `${filter}_response`
+}
+
+const RESPONSE_STATUSES: ReadonlySet<string> = new Set(WEBHOOKS_BATCH_STATUSES.map(batchResponseStatus))
 
 /** Options of `webhooks.batches` and `webhooks.iterateBatches`. All are optional. */
 export interface BatchesOptions {
@@ -104,6 +111,22 @@ export function buildBatchesQuery (options: unknown): { query: BatchesQuery, err
 const DATE_ONLY = /^(\d{4})-(\d{2})-(\d{2})$/
 const DATE_TIME = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})Z$/
 
+/**
+ * Parses the service's two date formats, `YYYY-MM-DD` and `YYYY-MM-DDTHH:MM:SSZ` (UTC), to epoch
+ * milliseconds; `null` when the text is not one of them or not a calendar date (`2026-02-30`).
+ */
+export function parseUtcDate (value: string): number | null {
+  const m = DATE_ONLY.exec(value) ?? DATE_TIME.exec(value)
+  if (m === null) return null
+  const [y, mo, d, h = 0, mi = 0, s = 0] = m.slice(1).map(Number) as number[]
+  if (h! > 23 || mi! > 59 || s! > 59) return null
+  const ms = Date.UTC(y!, mo! - 1, d!, h, mi, s)
+  const back = new Date(ms)
+  // Date.UTC rolls 2026-02-30 over to March: a calendar-invalid date does not round-trip.
+  if (back.getUTCFullYear() !== y || back.getUTCMonth() !== mo! - 1 || back.getUTCDate() !== d) return null
+  return ms
+}
+
 /** A date option as `{ms, wire}`; `null` when absent; `'invalid'` otherwise. */
 export function parseDateInput (value: unknown): { ms: number, wire: string } | null | 'invalid' {
   if (value === undefined) return null
@@ -114,15 +137,8 @@ export function parseDateInput (value: unknown): { ms: number, wire: string } | 
     return DATE_TIME.test(wire) ? { ms, wire } : 'invalid'
   }
   if (typeof value !== 'string') return 'invalid'
-  const m = DATE_ONLY.exec(value) ?? DATE_TIME.exec(value)
-  if (m === null) return 'invalid'
-  const [y, mo, d, h = 0, mi = 0, s = 0] = m.slice(1).map(Number) as number[]
-  if (h! > 23 || mi! > 59 || s! > 59) return 'invalid'
-  const ms = Date.UTC(y!, mo! - 1, d!, h, mi, s)
-  const back = new Date(ms)
-  // Date.UTC rolls 2026-02-30 over to March: a calendar-invalid date does not round-trip.
-  if (back.getUTCFullYear() !== y || back.getUTCMonth() !== mo! - 1 || back.getUTCDate() !== d) return 'invalid'
-  return { ms, wire: value }
+  const ms = parseUtcDate(value)
+  return ms === null ? 'invalid' : { ms, wire: value }
 }
 
 /** Maps the service's reply to `WebhooksBatch[]`, or explains why it is not one. */

@@ -2,6 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { BatchesAuthorize, BatchesClient, ProxyReply } from '../client/batches-proxy.js'
 import { checkProxyOptions, createBatchesProxy, pathOf } from '../client/batches-proxy.js'
 import { noopLogger, type Logger } from '../logger.js'
+import { writeReply } from '../receiver/node/reply.js'
 
 /** The request as Express (4 or 5) hands it over; only node:http fields are relied on. */
 export type BatchesRouterRequest = IncomingMessage & { originalUrl?: string, baseUrl?: string }
@@ -70,13 +71,7 @@ function send (res: ServerResponse, r: ProxyReply, logger: Logger): void {
     logger.debug({}, 'batches route: the response was already answered or closed; nothing sent')
     return
   }
-  const body = JSON.stringify(r.body)
-  res.statusCode = r.statusCode
-  res.setHeader('cache-control', 'no-store')
-  res.setHeader('content-type', 'application/json; charset=utf-8')
-  res.setHeader('content-length', Buffer.byteLength(body))
-  for (const [k, v] of Object.entries(r.headers)) res.setHeader(k, v)
-  res.end(body)
+  writeReply(res, r)
 }
 
 /** An unexpected failure: the app's error handler while the response is open, else the logger. */

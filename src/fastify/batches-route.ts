@@ -1,6 +1,7 @@
 import type { FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify'
 import type { BatchesAuthorize, BatchesClient, ProxyReply } from '../client/batches-proxy.js'
 import { checkProxyOptions, createBatchesProxy } from '../client/batches-proxy.js'
+import { JSON_CONTENT_TYPE } from '../receiver/reply.js'
 
 /** Options of the `batchesRoute` plugin. */
 export interface BatchesRouteOptions {
@@ -50,7 +51,5 @@ export const batchesRoute: FastifyPluginAsync<BatchesRouteOptions> = async funct
 }
 
 function send (reply: FastifyReply, r: ProxyReply): FastifyReply {
-  reply.code(r.statusCode).header('cache-control', 'no-store')
-  for (const [k, v] of Object.entries(r.headers)) reply.header(k, v)
-  return reply.type('application/json; charset=utf-8').send(r.body)
+  return reply.code(r.status).headers(r.headers).type(JSON_CONTENT_TYPE).send(r.body)
 }

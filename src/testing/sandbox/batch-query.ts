@@ -1,5 +1,7 @@
+import { batchResponseStatus, parseUtcDate, WEBHOOKS_BATCH_STATUSES, type WebhooksBatchResponseStatus, type WebhooksBatchStatus } from '../../client/batches.js'
+
 /** The `status` of a recorded batch, as the listing returns it. */
-export type SandboxBatchStatus = '1xx_response' | '2xx_response' | '3xx_response' | '4xx_response' | '5xx_response' | 'no_response'
+export type SandboxBatchStatus = WebhooksBatchResponseStatus
 
 /** A webhook batch exactly as `GET /tx/v1/webhook-batch` returns it (snake_case). */
 export interface SandboxBatch {
@@ -32,24 +34,11 @@ const DAY_MS = 24 * 60 * 60 * 1000
 /** With neither bound given the service lists the last 3 days. */
 export const DEFAULT_RANGE_MS = 3 * DAY_MS
 const MAX_RANGE_MS = 31 * DAY_MS
-const STATUS_FILTERS = ['1xx', '2xx', '3xx', '4xx', '5xx', 'no_response'] as const
 const PARAMS = ['created_after', 'created_before', 'statuses', 'webhook', 'limit', 'offset']
-const DATE = /^(\d{4})-(\d{2})-(\d{2})$/
-const DATE_TIME = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})Z$/
 const UINT = /^\d{1,9}$/
 
 /** Parses the two documented formats, `YYYY-MM-DD` and `YYYY-MM-DDTHH:MM:SSZ` (UTC); `null` if invalid (e.g. `2026-02-30`). */
-export function parseApiDate (value: string): number | null {
-  const m = DATE.exec(value) ?? DATE_TIME.exec(value)
-  if (m === null) return null
-  const [y, mo, d, h = 0, mi = 0, s = 0] = m.slice(1).map(Number) as number[]
-  const ms = Date.UTC(y!, mo! - 1, d!, h, mi, s)
-  const back = new Date(ms)
-  // Date.UTC rolls 2026-02-30 over to March; reject anything that does not round-trip.
-  if (back.getUTCFullYear() !== y || back.getUTCMonth() !== mo! - 1 || back.getUTCDate() !== d ||
-    back.getUTCHours() !== h || back.getUTCMinutes() !== mi || back.getUTCSeconds() !== s) return null
-  return ms
-}
+export const parseApiDate = parseUtcDate
 
 /**
  * Validates the query of `GET /tx/v1/webhook-batch` as the service documents it:
@@ -83,15 +72,14 @@ export function parseBatchQuery (params: URLSearchParams, nowMs: number): { quer
   const rawStatuses = params.get('statuses')
   if (rawStatuses !== null && rawStatuses !== '') {
     const list = rawStatuses.split(',')
-    if (list.some((s) => !(STATUS_FILTERS as readonly string[]).includes(s))) {
+    if (list.some((s) => !(WEBHOOKS_BATCH_STATUSES as readonly string[]).includes(s))) {
       errors.push("statuses may contain only '1xx', '2xx', '3xx', '4xx', '5xx' and 'no_response'.")
     } else if (new Set(list).size !== list.length) {
       errors.push('statuses must be unique.')
     } else if (list.length > 6) {
       errors.push('statuses may contain at most 6 values.')
     }
-    // The filter says `4xx`, the record says `4xx_response`; `no_response` is the same in both.
-    statuses = new Set(list.map((s) => (s === 'no_response' ? s : `${s}_response`) as SandboxBatchStatus))
+    statuses = new Set((list as WebhooksBatchStatus[]).map(batchResponseStatus))
   }
 
   const int = (name: string, min: number, max: number, fallback: number, message: string): number => {

@@ -36,6 +36,12 @@ export interface WorkerSource {
   entry: string
   /** JSON-serialisable values handed to the worker as `env`. */
   env?: Record<string, unknown>
+  /**
+   * Bundle the library from its TypeScript sources (the web crypto port's source through the
+   * `mcwh-web-source` condition) instead of the built `dist/` a user's bundler would take.
+   * @default false
+   */
+  fromSource?: boolean
 }
 
 const kids = new Set<ChildProcess>()
@@ -131,6 +137,10 @@ export async function bundle (contents: string, options: { conditions: string[],
 
 const WORKER_CONDITIONS = ['workerd', 'worker', 'browser']
 
+function conditions (worker: WorkerSource, list: string[]): string[] {
+  return worker.fromSource === true ? ['mcwh-web-source', ...list] : list
+}
+
 function workerImport (entry: string): string {
   const file = path.isAbsolute(entry) ? entry : path.join(ROOT, entry)
   return JSON.stringify(file)
@@ -206,7 +216,7 @@ export const WORKERD_COMPATIBILITY_DATE = '2026-08-01'
 /** workerd without nodejs_compat, with outbound access to loopback (the key server). */
 export async function startWorkerd (worker: WorkerSource): Promise<RuntimeServer> {
   const bin = runtimeBinary('workerd')!
-  const code = await bundle(`export { default } from ${workerImport(worker.entry)}`, { conditions: WORKER_CONDITIONS, format: 'esm' })
+  const code = await bundle(`export { default } from ${workerImport(worker.entry)}`, { conditions: conditions(worker, WORKER_CONDITIONS), format: 'esm' })
   const dir = mkdtempSync(path.join(tmpdir(), 'mcw-workerd-'))
   writeFileSync(path.join(dir, 'worker.js'), code)
   const env = worker.env ?? {}
@@ -238,7 +248,7 @@ export async function startDeno (worker: WorkerSource): Promise<RuntimeServer> {
   const code = await bundle(`import worker from ${workerImport(worker.entry)}
 const env = ${JSON.stringify(worker.env ?? {})}
 Deno.serve({ hostname: '127.0.0.1', port: 0, onListen: ({ port }) => { ${LISTEN} } }, (request) => worker.fetch(request, env))
-`, { conditions: ['deno', ...WORKER_CONDITIONS], format: 'esm' })
+`, { conditions: conditions(worker, ['deno', ...WORKER_CONDITIONS]), format: 'esm' })
   const dir = mkdtempSync(path.join(tmpdir(), 'mcw-deno-'))
   writeFileSync(path.join(dir, 'main.js'), code)
   return startChild('deno', bin, ['run', '--no-remote', '--cached-only', '--no-npm', '--no-config', '--no-lock', '--allow-net=127.0.0.1', `--allow-read=${dir}`, 'main.js'], dir, 'stdout')
@@ -252,7 +262,7 @@ const env = ${JSON.stringify(worker.env ?? {})}
 const server = Bun.serve({ hostname: '127.0.0.1', port: 0, fetch: (request) => worker.fetch(request, env) })
 const port = server.port
 ${LISTEN}
-`, { conditions: ['bun', ...WORKER_CONDITIONS], format: 'esm' })
+`, { conditions: conditions(worker, ['bun', ...WORKER_CONDITIONS]), format: 'esm' })
   const dir = mkdtempSync(path.join(tmpdir(), 'mcw-bun-'))
   writeFileSync(path.join(dir, 'main.js'), code)
   return startChild('bun', bin, ['run', '--no-install', 'main.js'], dir, 'stdout')
@@ -264,7 +274,7 @@ export async function startEdgeRuntime (worker: WorkerSource): Promise<RuntimeSe
   const code = await bundle(`import worker from ${workerImport(worker.entry)}
 const env = ${JSON.stringify(worker.env ?? {})}
 addEventListener('fetch', (event) => { event.respondWith(worker.fetch(event.request, env)) })
-`, { conditions: ['edge-light', ...WORKER_CONDITIONS], format: 'iife' })
+`, { conditions: conditions(worker, ['edge-light', ...WORKER_CONDITIONS]), format: 'iife' })
   const runtime = new EdgeRuntime({ initialCode: code })
   const server = await runServer({ runtime, host: '127.0.0.1', port: 0 })
   const url = server.url.replace(/\/$/, '').replace('localhost', '127.0.0.1')

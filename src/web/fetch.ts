@@ -1,0 +1,104 @@
+// Shared by the fetch-style adapters (the web handler and the Hono middleware): reading a fetch
+// body with a limit, replies as `Response`s, options validated once. Runtime-neutral.
+import { VerificationError } from '../errors.js'
+import { noopLogger, type Logger } from '../logger.js'
+import {
+  createReceiver,
+  errorReply,
+  JSON_CONTENT_TYPE,
+  keyStoreFactory,
+  rejectUnknownOptions,
+  resolveReceiverOptions,
+  tooLarge,
+  type Receiver,
+  type Reply,
+  type WebhookReceiverOptions,
+} from '../receiver/index.js'
+
+const BODY_CONSUMED = 'The request body was already read, so the exact bytes needed to verify the signature are gone. Verify the request before anything reads its body (or pass a clone).'
+
+/**
+ * Reads a fetch body as the exact bytes received, at most `limit` bytes: stops reading (and
+ * cancels the stream) as soon as more arrived, whatever `Content-Length` said.
+ */
+export async function readBodyAtMost (request: Request, limit: number): Promise<Uint8Array> {
+  if (request.bodyUsed) throw new VerificationError('configuration_error', BODY_CONSUMED)
+  const stream = request.body
+  if (stream === null) return new Uint8Array(0)
+  let reader: ReadableStreamDefaultReader<Uint8Array>
+  try {
+    reader = stream.getReader()
+  } catch {
+    throw new VerificationError('configuration_error', BODY_CONSUMED)
+  }
+  const chunks: Uint8Array[] = []
+  let length = 0
+  try {
+    for (;;) {
+      const { done, value } = await reader.read()
+      if (done) break
+      if (!(value instanceof Uint8Array)) throw new VerificationError('invalid_payload', 'The request body could not be read.')
+      length += value.byteLength
+      if (length > limit) {
+        reader.cancel().catch(() => {})
+        throw tooLarge(limit)
+      }
+      chunks.push(value)
+    }
+  } catch (err) {
+    if (err instanceof VerificationError) throw err
+    throw new VerificationError('invalid_payload', 'The request body could not be read.')
+  }
+  if (chunks.length === 1) return chunks[0]!
+  const body = new Uint8Array(length)
+  let offset = 0
+  for (const c of chunks) {
+    body.set(c, offset)
+    offset += c.byteLength
+  }
+  return body
+}
+
+/** A reply as a fetch `Response` (JSON body). `Connection` is the runtime's business, not ours. */
+export function replyResponse (reply: Reply): Response {
+  const headers = new Headers({ 'content-type': JSON_CONTENT_TYPE })
+  for (const name in reply.headers) if (name !== 'connection') headers.set(name, reply.headers[name]!)
+  return new Response(JSON.stringify(reply.body), { status: reply.status, headers })
+}
+
+/** The 405 answered to anything but POST (MailChannels delivers with POST only). */
+export function methodNotAllowed (): Response {
+  const response = replyResponse(errorReply(405, 'method_not_allowed', 'Webhook deliveries are POST requests.'))
+  response.headers.set('allow', 'POST')
+  return response
+}
+
+/** The 500 answered when the application's handler throws: no internals in the body. */
+export function handlerFailed (): Response {
+  return replyResponse(errorReply(500, 'handler_error', 'The webhook handler failed; the delivery can be retried.'))
+}
+
+/** Validates the logger option. */
+export function resolveLogger (logger: Logger | undefined): Logger {
+  const log = logger ?? noopLogger
+  for (const m of ['debug', 'info', 'warn', 'error'] as const) {
+    if (typeof log?.[m] !== 'function') throw new TypeError('logger must have debug, info, warn and error methods')
+  }
+  return log
+}
+
+/** The receiver of a fetch-style adapter (the web handler, the Hono middleware): options validated once. */
+export function createFetchReceiver (options: WebhookReceiverOptions & { logger?: Logger }, extra: readonly string[]): { receiver: Receiver, log: Logger } {
+  if (options === null || typeof options !== 'object') throw new TypeError('options must be an object')
+  rejectUnknownOptions(options, extra)
+  const log = resolveLogger(options.logger)
+  const receiver = createReceiver(resolveReceiverOptions(options, keyStoreFactory(log)))
+  if (receiver.options.anyCustomer) log.warn({}, "mailchannels-webhooks: customerHandles is 'any': deliveries signed for any MailChannels customer are accepted")
+  return { receiver, log }
+}
+
+/** Message of an `onEvents` failure for the log: its message only, never a body or a stack. */
+export function errorMessage (err: unknown): string {
+  return err instanceof Error ? err.message : String(err)
+}
+

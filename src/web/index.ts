@@ -1,0 +1,131 @@
+// The Fetch-API entry point (`mailchannels-webhooks/web`): a `Request` in, a `Response` out.
+// Runtime-neutral: Cloudflare Workers, Deno, Bun, Vercel / Next.js (edge and Node), Node 20+.
+// No `node:` import and no `Buffer` here or below (the core's crypto is chosen by the runtime).
+import type { Result } from '../errors.js'
+import type { WebhookEvent } from '../events/types.js'
+import type { Logger } from '../logger.js'
+import { DEFAULT_BODY_LIMIT, tooLarge, type WebhookReceiverOptions } from '../receiver/index.js'
+import { toErrorResponse } from '../verify/index.js'
+import { readClock, resolveVerifyConfig, type Clock, type VerifyConfig } from '../verify/options.js'
+import { verifyDelivery } from '../verify/verify-webhook.js'
+import { createFetchReceiver, errorMessage, handlerFailed, methodNotAllowed, readBodyAtMost, replyResponse } from './fetch.js'
+
+export type { WebhookEvent } from '../events/types.js'
+export type { ErrorResponse, Result } from '../errors.js'
+export type { ReplayStore, ClaimState } from '../replay/types.js'
+export type { Logger } from '../logger.js'
+export { MemoryReplayStore } from '../replay/memory-store.js'
+
+/** Options of `verifyWebhookRequest`: everything `Webhooks.verify` takes but the delivery, plus a body limit. */
+export interface VerifyWebhookRequestOptions extends VerifyConfig {
+  /**
+   * Largest body read, in bytes. Reading stops as soon as more arrived (a `Content-Length` over
+   * it is refused before reading): the result is then `payload_too_large`.
+   * @default 1048576 (1 MiB)
+   */
+  bodyLimit?: number
+  /**
+   * The time to verify at, e.g. when a queued delivery was received.
+   * @default the current time
+   */
+  now?: Clock
+}
+
+/** A `Content-Length` that already says the body is too large. */
+function declaredTooLarge (request: Request, limit: number): boolean {
+  const declared = request.headers.get('content-length')
+  return declared !== null && Number(declared) > limit
+}
+
+/**
+ * Verifies a MailChannels delivery received as a fetch `Request`: reads its body once (at most
+ * `bodyLimit` bytes), then checks it exactly as `Webhooks.verify` does. Resolves
+ * `{ data: WebhookEvent[], error: null }` or `{ data: null, error: ErrorResponse }`; never throws,
+ * never rejects. Replay protection is the caller's (see `createWebhookHandler`).
+ *
+ * ```ts
+ * const { data, error } = await verifyWebhookRequest(request, { customerHandles: ['acct_1'] })
+ * ```
+ */
+export async function verifyWebhookRequest (request: Request, options: VerifyWebhookRequestOptions): Promise<Result<WebhookEvent[]>> {
+  try {
+    if (options === null || typeof options !== 'object') throw new TypeError('verifyWebhookRequest expects an options object')
+    const { bodyLimit = DEFAULT_BODY_LIMIT, now, ...verifyConfig } = options
+    if (!Number.isSafeInteger(bodyLimit) || bodyLimit < 1) throw new TypeError('bodyLimit must be a positive integer number of bytes')
+    const config = resolveVerifyConfig(verifyConfig)
+    const at = readClock(now)
+    if (declaredTooLarge(request, bodyLimit)) throw tooLarge(bodyLimit)
+    const body = await readBodyAtMost(request, bodyLimit)
+    const delivery = await verifyDelivery(config, body, request.headers, at)
+    return { data: delivery.events, error: null }
+  } catch (err) {
+    return { data: null, error: toErrorResponse(err) }
+  }
+}
+
+/** What `onEvents` may answer: a `Response` (its status settles the replay claim), or nothing for `204 No Content`. */
+export type OnEventsResult = Response | undefined | void
+
+/** Options of `createWebhookHandler`: the Node receivers' options, a logger, and the events callback. */
+export interface WebhookHandlerOptions extends WebhookReceiverOptions {
+  /**
+   * Called with the verified, typed events of each new delivery (never for a rejected or a
+   * duplicate one). Its answer is the handler's: a `Response`, or nothing for `204 No Content`.
+   * A 2xx marks the delivery handled; any other status, or a throw (answered 500), releases it
+   * so MailChannels' retry is handled.
+   */
+  onEvents: (events: WebhookEvent[], request: Request) => OnEventsResult | Promise<OnEventsResult>
+  /**
+   * Where rejections, duplicates, key-fetch failures, replay-store failures and `onEvents`
+   * errors are logged (the same lines as the Node receivers). Any pino-compatible logger,
+   * called as `log.info(obj, msg)`.
+   * @default no logging
+   */
+  logger?: Logger
+}
+
+/** A fetch handler: `export default { fetch: handler }`, `Deno.serve(handler)`, `export const POST = handler`. */
+export type WebhookHandler = (request: Request) => Promise<Response>
+
+/**
+ * A MailChannels webhook endpoint as a fetch handler: `(request: Request) => Promise<Response>`.
+ * For each POST it checks the transport, reads at most `bodyLimit` bytes, verifies the delivery
+ * (Content-Digest, Ed25519 signature with the key named by `keyid`, freshness, the allowed
+ * customers), claims it in the replay store, then calls `onEvents`. Answers like the Node
+ * receivers: `{ statusCode, code, error, message }` with 400, 401, 403, 413, 415, 500, or 503
+ * with `Retry-After`; `405` with `Allow: POST` for other methods; `200 { duplicate: true }` for
+ * an exact resend, without calling `onEvents`.
+ *
+ * Create it once (at module scope): options are validated here (a `TypeError` names the
+ * option; `customerHandles` is required), and fetched keys are cached in the handler's key
+ * store for the life of the process or isolate.
+ *
+ * ```ts
+ * const handler = createWebhookHandler({ customerHandles: ['acct_1'], onEvents: async (events) => { await save(events) } })
+ * export default { fetch: handler }
+ * ```
+ */
+export function createWebhookHandler (options: WebhookHandlerOptions): WebhookHandler {
+  if (options === null || typeof options !== 'object') throw new TypeError('options must be an object')
+  const { onEvents } = options
+  if (typeof onEvents !== 'function') throw new TypeError('onEvents is required: a function called with the verified events of each delivery')
+  const { receiver, log } = createFetchReceiver(options, ['onEvents'])
+
+  return async function mailchannelsWebhookHandler (request: Request): Promise<Response> {
+    if (request.method !== 'POST') return methodNotAllowed()
+    const outcome = await receiver.handle({ headers: request.headers, readBody: (limit) => readBodyAtMost(request, limit) }, log)
+    if (outcome.kind !== 'accepted') return replyResponse(outcome.reply)
+    let status = 500
+    try {
+      const answer = await onEvents(outcome.events, request)
+      const response = answer instanceof Response ? answer : new Response(null, { status: 204 })
+      status = response.status
+      return response
+    } catch (err) {
+      log.error({ err: errorMessage(err), keyId: outcome.keyId }, 'mailchannels webhook: onEvents failed')
+      return handlerFailed()
+    } finally {
+      receiver.settle(outcome, status)
+    }
+  }
+}

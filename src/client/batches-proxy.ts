@@ -156,7 +156,7 @@ function watchResponse (response: WatchedResponse): { signal: AbortSignal, gone 
 }
 
 /** Runs `authorize`; `null` when allowed, else the denial reply. */
-export async function runAuthorize<Req> (authorize: BatchesAuthorize<Req>, request: Req, log: Logger): Promise<ProxyReply | null> {
+async function runAuthorize<Req> (authorize: BatchesAuthorize<Req>, request: Req, log: Logger): Promise<ProxyReply | null> {
   let status: 401 | 403
   try {
     const verdict: unknown = await authorize(request)
@@ -185,7 +185,7 @@ function readSafely (read: () => unknown): unknown {
  * Parses the raw query string with a strict allowlist: unknown keys, repeated keys and
  * bracket arrays are refused. Returns the client options or a 400 reply.
  */
-export function parseProxyQuery (rawQuery: string): { options: BatchesOptions, reply: null } | { options: null, reply: ProxyReply } {
+function parseProxyQuery (rawQuery: string): { options: BatchesOptions, reply: null } | { options: null, reply: ProxyReply } {
   const bad = (message: string): { options: null, reply: ProxyReply } => ({ options: null, reply: proxyError(400, 'validation_error', message) })
   if (rawQuery.length > MAX_QUERY_CHARS) return bad('The query string is too long.')
   const params = new URLSearchParams(rawQuery)
@@ -225,7 +225,7 @@ export function parseProxyQuery (rawQuery: string): { options: BatchesOptions, r
  * Lists one page through the client and shapes the reply (page + `Link`, or a generic error).
  * `path` is the `Link` path (from `linkPath`). `null` when `signal` fired (nobody to answer).
  */
-export async function proxyBatches (client: BatchesClient, options: BatchesOptions, path: string, log: Logger, signal: AbortSignal): Promise<ProxyReply | null> {
+async function proxyBatches (client: BatchesClient, options: BatchesOptions, path: string, log: Logger, signal: AbortSignal): Promise<ProxyReply | null> {
   let result: Result<WebhooksBatch[]>
   try {
     result = await client.webhooks.batches(options, { signal })
@@ -334,7 +334,7 @@ export function linkPath (rawUrl: string): string {
 }
 
 /** The query part of a raw request URL, without `?`. */
-export function queryOf (rawUrl: string): string {
+function queryOf (rawUrl: string): string {
   const i = rawUrl.indexOf('?')
   return i === -1 ? '' : rawUrl.slice(i + 1)
 }

@@ -1,3 +1,6 @@
+// The webhook request flow, once for every adapter: transport checks, the raw body (through the
+// adapter's readBody port), verification, the replay claim, the outcome the adapter answers, and the
+// settlement of the claim on the handler's own answer. Runtime-neutral: no node: import, no Buffer.
 import { HTTP_STATUS_BY_TYPE, VerificationError, type VerifyErrorType } from '../errors.js'
 import type { WebhookEvent } from '../events/types.js'
 import type { Logger } from '../logger.js'
@@ -10,9 +13,9 @@ import { errorReply, type ErrorBody, type Reply } from './reply.js'
 import { checkHeaders } from './transport.js'
 
 /** Seconds a sender should wait when the replay store cannot answer. */
-export const REPLAY_RETRY_AFTER = 10
+const REPLAY_RETRY_AFTER = 10
 /** Seconds a sender should wait when the key error carries no hint. */
-export const KEY_RETRY_AFTER = 30
+const KEY_RETRY_AFTER = 30
 
 /** The failure body of the webhook receivers: the shared error shape, with a verification reason code as `code`. */
 export type WebhookErrorBody = ErrorBody<VerifyErrorType>
@@ -21,7 +24,7 @@ export type WebhookErrorBody = ErrorBody<VerifyErrorType>
 export const DUPLICATE_BODY = Object.freeze({ duplicate: true as const })
 
 /** Anything thrown in the pipeline as a `VerificationError`; unexpected errors become a generic 500 with no internals. */
-export function asVerificationError (err: unknown): VerificationError {
+function asVerificationError (err: unknown): VerificationError {
   if (err instanceof VerificationError) return err
   return new VerificationError('configuration_error', 'The webhook could not be verified because of a server error.')
 }
@@ -35,12 +38,12 @@ export function failureReply (err: VerificationError): Reply<WebhookErrorBody> {
 }
 
 /** The log level of a rejection: client errors are routine (info), dependencies down (503) warn, misconfiguration error. */
-export function logLevelFor (status: number): 'info' | 'warn' | 'error' {
+function logLevelFor (status: number): 'info' | 'warn' | 'error' {
   return status < 500 ? 'info' : status === 503 ? 'warn' : 'error'
 }
 
 /** The `keyid` of a rejected delivery when its signature headers parse (failure path only; for the log line). */
-export function keyIdForLog (headers: HeadersInput): string | undefined {
+function keyIdForLog (headers: HeadersInput): string | undefined {
   try {
     const fields = readSignatureFields(headers)
     return parseSignature(fields.signatureInput, fields.signature).keyId
@@ -53,17 +56,17 @@ export function keyIdForLog (headers: HeadersInput): string | undefined {
  * Verifies the raw body (steps 2-10). Synchronous when the key is at hand and the verify
  * stays on the event loop; otherwise a promise. Throws / rejects with `VerificationError`.
  */
-export function verifyBody (r: ResolvedReceiver, body: Uint8Array, headers: HeadersInput, log: Logger): VerifiedDelivery | Promise<VerifiedDelivery> {
+function verifyBody (r: ResolvedReceiver, body: Uint8Array, headers: HeadersInput, log: Logger): VerifiedDelivery | Promise<VerifiedDelivery> {
   // `cache: false` builds a key store per call: give it the request's logger.
   const config = r.config.freshStorePerCall === null ? r.config : { ...r.config, logger: log }
   return verifyDelivery(config, body, headers, r.clock.now(), body.length < r.poolBelow)
 }
 
 /** The outcome of a replay claim. */
-export type ClaimOutcome = { claimed: true, id: string } | { claimed: false, state: Exclude<ClaimState, 'claimed'> }
+type ClaimOutcome = { claimed: true, id: string } | { claimed: false, state: Exclude<ClaimState, 'claimed'> }
 
 /** Claims a verified delivery. Rejects with `replay_store_unavailable` when the store fails (fail closed). */
-export async function claimDelivery (store: ReplayStore, delivery: VerifiedDelivery, ttl: number): Promise<ClaimOutcome> {
+async function claimDelivery (store: ReplayStore, delivery: VerifiedDelivery, ttl: number): Promise<ClaimOutcome> {
   const id = deliveryId(delivery.base, delivery.signature)
   let state: ClaimState
   try {
@@ -77,7 +80,7 @@ export async function claimDelivery (store: ReplayStore, delivery: VerifiedDeliv
 }
 
 /** Whether a handler's answer counts as handled: any 2xx. */
-export function isHandled (status: number): boolean {
+function isHandled (status: number): boolean {
   return status >= 200 && status < 300
 }
 
@@ -116,7 +119,7 @@ export class ClaimSettlement {
  * Completes (`ok`) or releases a claim. Store failures are logged, never thrown: a failed
  * release leaves the claim until it expires (fail closed), a failed complete leaves it `processing`.
  */
-export function settleClaim (store: ReplayStore, id: string, ttl: number, ok: boolean, log: Logger): void {
+function settleClaim (store: ReplayStore, id: string, ttl: number, ok: boolean, log: Logger): void {
   let p: Promise<void>
   try {
     p = ok ? store.complete(id, ttl) : store.release(id)

@@ -1,7 +1,8 @@
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { BatchesAuthorize, BatchesClient, ProxyReply } from '../client/batches-proxy.js'
 import { checkProxyOptions, createBatchesProxy, pathOf } from '../client/batches-proxy.js'
-import { noopLogger, type Logger } from '../logger.js'
+import type { Logger } from '../logger.js'
+import { resolveLogger } from '../receiver/options.js'
 import { writeReply } from '../receiver/node/reply.js'
 
 /** The request as Express (4 or 5) hands it over; only node:http fields are relied on. */
@@ -46,10 +47,7 @@ export type BatchesMiddleware = (req: BatchesRouterRequest, res: ServerResponse,
  */
 export function batchesRouter (options: BatchesRouterOptions): BatchesMiddleware {
   const config = checkProxyOptions(options, 'path')
-  const logger = options.logger ?? noopLogger
-  if (typeof logger?.warn !== 'function' || typeof logger.error !== 'function' || typeof logger.debug !== 'function') {
-    throw new TypeError('logger must have debug, info, warn and error methods')
-  }
+  const logger = resolveLogger(options.logger)
   const proxy = createBatchesProxy(config)
   const { path } = config
   return function batchesRouterMiddleware (req, res, next) {

@@ -1,8 +1,8 @@
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import { VerificationError } from '../errors.js'
 import type { WebhookEvent } from '../events/types.js'
-import { noopLogger, type Logger } from '../logger.js'
-import { createReceiver, keyStoreFactory, rejectUnknownOptions, resolveReceiverOptions, tooLarge, type AcceptedOutcome, type ReceiveOutcome, type WebhookReceiverOptions } from '../receiver/index.js'
+import type { Logger } from '../logger.js'
+import { createStandaloneReceiver, tooLarge, type AcceptedOutcome, type ReceiveOutcome, type WebhookReceiverOptions } from '../receiver/index.js'
 import { readStream } from '../receiver/node/read-stream.js'
 import { writeReply } from '../receiver/node/reply.js'
 
@@ -85,14 +85,7 @@ function settleOnEnd (res: ServerResponse, outcome: AcceptedOutcome, settle: (o:
  * Throws a `TypeError` naming the option when an option is invalid; `customerHandles` is required.
  */
 export function mailchannelsWebhook (options: MailChannelsWebhookOptions): WebhookMiddleware {
-  if (options === null || typeof options !== 'object') throw new TypeError('options must be an object')
-  rejectUnknownOptions(options)
-  const log = options.logger ?? noopLogger
-  for (const m of ['debug', 'info', 'warn', 'error'] as const) {
-    if (typeof log?.[m] !== 'function') throw new TypeError('logger must have debug, info, warn and error methods')
-  }
-  const receiver = createReceiver(resolveReceiverOptions(options, keyStoreFactory(log)))
-  if (receiver.options.anyCustomer) log.warn({}, "mailchannels-webhooks: customerHandles is 'any': deliveries signed for any MailChannels customer are accepted")
+  const { receiver, log } = createStandaloneReceiver(options)
   let serverChecked = false
 
   function apply (req: WebhookRequest, res: ServerResponse, next: (err?: unknown) => void, outcome: ReceiveOutcome): void {

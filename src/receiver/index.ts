@@ -2,6 +2,7 @@
 // fetch handler). Node-only helpers for the Node adapters live in ./node/.
 export {
   createReceiver,
+  createStandaloneReceiver,
   rejection,
   settle,
   DUPLICATE_BODY,
@@ -17,6 +18,7 @@ export {
   DEFAULT_BODY_LIMIT,
   keyStoreFactory,
   rejectUnknownOptions,
+  resolveLogger,
   resolveReceiverOptions,
   type ResolvedReceiver,
   type WebhookReceiverOptions,

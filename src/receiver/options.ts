@@ -1,6 +1,6 @@
 import { DEFAULT_BASE_URL, parseBaseUrl } from '../base-url.js'
 import { KeyStore } from '../keys/key-store.js'
-import type { Logger } from '../logger.js'
+import { noopLogger, type Logger } from '../logger.js'
 import { readClock, resolveVerifyConfig, type Clock, type ResolvedVerifyConfig, type VerifyConfig } from '../verify/options.js'
 import { MemoryReplayStore } from '../replay/memory-store.js'
 import type { ReplayStore } from '../replay/types.js'
@@ -96,6 +96,15 @@ export function rejectUnknownOptions (options: object, extra: readonly string[] 
 function isReplayStore (v: unknown): v is ReplayStore {
   const s = v as ReplayStore
   return s !== null && typeof s === 'object' && typeof s.claim === 'function' && typeof s.complete === 'function' && typeof s.release === 'function'
+}
+
+/** Validates a `logger` option once: any object with pino's four methods; the default logs nothing. */
+export function resolveLogger (logger: unknown): Logger {
+  const log = (logger ?? noopLogger) as Logger
+  for (const m of ['debug', 'info', 'warn', 'error'] as const) {
+    if (typeof log?.[m] !== 'function') throw new TypeError('logger must have debug, info, warn and error methods')
+  }
+  return log
 }
 
 /**

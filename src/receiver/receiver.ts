@@ -8,7 +8,7 @@ import { deliveryId, type ClaimState, type ReplayStore } from '../replay/types.j
 import { readSignatureFields, type HeadersInput } from '../verify/headers.js'
 import { parseSignature } from '../verify/signature-input.js'
 import { verifyDelivery, type VerifiedDelivery } from '../verify/verify-webhook.js'
-import type { ResolvedReceiver } from './options.js'
+import { keyStoreFactory, rejectUnknownOptions, resolveLogger, resolveReceiverOptions, type ResolvedReceiver, type WebhookReceiverOptions } from './options.js'
 import { errorReply, type ErrorBody, type Reply } from './reply.js'
 import { checkHeaders } from './transport.js'
 
@@ -286,4 +286,19 @@ export function createReceiver (r: ResolvedReceiver): Receiver {
   }
 
   return { options: r, check, receive, handle, settle }
+}
+
+/**
+ * The receiver of an adapter that logs to a `logger` option (Express, the fetch handler, Hono),
+ * options validated once: throws a `TypeError` naming a bad or unknown option (`extra`: the
+ * adapter's own option names besides the receiver's and `logger`). Warns once when
+ * `customerHandles` is `'any'`.
+ */
+export function createStandaloneReceiver (options: WebhookReceiverOptions & { logger?: Logger }, extra: readonly string[] = []): { receiver: Receiver, log: Logger } {
+  if (options === null || typeof options !== 'object') throw new TypeError('options must be an object')
+  rejectUnknownOptions(options, extra)
+  const log = resolveLogger(options.logger)
+  const receiver = createReceiver(resolveReceiverOptions(options, keyStoreFactory(log)))
+  if (receiver.options.anyCustomer) log.warn({}, "mailchannels-webhooks: customerHandles is 'any': deliveries signed for any MailChannels customer are accepted")
+  return { receiver, log }
 }

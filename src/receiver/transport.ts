@@ -3,14 +3,14 @@ import type { HeadersInput } from '../verify/headers.js'
 
 type HeaderValue = string | string[] | number | undefined | null
 
-/** One header of Node's lower-cased record or of a fetch `Headers` (`name` in lower case). */
-export function headerValue (headers: HeadersInput, name: string): HeaderValue {
-  return typeof headers.get === 'function' ? (headers as Headers).get(name) : (headers as Record<string, HeaderValue>)[name]
-}
-
-/** `checkTransport` on the request's headers. */
+/** `checkTransport` on the request's headers: Node's record (lower-case names) or a fetch `Headers`. */
 export function checkHeaders (headers: HeadersInput, bodyLimit: number, contentTypes: ReadonlySet<string> | null): VerificationError | null {
-  return checkTransport(headerValue(headers, 'content-type'), headerValue(headers, 'content-encoding'), headerValue(headers, 'content-length'), bodyLimit, contentTypes)
+  if (typeof headers.get === 'function') {
+    const h = headers as Headers
+    return checkTransport(h.get('content-type'), h.get('content-encoding'), h.get('content-length'), bodyLimit, contentTypes)
+  }
+  const h = headers as Record<string, HeaderValue>
+  return checkTransport(h['content-type'], h['content-encoding'], h['content-length'], bodyLimit, contentTypes)
 }
 
 /**

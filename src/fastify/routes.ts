@@ -1,3 +1,7 @@
+// Registration of the Fastify plugin: options validated once, the request decorators, which
+// routes are webhook routes (and the checks that make ready() fail rather than leave one
+// unverified), and the content-type parsers that keep their raw bytes. The request flow of a
+// webhook route is in ./plugin.ts.
 import { subscribe } from 'node:diagnostics_channel'
 import type { FastifyError, FastifyInstance, FastifyRequest, RouteOptions } from 'fastify'
 import { errorCodes } from 'fastify'

@@ -5,7 +5,7 @@ import { verifyWebhook } from '../verify/index.js'
 import { DEFAULT_BASE_URL, parseBaseUrl } from '../base-url.js'
 import { MAX_KEY_RESPONSE_BYTES, publicKeyUrl } from '../keys/fetch-public-key.js'
 import { importEd25519PublicKey, KeyRejectedError } from '../keys/public-key.js'
-import { KEY_ID_PATTERN } from '../verify/signature-input.js'
+import { isKeyId } from '../keys/key-id.js'
 import { buildBatchesQuery, MAX_LIMIT, mapBatchesResponse, type BatchesOptions, type WebhooksBatch } from './batches.js'
 import { abortedError, getJson, isAbortSignal, isRecord, type Transport } from './http.js'
 
@@ -157,7 +157,7 @@ export class MailChannels {
 
     const getSigningKey = async (id: string, request?: RequestOptions): Promise<Result<SigningKey>> => {
       try {
-        if (typeof id !== 'string' || !KEY_ID_PATTERN.test(id)) {
+        if (!isKeyId(id)) {
           return { data: null, error: localError('validation_error', 'The id value must be a key id of 1 to 64 characters from A-Z, a-z, 0-9, ".", "_", "~", "-".') }
         }
         const req = checkRequestOptions(request)

@@ -1,4 +1,4 @@
-import { isAscii, isUtf8 } from 'node:buffer'
+import { utf8 } from '#crypto'
 import sjson from 'secure-json-parse'
 import { VerificationError } from '../errors.js'
 import type { WebhookEvent, WebhookEventType } from './types.js'
@@ -14,8 +14,6 @@ const KNOWN = new Set<string>([
 const COMMON_KEYS = new Set(['event', 'customer_handle', 'timestamp', 'email', 'request_id', 'smtp_id', 'campaign_id', 'recipients'])
 
 const invalid = (message: string): VerificationError => new VerificationError('invalid_payload', message)
-/** Node's EXTERN_APEX (src/string_bytes.cc): latin1 strings from this size on are external. */
-const LATIN1_MAX = 0xFBEE9
 const POISONED = 'The body contains a forbidden "__proto__" or "constructor.prototype" key.'
 
 /**
@@ -63,14 +61,9 @@ function countUpTo (text: string, ch: string, limit: number): number {
 export function parseEvents (body: Uint8Array, maxEvents: number, allowCustomer: CustomerHandlePolicy | null): WebhookEvent[] {
   if (body.length === 0) throw invalid('The body is empty; expected a JSON array of events.')
   if (body[0] === 0xef && body[1] === 0xbb && body[2] === 0xbf) throw invalid('The body starts with a UTF-8 byte order mark; expected plain JSON.')
-  const buf = Buffer.from(body.buffer, body.byteOffset, body.byteLength)
-  // ASCII (the usual case) is valid UTF-8 and decodes byte for byte: latin1 is the cheaper
-  // decoder. Not for large bodies: Node makes those latin1 strings external, and their
-  // off-heap size triggers extra garbage collections that cost more than the decoding saves.
-  let text: string
-  if (buf.length < LATIN1_MAX && isAscii(buf)) text = buf.toString('latin1')
-  else if (isUtf8(buf)) text = buf.toString('utf8')
-  else throw invalid('The body is not valid UTF-8.')
+  // Fatal UTF-8: the port decodes ASCII the cheapest way it can.
+  const text = utf8(body)
+  if (text === undefined) throw invalid('The body is not valid UTF-8.')
 
   let parsed: unknown
   try {

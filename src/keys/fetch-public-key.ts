@@ -1,4 +1,4 @@
-import type { KeyObject } from 'node:crypto'
+import type { VerifyKey } from '../crypto/types.js'
 import { VerificationError } from '../errors.js'
 import { importEd25519PublicKey, KeyRejectedError } from './public-key.js'
 
@@ -63,7 +63,7 @@ export class KeyFetchError extends VerificationError {
  * 404 and 400 mean `unknown_key`; anything else that is not a valid Ed25519 key with the
  * requested id means `key_unavailable`. Throws `KeyFetchError`.
  */
-export async function fetchPublicKey (keyId: string, { baseUrl, fetch, signal }: FetchPublicKeyOptions): Promise<KeyObject> {
+export async function fetchPublicKey (keyId: string, { baseUrl, fetch, signal }: FetchPublicKeyOptions): Promise<VerifyKey> {
   const url = publicKeyUrl(baseUrl, keyId)
   const href = url.href
   const unavailable = (reason: KeyFetchCause, why: string, status?: number): KeyFetchError =>
@@ -169,5 +169,11 @@ export async function readCapped (res: Response, limit: number): Promise<string>
     }
     chunks.push(value)
   }
-  return Buffer.concat(chunks).toString('utf8')
+  const all = new Uint8Array(size)
+  let at = 0
+  for (const chunk of chunks) {
+    all.set(chunk, at)
+    at += chunk.byteLength
+  }
+  return new TextDecoder().decode(all)
 }

@@ -1,9 +1,10 @@
-import type { KeyObject } from 'node:crypto'
+import { sameKey } from '#crypto'
+import type { VerifyKey } from '../crypto/types.js'
 import { LRUCache } from 'lru-cache'
 import { DEFAULT_BASE_URL, parseBaseUrl } from '../base-url.js'
 import { VerificationError } from '../errors.js'
 import { noopLogger, type Logger } from '../logger.js'
-import { KEY_ID_PATTERN } from '../verify/signature-input.js'
+import { KEY_ID_RULE, isKeyId } from './key-id.js'
 import { fetchPublicKey, KeyFetchError, publicKeyUrl } from './fetch-public-key.js'
 import { RecurrenceGate } from './recurrence-gate.js'
 
@@ -105,7 +106,7 @@ export interface KeyStoreStats {
   failures: number
 }
 
-interface Entry { key: KeyObject, fetchedAt: number }
+interface Entry { key: VerifyKey, fetchedAt: number }
 
 /** `prefetch` remembers at most this many key ids. */
 const MAX_PREFETCHED = 64
@@ -122,7 +123,7 @@ function positive (value: unknown, name: string, integer = false): number {
  * Fetches Ed25519 signing keys by key id, once, and keeps them safely:
  * a bounded LRU with TTL and single-flight fetches (lru-cache's `fetchMethod`), a bounded
  * negative cache, a global fetch budget and concurrency cap, a fetch timeout, and a bounded
- * stale window when the endpoint fails. Keys are imported once and the `KeyObject` reused.
+ * stale window when the endpoint fails. Keys are imported once and reused (a `KeyObject` on Node, a `CryptoKey` elsewhere).
  */
 export class KeyStore {
   /** The fetch context is the logger of the call that started the fetch. */
@@ -142,7 +143,7 @@ export class KeyStore {
   readonly #refreshCooldown: number
   /** Key ids refreshed within the cooldown, and the refresh in flight per key id. */
   readonly #refreshedAt: LRUCache<string, number>
-  readonly #refreshing = new Map<string, Promise<KeyObject | undefined>>()
+  readonly #refreshing = new Map<string, Promise<VerifyKey | undefined>>()
   readonly #gate: RecurrenceGate
   #tokens: number
   #refilledAt: number
@@ -194,7 +195,7 @@ export class KeyStore {
    * A fresh cached key, synchronously, or `undefined`. The verify hot path uses this so
    * a cached key costs no promise.
    */
-  peek (keyId: string): KeyObject | undefined {
+  peek (keyId: string): VerifyKey | undefined {
     return this.#keys.get(keyId)?.key
   }
 
@@ -203,7 +204,7 @@ export class KeyStore {
    * (`unknown_key` or `key_unavailable`). `logger`, when given, receives this lookup's
    * fetch-failure lines instead of the store's own logger.
    */
-  async get (keyId: string, logger?: Logger): Promise<KeyObject> {
+  async get (keyId: string, logger?: Logger): Promise<VerifyKey> {
     const cached = this.peek(keyId)
     if (cached !== undefined) return cached
     const failure = this.#failures.get(keyId)
@@ -259,7 +260,7 @@ export class KeyStore {
    * the global budget, so bad signatures cannot flood the endpoint. Resolves the new key
    * when it differs from `failed`, else `undefined`. Never rejects.
    */
-  refresh (keyId: string, failed: KeyObject, logger?: Logger): Promise<KeyObject | undefined> {
+  refresh (keyId: string, failed: VerifyKey, logger?: Logger): Promise<VerifyKey | undefined> {
     const inFlight = this.#refreshing.get(keyId)
     if (inFlight !== undefined) return inFlight
     const entry = this.#keys.get(keyId, { allowStale: true })
@@ -279,12 +280,12 @@ export class KeyStore {
     return refreshing
   }
 
-  async #refetch (keyId: string, failed: KeyObject, log: Logger): Promise<KeyObject | undefined> {
+  async #refetch (keyId: string, failed: VerifyKey, log: Logger): Promise<VerifyKey | undefined> {
     this.#inFlight++
     this.#stats.fetches++
     try {
       const key = await fetchPublicKey(keyId, { baseUrl: this.#baseUrl, fetch: this.#fetch, signal: AbortSignal.timeout(this.#fetchTimeout) })
-      if (key.equals(failed)) {
+      if (sameKey(key, failed)) {
         this.#keys.set(keyId, { key: failed, fetchedAt: this.#now() })
         return undefined
       }
@@ -311,7 +312,7 @@ export class KeyStore {
   prefetch (keyIds: Iterable<string>, logger?: Logger): Promise<void> {
     let started: Array<Promise<unknown>> | undefined
     for (const keyId of keyIds) {
-      if (typeof keyId !== 'string' || !KEY_ID_PATTERN.test(keyId)) throw new TypeError('prefetch expects key ids of 1 to 64 characters from A-Z a-z 0-9 . _ ~ -')
+      if (!isKeyId(keyId)) throw new TypeError(`prefetch expects key ids of ${KEY_ID_RULE}`)
       let fetching = this.#pending.get(keyId)
       if (!this.#prefetched.has(keyId)) {
         if (this.#prefetched.size >= MAX_PREFETCHED) this.#prefetched.delete(this.#prefetched.values().next().value!)

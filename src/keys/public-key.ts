@@ -1,22 +1,17 @@
-import crypto, { type KeyObject } from 'node:crypto'
+import { base64Decode, fromKeyObject, importRawEd25519 } from '#crypto'
+import { isWeakEd25519Point } from '../crypto/ed25519-point.js'
+import type { VerifyKey } from '../crypto/types.js'
+
+export { isWeakEd25519Point }
 
 /** The fixed 12-byte DER prefix of an Ed25519 SubjectPublicKeyInfo (RFC 8410). */
-export const ED25519_SPKI_PREFIX = Buffer.from('302a300506032b6570032100', 'hex')
+export const ED25519_SPKI_PREFIX = Uint8Array.of(0x30, 0x2a, 0x30, 0x05, 0x06, 0x03, 0x2b, 0x65, 0x70, 0x03, 0x21, 0x00)
 
-// y-coordinates (little-endian, sign bit cleared) of the Ed25519 points of small order:
-// with any of them as the public key, crafted signatures verify for many or all messages.
-// y >= p (non-canonical) is rejected separately. Same list as libsodium's
-// ge25519_has_small_order.
-const SMALL_ORDER_Y = [
-  '0000000000000000000000000000000000000000000000000000000000000000', // y = 0, order 4
-  '0100000000000000000000000000000000000000000000000000000000000000', // y = 1, the identity
-  '26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc05', // order 8
-  'c7176a703d4dd84fba3c0b760d10670f2a2053fa2c39ccc64ec7fd7792ac037a', // order 8 (p minus the one above)
-  'ecffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f', // y = p - 1, order 2
-].map((hex) => Buffer.from(hex, 'hex'))
-
-/** p = 2^255 - 19, little-endian. */
-const P = Buffer.from('edffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f', 'hex')
+// Algorithm OIDs of SPKI keys that are not Ed25519, to say what was served instead.
+const OTHER_KEY_TYPES: Array<[oid: string, name: string]> = [
+  ['2b656e', 'x25519'], ['2b6571', 'ed448'], ['2b656f', 'x448'],
+  ['2a864886f70d010101', 'rsa'], ['2a864886f70d01010a', 'rsa-pss'], ['2a8648ce3d0201', 'ec'], ['2a8648ce380401', 'dsa'],
+]
 
 /** Why a key was refused (never echoes the key). */
 export class KeyRejectedError extends Error {
@@ -26,53 +21,59 @@ export class KeyRejectedError extends Error {
   }
 }
 
-/**
- * True when the 32-byte encoded point has small order or a non-canonical y (y >= p),
- * whatever its sign bit.
- */
-export function isWeakEd25519Point (raw: Uint8Array): boolean {
-  const y = Buffer.from(raw)
-  y[31] = y[31]! & 0x7f
-  for (const bad of SMALL_ORDER_Y) if (y.equals(bad)) return true
-  // Compare y with p from the most significant byte down.
-  for (let i = 31; i >= 0; i--) {
-    if (y[i]! !== P[i]!) return y[i]! > P[i]!
+/** The raw 32-byte point of an Ed25519 SPKI DER, or a refusal saying what the DER is instead. */
+function ed25519Point (der: Uint8Array): Uint8Array {
+  if (der.length === 44 && ED25519_SPKI_PREFIX.every((b, i) => der[i] === b)) return der.subarray(12)
+  // A DER SEQUENCE holding an AlgorithmIdentifier: name the algorithm when it is a known one.
+  const hexDer = Array.from(der.subarray(0, 64), (b) => b.toString(16).padStart(2, '0')).join('')
+  if (der[0] === 0x30) {
+    for (const [oid, name] of OTHER_KEY_TYPES) if (hexDer.includes(`06${(oid.length / 2).toString(16).padStart(2, '0')}${oid}`)) throw new KeyRejectedError(`the key is ${name}, not Ed25519`)
   }
-  return true // y == p
+  throw new KeyRejectedError('the key is not a valid SPKI public key')
 }
+
+const PEM = /^\s*-----BEGIN PUBLIC KEY-----\r?\n?([A-Za-z0-9+/=\s]*)-----END PUBLIC KEY-----\s*$/
 
 /**
  * Turns key material as MailChannels serves it (base64 SPKI DER, or PEM) into an Ed25519
- * `KeyObject`, refusing anything else: other key types (RSA, X25519, P-256...), garbage,
- * and small-order or non-canonical points. Throws `KeyRejectedError`.
+ * key ready to verify with, refusing anything else: other key types (RSA, X25519, P-256...),
+ * garbage, and small-order or non-canonical points. Throws `KeyRejectedError`.
  */
-export function importEd25519PublicKey (material: string): KeyObject {
+export function importEd25519PublicKey (material: string): VerifyKey {
   if (typeof material !== 'string' || material.length === 0 || material.length > 4096) {
     throw new KeyRejectedError('the key is not a non-empty string of reasonable length')
   }
-  let key: KeyObject
-  try {
-    if (material.includes('-----BEGIN')) {
-      const blocks = material.match(/-----BEGIN /g)?.length ?? 0
-      if (blocks !== 1) throw new KeyRejectedError('the PEM holds more than one block')
-      // createPublicKey would also derive a public key from a private key or a certificate; only SPKI is a served key.
-      if (!material.includes('-----BEGIN PUBLIC KEY-----')) throw new KeyRejectedError('the PEM is not a PUBLIC KEY (SPKI) block')
-      key = crypto.createPublicKey({ key: material, format: 'pem' })
-    } else {
-      const b64 = material.replace(/\s+/g, '')
-      if (!/^[A-Za-z0-9+/]+={0,2}$/.test(b64)) throw new KeyRejectedError('the key is neither PEM nor base64')
-      key = crypto.createPublicKey({ key: Buffer.from(b64, 'base64'), format: 'der', type: 'spki' })
-    }
-  } catch (err) {
-    if (err instanceof KeyRejectedError) throw err
-    throw new KeyRejectedError('the key is not a valid SPKI public key')
+  let b64: string
+  if (material.includes('-----BEGIN')) {
+    const blocks = material.match(/-----BEGIN /g)?.length ?? 0
+    if (blocks !== 1) throw new KeyRejectedError('the PEM holds more than one block')
+    // Only SPKI is a served key (not a private key or a certificate).
+    if (!material.includes('-----BEGIN PUBLIC KEY-----')) throw new KeyRejectedError('the PEM is not a PUBLIC KEY (SPKI) block')
+    const m = PEM.exec(material)
+    if (m === null) throw new KeyRejectedError('the key is not a valid SPKI public key')
+    b64 = m[1]!.replace(/\s+/g, '')
+    if (!/^[A-Za-z0-9+/]+={0,2}$/.test(b64)) throw new KeyRejectedError('the key is not a valid SPKI public key')
+  } else {
+    b64 = material.replace(/\s+/g, '')
+    if (!/^[A-Za-z0-9+/]+={0,2}$/.test(b64)) throw new KeyRejectedError('the key is neither PEM nor base64')
   }
-  if (key.type !== 'public' || key.asymmetricKeyType !== 'ed25519') {
-    throw new KeyRejectedError(`the key is ${key.asymmetricKeyType ?? 'of an unknown type'}, not Ed25519`)
-  }
-  const der = key.export({ format: 'der', type: 'spki' })
-  if (isWeakEd25519Point(der.subarray(der.length - 32))) {
+  const raw = ed25519Point(base64Decode(b64))
+  if (isWeakEd25519Point(raw)) {
     throw new KeyRejectedError('the key is a small-order or non-canonical Ed25519 point, with which forged signatures verify')
   }
-  return key
+  return importRawEd25519(raw)
+}
+
+/**
+ * A key object given as the `publicKey` option: a `CryptoKey` (or, on Node, a `KeyObject`)
+ * holding an Ed25519 public key that is not a small-order or non-canonical point.
+ * Throws `KeyRejectedError`.
+ */
+export function importEd25519KeyObject (material: object): VerifyKey {
+  const imported = fromKeyObject(material)
+  if (imported === undefined) throw new KeyRejectedError('the key is not an Ed25519 public key')
+  if (imported.raw !== null && isWeakEd25519Point(imported.raw)) {
+    throw new KeyRejectedError('the key is a small-order or non-canonical Ed25519 point, with which forged signatures verify')
+  }
+  return imported.key
 }

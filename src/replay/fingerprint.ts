@@ -1,4 +1,4 @@
-import crypto from 'node:crypto'
+import { base64url, hash } from '#crypto'
 import type { WebhookEvent } from '../events/types.js'
 
 /**
@@ -39,7 +39,7 @@ export function eventFingerprint (event: WebhookEvent): string {
     parts.push([name, value])
   }
   if (event.event === 'unknown') parts.push(['fields', canonical(event.fields)])
-  return crypto.createHash('sha256').update(JSON.stringify(parts)).digest('base64url')
+  return base64url(hash('sha256', JSON.stringify(parts)))
 }
 
 /**

@@ -1,4 +1,3 @@
-import crypto from 'node:crypto'
 import { ReplayStoreError } from './errors.js'
 
 /**
@@ -46,17 +45,23 @@ export function checkPrefix (prefix: unknown): string {
 /** A Lua script run by SHA (one round trip), loaded with EVAL on the first NOSCRIPT. */
 export class LuaScript {
   readonly source: string
-  readonly sha1: string
+  /** Its SHA-1 (hex), what EVALSHA names it by: computed at the first run (WebCrypto's digest is async). */
+  #sha1: string | undefined
 
   constructor (source: string) {
     this.source = source
-    this.sha1 = crypto.createHash('sha1').update(source).digest('hex')
+  }
+
+  async #digest (): Promise<string> {
+    const digest = new Uint8Array(await crypto.subtle.digest('SHA-1', new TextEncoder().encode(this.source)))
+    this.#sha1 = Array.from(digest, (b) => b.toString(16).padStart(2, '0')).join('')
+    return this.#sha1
   }
 
   /** `abandoned`: once it returns true (the caller gave up), a NOSCRIPT is not retried with EVAL, so the script never runs late. */
   async run (client: RedisClientLike, keys: string[], args: Array<string | number>, abandoned: () => boolean = () => false): Promise<unknown> {
     try {
-      return await client.evalsha(this.sha1, keys.length, ...keys, ...args)
+      return await client.evalsha(this.#sha1 ?? await this.#digest(), keys.length, ...keys, ...args)
     } catch (err) {
       if (!(err instanceof Error) || !err.message.startsWith('NOSCRIPT') || abandoned()) throw err
       return await client.eval(this.source, keys.length, ...keys, ...args)

@@ -1,4 +1,4 @@
-import crypto from 'node:crypto'
+import { base64url } from '#crypto'
 import { LRUCache } from 'lru-cache'
 import type { ClaimState, ReplayStore } from './types.js'
 import { ReplayStoreError } from './errors.js'
@@ -104,7 +104,7 @@ export class RedisReplayStore implements ReplayStore {
     checkTtl(ttlSeconds)
     assertConnected(this.#client, 'claim')
     const key = this.#prefix + id
-    const token = crypto.randomBytes(12).toString('base64url')
+    const token = base64url(crypto.getRandomValues(new Uint8Array(12)))
     let abandoned = false
     let reply: unknown
     try {

@@ -1,4 +1,4 @@
-import crypto from 'node:crypto'
+import { base64url, hash } from '#crypto'
 
 /** Where a delivery stands in a replay store. */
 export type ClaimState = 'claimed' | 'processing' | 'done'
@@ -27,5 +27,8 @@ export interface ReplayStore {
 
 /** The replay key of a verified delivery: SHA-256 over the signature base and the signature bytes. */
 export function deliveryId (base: Uint8Array, signature: Uint8Array): string {
-  return crypto.createHash('sha256').update(base).update(signature).digest('base64url')
+  const both = new Uint8Array(base.byteLength + signature.byteLength)
+  both.set(base)
+  both.set(signature, base.byteLength)
+  return base64url(hash('sha256', both))
 }

@@ -1,9 +1,9 @@
-import crypto from 'node:crypto'
+import { base64Decode, hash, timingSafeEqual } from '#crypto'
 import { VerificationError } from '../errors.js'
 import { parseDictionaryField } from './structured-fields.js'
 
 /** A parsed `Content-Digest`: the expected hash bytes per recognised algorithm. */
-export type ParsedDigest = Array<[algorithm: 'sha256' | 'sha512', expected: Buffer]>
+export type ParsedDigest = Array<[algorithm: 'sha256' | 'sha512', expected: Uint8Array]>
 
 const RECOGNISED = { 'sha-256': ['sha256', 32], 'sha-512': ['sha512', 64] } as const
 // RFC 9530 §7.2: registered but deprecated, "MUST NOT be used in a potentially adversarial setting".
@@ -14,7 +14,7 @@ const CANONICAL_SHA256 = /^sha-256=:([A-Za-z0-9+/]{43}=):$/
 /** Parses `Content-Digest` (RFC 9530 §2): a dictionary of byte sequences; sha-256 and sha-512 are checked. */
 export function parseContentDigest (value: string): ParsedDigest {
   const fast = CANONICAL_SHA256.exec(value)
-  if (fast !== null) return [['sha256', Buffer.from(fast[1]!, 'base64')]]
+  if (fast !== null) return [['sha256', base64Decode(fast[1]!)]]
 
   // The parser refuses a repeated algorithm, so the dictionary holds every member sent.
   const dict = parseDictionaryField(value, 'Content-Digest')
@@ -34,7 +34,7 @@ export function parseContentDigest (value: string): ParsedDigest {
     if (digest.byteLength !== known[1]) {
       throw new VerificationError('malformed_header', `The Content-Digest ${algorithm} value must be ${known[1]} bytes.`)
     }
-    out.push([known[0], Buffer.from(digest)])
+    out.push([known[0], digest])
   }
   if (out.length === 0) throw new VerificationError('unsupported_algorithm', 'Content-Digest has no sha-256 or sha-512 member.')
   return out
@@ -43,8 +43,7 @@ export function parseContentDigest (value: string): ParsedDigest {
 /** Checks every recognised member against the raw body bytes, in constant time. */
 export function checkContentDigest (digests: ParsedDigest, body: Uint8Array): void {
   for (const [algorithm, expected] of digests) {
-    const actual = crypto.hash(algorithm, body, 'buffer')
-    if (!crypto.timingSafeEqual(actual, expected)) {
+    if (!timingSafeEqual(hash(algorithm, body), expected)) {
       throw new VerificationError(
         'digest_mismatch',
         'The body does not match its Content-Digest: it was changed after MailChannels signed it. Pass the exact raw bytes received, not re-serialised JSON.',

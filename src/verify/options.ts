@@ -1,10 +1,11 @@
 import type { KeyObject } from 'node:crypto'
+import type { CryptoKeyLike, VerifyKey } from '../crypto/types.js'
 import { DEFAULT_BASE_URL, parseBaseUrl } from '../base-url.js'
 import type { CustomerHandlePolicy } from '../events/parse-events.js'
 import { KeyStore } from '../keys/key-store.js'
-import { importEd25519PublicKey, isWeakEd25519Point, KeyRejectedError } from '../keys/public-key.js'
+import { importEd25519KeyObject, importEd25519PublicKey, KeyRejectedError } from '../keys/public-key.js'
 import { noopLogger, type Logger } from '../logger.js'
-import { KEY_ID_PATTERN } from './signature-input.js'
+import { KEY_ID_RULE, isKeyId } from '../keys/key-id.js'
 
 export const DEFAULT_MAX_AGE = 300
 export const DEFAULT_CLOCK_SKEW = 60
@@ -16,11 +17,12 @@ export type Clock = Date | number | (() => Date | number)
 /** How a delivery is verified: everything but the delivery itself. Validated once. */
 export interface VerifyConfig {
   /**
-   * The signing key, as PEM or base64 SPKI DER (what the public-key endpoint serves), or a
-   * `KeyObject`. When set, no key is fetched.
+   * The signing key, as PEM or base64 SPKI DER (what the public-key endpoint serves), a
+   * WebCrypto `CryptoKey` (Ed25519, public, with the `verify` usage), or on Node a `KeyObject`.
+   * When set, no key is fetched.
    * @default undefined (fetch the key named by `keyid`)
    */
-  publicKey?: string | KeyObject
+  publicKey?: string | CryptoKeyLike | KeyObject
   /**
    * Keep fetched keys (and failures) in a bounded cache shared by calls with the same `baseUrl`.
    * @default true
@@ -77,7 +79,7 @@ export interface VerifyConfig {
 /** The options of one `verify` call. */
 export interface VerifyOptions extends VerifyConfig {
   /** The exact raw body as received: never re-serialised JSON. */
-  payload: string | Buffer | Uint8Array
+  payload: string | Uint8Array
   /** The request headers: a plain object (any name case), Node's `IncomingHttpHeaders` or a fetch `Headers`. */
   headers: import('./headers.js').HeadersInput
   /** The time to verify at, e.g. when a queued delivery was received. Default: now. */
@@ -86,7 +88,7 @@ export interface VerifyOptions extends VerifyConfig {
 
 /** `VerifyConfig` after validation. */
 export interface ResolvedVerifyConfig {
-  publicKey: KeyObject | null
+  publicKey: VerifyKey | null
   keyStore: KeyStore | null
   /** `cache: false`: a store per call. */
   freshStorePerCall: { baseUrl: string } | null
@@ -112,18 +114,26 @@ export function sharedKeyStore (baseUrl: string): KeyStore {
   return store
 }
 
-const importedKeys = new Map<string, KeyObject>()
+const importedKeys = new Map<string, VerifyKey>()
+const importedObjects = new WeakMap<object, VerifyKey>()
 const MAX_IMPORTED_KEYS = 32
 
 /** Imports a `publicKey` option once per distinct value: an import costs as much as a verify. */
-function importConfiguredKey (material: string | KeyObject): KeyObject {
+function importConfiguredKey (material: string | CryptoKeyLike | KeyObject): VerifyKey {
   if (typeof material !== 'string') {
-    if (material?.type !== 'public' || material.asymmetricKeyType !== 'ed25519') throw new TypeError('publicKey must be an Ed25519 public key')
-    // The same small-order check as for a string key: with such a key forged signatures verify (D4).
-    if (isWeakEd25519Point(material.export({ format: 'der', type: 'spki' }).subarray(-32))) {
-      throw new TypeError('publicKey is not usable: the key is a small-order or non-canonical Ed25519 point, with which forged signatures verify')
+    if (material === null || typeof material !== 'object') throw new TypeError('publicKey must be an Ed25519 public key')
+    let key = importedObjects.get(material)
+    if (key === undefined) {
+      try {
+        // The same small-order check as for a string key: with such a key forged signatures verify.
+        key = importEd25519KeyObject(material)
+      } catch (err) {
+        const reason = err instanceof KeyRejectedError ? err.message : ''
+        throw new TypeError(reason.includes('small-order') ? `publicKey is not usable: ${reason}` : 'publicKey must be an Ed25519 public key')
+      }
+      importedObjects.set(material, key)
     }
-    return material
+    return key
   }
   let key = importedKeys.get(material)
   if (key === undefined) {
@@ -184,8 +194,8 @@ export function resolveVerifyConfig (config: VerifyConfig): ResolvedVerifyConfig
 
   let keyIds: Set<string> | null = null
   if (config.keyIds !== undefined) {
-    if (!Array.isArray(config.keyIds) || config.keyIds.length === 0 || !config.keyIds.every((k) => typeof k === 'string' && KEY_ID_PATTERN.test(k))) {
-      throw new TypeError('keyIds must be a non-empty array of key ids (1 to 64 characters from A-Z a-z 0-9 . _ ~ -)')
+    if (!Array.isArray(config.keyIds) || config.keyIds.length === 0 || !config.keyIds.every(isKeyId)) {
+      throw new TypeError(`keyIds must be a non-empty array of key ids (${KEY_ID_RULE})`)
     }
     keyIds = new Set(config.keyIds)
   }

@@ -1,9 +1,8 @@
 import { serializeInnerList } from 'structured-headers'
 import { VerificationError } from '../errors.js'
+import { base64Decode } from '#crypto'
+import { KEY_ID_PATTERN, KEY_ID_RULE } from '../keys/key-id.js'
 import { parseDictionaryField, type InnerList, type Item } from './structured-fields.js'
-
-/** A keyid the library will look up: ASCII, URL-safe, bounded (it becomes part of the key URL). */
-export const KEY_ID_PATTERN = /^[A-Za-z0-9._~-]{1,64}$/
 
 /** The signature a delivery carries, after the strict MailChannels profile was applied. */
 export interface ParsedSignature {
@@ -16,7 +15,7 @@ export interface ParsedSignature {
   /** The `@signature-params` value: the canonical serialisation of the parsed member (RFC 9421 §2.3). */
   params: string
   /** The 64 raw signature bytes. */
-  signature: Buffer
+  signature: Uint8Array
 }
 
 const malformed = (message: string): VerificationError => new VerificationError('malformed_header', message)
@@ -42,7 +41,7 @@ export function parseSignature (signatureInput: string, signatureHeader: string)
       created: Number(input[3]),
       expires: undefined,
       params: input[2]!,
-      signature: Buffer.from(sig[2]!, 'base64'),
+      signature: base64Decode(sig[2]!),
     }
   }
   return parseSignatureStrict(signatureInput, signatureHeader)
@@ -83,7 +82,7 @@ export function parseSignatureStrict (signatureInput: string, signatureHeader: s
         break
       case 'keyid':
         if (typeof value !== 'string' || !KEY_ID_PATTERN.test(value)) {
-          throw malformed('Signature-Input "keyid" must be a String of 1 to 64 characters from A-Z a-z 0-9 . _ ~ -.')
+          throw malformed(`Signature-Input "keyid" must be a String of ${KEY_ID_RULE}.`)
         }
         keyId = value
         break
@@ -118,6 +117,6 @@ export function parseSignatureStrict (signatureInput: string, signatureHeader: s
     expires,
     // Only Strings and Integers are left in the member: structured-headers serialises them canonically.
     params: serializeInnerList([[['content-digest', new Map()]], params as Map<string, string | number>]),
-    signature: Buffer.from(sigValue.buffer, sigValue.byteOffset, sigValue.byteLength),
+    signature: sigValue,
   }
 }

@@ -1,4 +1,5 @@
-import crypto, { type KeyObject } from 'node:crypto'
+import { latin1, verify, verifyOffThread } from '#crypto'
+import type { VerifyKey } from '../crypto/types.js'
 import { VerificationError } from '../errors.js'
 
 /**
@@ -6,34 +7,27 @@ import { VerificationError } from '../errors.js'
  * Content-Digest value, then the canonical `@signature-params`; `\n` between lines, no
  * trailing newline.
  */
-export function signatureBase (contentDigest: string, params: string): Buffer {
-  return Buffer.from(`"content-digest": ${contentDigest}\n"@signature-params": ${params}`, 'latin1')
+export function signatureBase (contentDigest: string, params: string): Uint8Array {
+  return latin1(`"content-digest": ${contentDigest}\n"@signature-params": ${params}`)
 }
 
 const invalid = (): VerificationError =>
   new VerificationError('signature_invalid', 'The signature does not verify with the MailChannels signing key: the delivery was not signed by MailChannels, or was altered.')
 
-/** Ed25519 verify on the calling thread (cheapest per core). Only a literal `true` passes. */
-export function verifyEd25519 (base: Buffer, key: KeyObject, signature: Buffer): void {
-  let ok = false
-  try {
-    ok = crypto.verify(null, base, key, signature)
-  } catch {
-    ok = false
-  }
-  if (ok !== true) throw invalid()
+const settle = (ok: boolean): void => { if (!ok) throw invalid() }
+
+/**
+ * Ed25519 verify: on the calling thread where the runtime can (Node: cheapest per core),
+ * else a promise (WebCrypto). Only a literal `true` passes.
+ */
+export function verifyEd25519 (base: Uint8Array, key: VerifyKey, signature: Uint8Array): void | Promise<void> {
+  const ok = verify(key, base, signature)
+  if (ok === true) return
+  if (ok === false) throw invalid()
+  return ok.then(settle)
 }
 
-/** Ed25519 verify on the libuv thread pool, so a second core can share the work. */
-export function verifyEd25519Async (base: Buffer, key: KeyObject, signature: Buffer): Promise<void> {
-  return new Promise((resolve, reject) => {
-    try {
-      crypto.verify(null, base, key, signature, (err, ok) => {
-        if (err === null && ok === true) resolve()
-        else reject(invalid())
-      })
-    } catch {
-      reject(invalid())
-    }
-  })
+/** Ed25519 verify off the calling thread (Node's libuv pool, so a second core can share the work). */
+export function verifyEd25519Async (base: Uint8Array, key: VerifyKey, signature: Uint8Array): Promise<void> {
+  return verifyOffThread(key, base, signature).then(settle)
 }

@@ -1,4 +1,4 @@
-import type { KeyObject } from 'node:crypto'
+import type { VerifyKey } from '../crypto/types.js'
 import { VerificationError } from '../errors.js'
 import { parseEvents } from '../events/parse-events.js'
 import type { WebhookEvent } from '../events/types.js'
@@ -16,14 +16,14 @@ export interface VerifiedDelivery {
   /** Signature `created`, Unix seconds. */
   created: number
   /** The signature bytes and base, for replay detection (the same material means the same signed delivery). */
-  signature: Buffer
-  base: Buffer
+  signature: Uint8Array
+  base: Uint8Array
 }
 
 /** The result of the local, synchronous stages: everything but the key and the signature. */
 export interface CheckedDelivery {
   sig: ParsedSignature
-  base: Buffer
+  base: Uint8Array
   body: Uint8Array
 }
 
@@ -55,7 +55,7 @@ export function checkDelivery (config: ResolvedVerifyConfig, payload: unknown, h
 }
 
 /** Step 4 without waiting when it can: the configured key, a cached key, or a promise of a fetched one. */
-export function resolveKey (config: ResolvedVerifyConfig, keyId: string): KeyObject | Promise<KeyObject> {
+export function resolveKey (config: ResolvedVerifyConfig, keyId: string): VerifyKey | Promise<VerifyKey> {
   if (config.publicKey !== null) return config.publicKey
   const store = config.keyStore ?? new KeyStore({ baseUrl: config.freshStorePerCall!.baseUrl, logger: config.logger })
   return store.peek(keyId) ?? store.get(keyId, config.logger)
@@ -82,19 +82,25 @@ export function verifyDelivery (
   const checked = checkDelivery(config, payload, headers, nowMs)
   const key = resolveKey(config, checked.sig.keyId)
   if (!(key instanceof Promise) && !async) {
+    let pending: void | Promise<void>
     try {
-      verifyEd25519(checked.base, key, checked.sig.signature)
+      pending = verifyEd25519(checked.base, key, checked.sig.signature)
     } catch (err) {
       if (config.keyStore === null) throw err
       return retryWithRefreshedKey(config, checked, key, err, false)
     }
-    return finish(config, checked)
+    if (pending === undefined) return finish(config, checked)
+    // WebCrypto: the verify itself is asynchronous.
+    return pending.then(() => finish(config, checked), (err: unknown) => {
+      if (config.keyStore === null) throw err
+      return retryWithRefreshedKey(config, checked, key, err, false)
+    })
   }
   return (async () => {
     const k = await key
     try {
       if (async) await verifyEd25519Async(checked.base, k, checked.sig.signature)
-      else verifyEd25519(checked.base, k, checked.sig.signature)
+      else await verifyEd25519(checked.base, k, checked.sig.signature)
     } catch (err) {
       if (config.keyStore === null) throw err
       return retryWithRefreshedKey(config, checked, k, err, async)
@@ -107,17 +113,19 @@ export function verifyDelivery (
  * The signature failed with a cached key: the key may have been rotated under the same id.
  * The store refetches at most once per cooldown; with a different key, verify once more.
  */
-async function retryWithRefreshedKey (config: ResolvedVerifyConfig, checked: CheckedDelivery, failed: KeyObject, err: unknown, async: boolean): Promise<VerifiedDelivery> {
+async function retryWithRefreshedKey (config: ResolvedVerifyConfig, checked: CheckedDelivery, failed: VerifyKey, err: unknown, async: boolean): Promise<VerifiedDelivery> {
   const fresh = await config.keyStore!.refresh(checked.sig.keyId, failed, config.logger)
   if (fresh === undefined) throw err
   if (async) await verifyEd25519Async(checked.base, fresh, checked.sig.signature)
-  else verifyEd25519(checked.base, fresh, checked.sig.signature)
+  else await verifyEd25519(checked.base, fresh, checked.sig.signature)
   return finish(config, checked)
 }
+
+const encoder = new TextEncoder()
 
 /** The raw body as bytes. A string is taken as the UTF-8 text received. */
 export function toBytes (payload: unknown): Uint8Array {
   if (payload instanceof Uint8Array) return payload
-  if (typeof payload === 'string') return Buffer.from(payload, 'utf8')
-  throw new VerificationError('invalid_payload', 'payload must be the raw body as a Buffer, Uint8Array or string (not parsed JSON).')
+  if (typeof payload === 'string') return encoder.encode(payload)
+  throw new VerificationError('invalid_payload', 'payload must be the raw body as a Uint8Array (a Buffer is one) or string (not parsed JSON).')
 }

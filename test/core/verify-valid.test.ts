@@ -1,5 +1,6 @@
 import crypto from 'node:crypto'
 import t from 'tap'
+import { runtime } from '#crypto'
 import { MailChannels, Webhooks, WEBHOOK_EVENT_TYPES, type WebhookEvent } from '../../src/index.js'
 import { generateSigningKeyPair, signWebhook, type WireEvent } from '../../src/testing/index.js'
 import { assertAccepted } from './helpers/assert.js'
@@ -175,8 +176,20 @@ t.test('F8 [] gives an empty event list (200-equivalent)', async (t) => {
   t.strictSame(r, { data: [], error: null })
 })
 
-t.test('publicKey given as a KeyObject and as PEM', async (t) => {
+t.test('publicKey given as PEM, as a CryptoKey, and (Node) as a KeyObject', async (t) => {
   const d = signRaw({ params: `("content-digest");created=${nowSeconds()};alg="ed25519";keyid="mckey"`, body: B0 })
   t.equal((await Webhooks.verify({ payload: d.body, headers: d.headers, publicKey: TEST_PUBLIC_KEY_PEM })).error, null, 'PEM')
-  t.equal((await Webhooks.verify({ payload: d.body, headers: d.headers, publicKey: crypto.createPublicKey(TEST_PUBLIC_KEY_PEM) })).error, null, 'KeyObject')
+  for (const extractable of [true, false]) {
+    const cryptoKey = await crypto.subtle.importKey('spki', Buffer.from(TEST_PUBLIC_KEY, 'base64'), { name: 'Ed25519' }, extractable, ['verify'])
+    const options = { payload: d.body, headers: d.headers, publicKey: cryptoKey }
+    t.equal((await Webhooks.verify(options)).error, null, `CryptoKey (extractable: ${extractable})`)
+    t.equal((await Webhooks.verify({ ...options, payload: Buffer.from(d.body.toString().replace('delivered', 'bounced')) })).error?.type, 'digest_mismatch', 'and a tampered body still fails')
+  }
+  const wrong = await crypto.subtle.importKey('spki', crypto.generateKeyPairSync('ed25519').publicKey.export({ format: 'der', type: 'spki' }), { name: 'Ed25519' }, false, ['verify'])
+  t.equal((await Webhooks.verify({ payload: d.body, headers: d.headers, publicKey: wrong })).error?.type, 'signature_invalid', 'a CryptoKey of another key fails')
+  const x25519 = (await crypto.subtle.generateKey({ name: 'X25519' }, true, ['deriveBits']) as crypto.webcrypto.CryptoKeyPair).publicKey
+  t.equal((await Webhooks.verify({ payload: d.body, headers: d.headers, publicKey: x25519 })).error?.type, 'validation_error', 'a CryptoKey of another type is refused')
+  const keyObject = { payload: d.body, headers: d.headers, publicKey: crypto.createPublicKey(TEST_PUBLIC_KEY_PEM) }
+  if (runtime === 'node') t.equal((await Webhooks.verify(keyObject)).error, null, 'KeyObject')
+  else t.equal((await Webhooks.verify(keyObject)).error?.type, 'validation_error', 'the WebCrypto port takes no KeyObject')
 })

@@ -9,7 +9,7 @@ import { parseDictionary } from 'structured-headers'
 import { check, failOnUnhandledRejection, isTypedRejection, KEYS, NOW, NOW_MS, sha256Digest, sign, startKeyServer, BODY } from './helpers/fixtures.js'
 import { Webhooks } from '../../src/index.js'
 import { KeyStore } from '../../src/keys/key-store.js'
-import { KEY_ID_PATTERN } from '../../src/verify/signature-input.js'
+import { KEY_ID_PATTERN } from '../../src/keys/key-id.js'
 
 failOnUnhandledRejection(t)
 

@@ -8,18 +8,28 @@ import t from 'tap'
 const root = fileURLToPath(new URL('../../', import.meta.url))
 const dist = path.join(root, 'dist')
 const tsc = path.join(root, 'node_modules/.bin/tsc')
-const pkg = JSON.parse(readFileSync(path.join(root, 'package.json'), 'utf8')) as { name: string, dependencies: Record<string, string>, exports: Record<string, unknown> }
+const pkg = JSON.parse(readFileSync(path.join(root, 'package.json'), 'utf8')) as { name: string, dependencies: Record<string, string>, exports: Record<string, unknown>, imports?: Record<string, Record<string, string>> }
+
+/**
+ * The emitted files a package-internal `#` import may load: every `dist/` target of its
+ * conditions, or only the one a runtime without Node takes (`default`).
+ */
+function internalTargets (spec: string, which: 'all' | 'default'): string[] {
+  const map = pkg.imports?.[spec] ?? {}
+  const targets = which === 'all' ? Object.values(map) : [map.default ?? '']
+  return targets.filter((v) => v.startsWith('./dist/')).map((v) => path.join(root, v))
+}
 
 t.before(() => {
   // `npm test` builds first; when run alone, build once.
-  if (!existsSync(path.join(dist, 'index.js'))) execFileSync(tsc, ['-p', 'tsconfig.build.json'], { cwd: root, stdio: 'pipe' })
+  if (!existsSync(path.join(dist, 'index.js')) || !existsSync(path.join(dist, 'web/index.js')) || !existsSync(path.join(dist, 'hono/index.js'))) execFileSync(tsc, ['-p', 'tsconfig.build.json'], { cwd: root, stdio: 'pipe' })
 })
 
-const SUBPATHS = ['.', './testing', './fastify', './express'] as const
+const SUBPATHS = ['.', './testing', './fastify', './express', './web', './hono'] as const
 const specifier = (sub: string): string => (sub === '.' ? pkg.name : `${pkg.name}/${sub.slice(2)}`)
 
-t.test('package.json exports list exactly the four entry points (plus package.json)', async (t) => {
-  t.strictSame(Object.keys(pkg.exports).sort(), ['.', './express', './fastify', './package.json', './testing'])
+t.test('package.json exports list exactly the six entry points (plus package.json)', async (t) => {
+  t.strictSame(Object.keys(pkg.exports).sort(), ['.', './express', './fastify', './hono', './package.json', './testing', './web'])
 })
 
 t.test('import() and require() by package name resolve every subpath', async (t) => {
@@ -28,6 +38,8 @@ t.test('import() and require() by package name resolve every subpath', async (t)
     './testing': ['generateSigningKeyPair', 'signWebhook', 'toWireEvent'],
     './fastify': ['default'],
     './express': ['mailchannelsWebhook'],
+    './web': ['createWebhookHandler', 'verifyWebhookRequest', 'MemoryReplayStore'],
+    './hono': ['mailchannelsWebhook'],
   }
   // A plain `node` child, not this test process: the test runner's TypeScript loader hooks
   // require() and would hand back its own transpiled copy instead of Node's require(esm).
@@ -86,6 +98,7 @@ t.test('the core never imports fastify or express (scan of emitted files)', asyn
     visited.add(file)
     for (const spec of specifiers(readFileSync(file, 'utf8'))) {
       if (spec.startsWith('.')) queue.push(path.resolve(path.dirname(file), spec))
+      else if (spec.startsWith('#')) queue.push(...internalTargets(spec, 'all'))
       else bare.add(spec)
     }
   }
@@ -103,6 +116,32 @@ t.test('the core never imports fastify or express (scan of emitted files)', asyn
   t.notOk(packages.includes('fastify') || packages.includes('express'))
 })
 
+t.test('the web and hono entries load no Node built-in and no hono code at run time (scan of emitted files)', async (t) => {
+  for (const entry of ['web/index.js', 'hono/index.js']) {
+    const visited = new Set<string>()
+    const bare = new Set<string>()
+    const queue = [path.join(dist, entry)]
+    while (queue.length > 0) {
+      const file = queue.pop()!
+      if (visited.has(file)) continue
+      visited.add(file)
+      for (const spec of specifiers(readFileSync(file, 'utf8'))) {
+        if (spec.startsWith('.')) queue.push(path.resolve(path.dirname(file), spec))
+        else if (spec.startsWith('#')) queue.push(...internalTargets(spec, 'default'))
+        else bare.add(spec)
+      }
+    }
+    for (const file of visited) {
+      const rel = path.relative(dist, file)
+      t.notOk(/^(fastify|express|testing|receiver\/node)\b/.test(rel), `${entry} reaches no Node adapter file (${rel})`)
+    }
+    for (const spec of bare) {
+      t.notOk(spec.startsWith('node:') || builtinModules.includes(spec), `${entry} imports no Node built-in (${spec})`)
+      t.not(spec, 'hono', `${entry} does not load hono (types only)`)
+    }
+  }
+})
+
 t.test('a TypeScript consumer (module nodenext) type-checks against every subpath', async (t) => {
   const dir = mkdtempSync(path.join(root, 'test/core/fixtures/.consumer-'))
   t.teardown(() => rmSync(dir, { recursive: true, force: true }))
@@ -111,6 +150,9 @@ import { Webhooks, MailChannels, KeyStore, HTTP_STATUS_BY_TYPE, type WebhookEven
 import { generateSigningKeyPair, signWebhook } from 'mailchannels-webhooks/testing'
 import mailchannelsWebhooks from 'mailchannels-webhooks/fastify'
 import { mailchannelsWebhook } from 'mailchannels-webhooks/express'
+import { createWebhookHandler, verifyWebhookRequest, type WebhookHandler } from 'mailchannels-webhooks/web'
+import { mailchannelsWebhook as honoWebhook, type MailChannelsWebhookEnv } from 'mailchannels-webhooks/hono'
+import { Hono } from 'hono'
 
 export async function run (): Promise<string[]> {
   const keys = generateSigningKeyPair()
@@ -135,6 +177,12 @@ export async function run (): Promise<string[]> {
   void r2
   void mailchannelsWebhooks
   void mailchannelsWebhook
+  const handler: WebhookHandler = createWebhookHandler({ customerHandles: ['acct_1'], publicKey: keys.publicKey, onEvents: (events) => { out.push(String(events.length)) } })
+  const verified = await verifyWebhookRequest(new Request('http://127.0.0.1/', { method: 'POST', body: new Uint8Array(signed.body), headers: signed.headers }), { publicKey: keys.publicKey })
+  const app = new Hono<MailChannelsWebhookEnv>()
+  app.post('/hook', honoWebhook({ customerHandles: ['acct_1'] }), (c) => c.json(c.get('webhookEvents').map((e: WebhookEvent) => e.event)))
+  void handler
+  void verified.error?.type
   return out
 }
 `)

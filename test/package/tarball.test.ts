@@ -55,7 +55,7 @@ t.before(async () => {
   }
   await run(npm, ['install', '--offline', '--no-save', '--ignore-scripts', tarball], { cwd: consumer, env, timeout: 120_000 })
   // Peers and type packages a user would have installed for the subpaths they use.
-  for (const peer of ['fastify', 'express', '@types/node', '@types/express']) {
+  for (const peer of ['fastify', 'express', 'hono', '@types/node', '@types/express']) {
     const target = path.join(consumer, 'node_modules', peer)
     mkdirSync(path.dirname(target), { recursive: true })
     if (!existsSync(target)) symlinkSync(path.join(root, 'node_modules', peer), target, 'dir')
@@ -91,6 +91,8 @@ const SUBPATHS: Record<string, string[]> = {
   '/fastify': ['default', 'mailchannelsWebhooks', 'batchesRoute'],
   '/express': ['mailchannelsWebhook', 'batchesRouter'],
   '/testing': ['generateSigningKeyPair', 'signWebhook', 'createSandbox'],
+  '/web': ['createWebhookHandler', 'verifyWebhookRequest', 'MemoryReplayStore'],
+  '/hono': ['mailchannelsWebhook'],
 }
 
 t.test('every subpath imports with import and require, and the package verifies its own test kit\'s delivery', async (t) => {
@@ -130,6 +132,9 @@ import { Webhooks, MailChannels, type WebhookEvent, type ErrorResponse } from '$
 import mailchannelsWebhooks, { batchesRoute } from '${pkg.name}/fastify'
 import { mailchannelsWebhook } from '${pkg.name}/express'
 import { signWebhook, generateSigningKeyPair, createSandbox } from '${pkg.name}/testing'
+import { createWebhookHandler, verifyWebhookRequest, type WebhookHandler } from '${pkg.name}/web'
+import { mailchannelsWebhook as honoWebhook, type MailChannelsWebhookEnv } from '${pkg.name}/hono'
+import { Hono } from 'hono'
 
 const keys = generateSigningKeyPair()
 const signed = signWebhook({ events: [], privateKey: keys.privateKey })
@@ -142,6 +147,11 @@ export const plugin: typeof mailchannelsWebhooks = mailchannelsWebhooks
 export const route: typeof batchesRoute = batchesRoute
 export const middleware: typeof mailchannelsWebhook = mailchannelsWebhook
 export const sandbox: typeof createSandbox = createSandbox
+export const handler: WebhookHandler = createWebhookHandler({ customerHandles: ['a'], publicKey: keys.publicKey, onEvents: (events: WebhookEvent[]) => { void events } })
+export const verifyRequest: typeof verifyWebhookRequest = verifyWebhookRequest
+export const app = new Hono<MailChannelsWebhookEnv>().post('/hook', honoWebhook({ customerHandles: ['a'] }), (c) => c.json(c.get('webhookEvents').length))
+// @ts-expect-error onEvents is required
+export const noHandler = createWebhookHandler({ customerHandles: ['a'] })
 // A wrong type must be an error: proves the declarations were found, not replaced by any.
 // @ts-expect-error customerHandles takes strings
 export const wrong: Parameters<typeof Webhooks.verify>[0] = { payload: signed.body, headers: signed.headers, customerHandles: [1] }

@@ -42,6 +42,10 @@ export interface WorkerSource {
    * @default false
    */
   fromSource?: boolean
+  /** Replacements at bundle time (esbuild `define`), as Next.js inlines `process.env.*`. */
+  define?: Record<string, string>
+  /** workerd only: the compatibility date (a wrangler.toml's). @default WORKERD_COMPATIBILITY_DATE */
+  compatibilityDate?: string
 }
 
 const kids = new Set<ChildProcess>()
@@ -118,7 +122,7 @@ function runtimeEnv (dir: string): NodeJS.ProcessEnv {
 }
 
 /** Bundles `source` (stdin contents resolved from `resolveDir`) into one file with no imports. */
-export async function bundle (contents: string, options: { conditions: string[], format: 'esm' | 'iife', platform?: 'neutral' | 'browser', resolveDir?: string }): Promise<string> {
+export async function bundle (contents: string, options: { conditions: string[], format: 'esm' | 'iife', platform?: 'neutral' | 'browser', resolveDir?: string, define?: Record<string, string> }): Promise<string> {
   const result = await esbuild.build({
     stdin: { contents, resolveDir: options.resolveDir ?? ROOT, loader: 'ts', sourcefile: 'entry.ts' },
     bundle: true,
@@ -129,6 +133,7 @@ export async function bundle (contents: string, options: { conditions: string[],
     mainFields: ['browser', 'module', 'main'],
     target: 'es2022',
     logLevel: 'silent',
+    define: options.define ?? {},
     // A node: import left in the bundle fails at load time in runtimes without Node APIs, as it would for a user.
     external: ['node:*'],
   })
@@ -146,41 +151,55 @@ function workerImport (entry: string): string {
   return JSON.stringify(file)
 }
 
-/** Reads JSON lines from a stream until one matches. */
-function waitForLine<T> (child: ChildProcess, stream: NodeJS.ReadableStream, match: (obj: Record<string, unknown>) => T | undefined, output: () => string): Promise<T> {
+/** The port of a listen line: workerd's control-fd JSON (and our wrappers'), or a "Listening on http://host:port" text line. */
+function listenPort (line: string): number | undefined {
+  if (line.startsWith('{')) {
+    try {
+      const o = JSON.parse(line) as Record<string, unknown>
+      return o.event === 'listen' && typeof o.port === 'number' ? o.port : undefined
+    } catch {
+      return undefined
+    }
+  }
+  const m = /Listening on https?:\/\/[^\s/]*:(\d+)/.exec(line)
+  return m === null ? undefined : Number(m[1])
+}
+
+/** Reads lines from streams until one announces the port. */
+function waitForPort (child: ChildProcess, streams: NodeJS.ReadableStream[], output: () => string): Promise<number> {
   return new Promise((resolve, reject) => {
-    let buf = ''
+    const bufs = new Map<NodeJS.ReadableStream, string>()
     const timer = setTimeout(() => { done(new Error(`no listen line within ${START_TIMEOUT} ms; output:\n${output()}`)) }, START_TIMEOUT)
     const onExit = (code: number | null): void => { done(new Error(`exited (${code}) before listening; output:\n${output()}`)) }
-    const onData = (chunk: Buffer): void => {
-      buf += chunk.toString()
-      let nl: number
-      while ((nl = buf.indexOf('\n')) !== -1) {
-        const line = buf.slice(0, nl).trim()
-        buf = buf.slice(nl + 1)
-        if (!line.startsWith('{')) continue
-        let obj: Record<string, unknown>
-        try { obj = JSON.parse(line) as Record<string, unknown> } catch { continue }
-        const v = match(obj)
-        if (v !== undefined) { done(null, v); return }
+    const listeners = streams.map((stream) => {
+      const onData = (chunk: Buffer): void => {
+        let buf = (bufs.get(stream) ?? '') + chunk.toString()
+        let nl: number
+        while ((nl = buf.indexOf('\n')) !== -1) {
+          const port = listenPort(buf.slice(0, nl).trim())
+          buf = buf.slice(nl + 1)
+          if (port !== undefined) { done(null, port); return }
+        }
+        bufs.set(stream, buf)
       }
-    }
-    function done (err: Error | null, v?: T): void {
+      stream.on('data', onData)
+      return { stream, onData }
+    })
+    function done (err: Error | null, port?: number): void {
       clearTimeout(timer)
-      stream.removeListener('data', onData)
+      for (const l of listeners) l.stream.removeListener('data', l.onData)
       child.removeListener('exit', onExit)
       if (err !== null) reject(err)
-      else resolve(v!)
+      else resolve(port!)
     }
-    stream.on('data', onData)
     child.on('exit', onExit)
   })
 }
 
-async function startChild (name: RuntimeName, bin: string, args: string[], dir: string, portFd: 'stdout' | 3): Promise<RuntimeServer> {
+async function startChild (name: RuntimeName, bin: string, args: string[], dir: string, portFd: 'output' | 3, env: Record<string, string> = {}): Promise<RuntimeServer> {
   const stdio: Array<'ignore' | 'pipe'> = ['ignore', 'pipe', 'pipe']
   if (portFd === 3) stdio.push('pipe')
-  const child = spawn(bin, args, { cwd: dir, env: runtimeEnv(dir), stdio })
+  const child = spawn(bin, args, { cwd: dir, env: { ...runtimeEnv(dir), ...env }, stdio })
   kids.add(child)
   let output = ''
   child.stdout!.on('data', (c: Buffer) => { if (output.length < 64_000) output += c.toString() })
@@ -197,8 +216,8 @@ async function startChild (name: RuntimeName, bin: string, args: string[], dir: 
     rmSync(dir, { recursive: true, force: true })
   }
   try {
-    const stream = portFd === 3 ? child.stdio[3] as NodeJS.ReadableStream : child.stdout!
-    const port = await waitForLine(child, stream, (o) => (o.event === 'listen' && typeof o.port === 'number' ? o.port : undefined), () => output)
+    const streams = portFd === 3 ? [child.stdio[3] as NodeJS.ReadableStream] : [child.stdout!, child.stderr!]
+    const port = await waitForPort(child, streams, () => output)
     return { name, url: `http://127.0.0.1:${port}`, output: () => output, close }
   } catch (err) {
     await close()
@@ -216,7 +235,7 @@ export const WORKERD_COMPATIBILITY_DATE = '2026-08-01'
 /** workerd without nodejs_compat, with outbound access to loopback (the key server). */
 export async function startWorkerd (worker: WorkerSource): Promise<RuntimeServer> {
   const bin = runtimeBinary('workerd')!
-  const code = await bundle(`export { default } from ${workerImport(worker.entry)}`, { conditions: conditions(worker, WORKER_CONDITIONS), format: 'esm' })
+  const code = await bundle(`export { default } from ${workerImport(worker.entry)}`, { conditions: conditions(worker, WORKER_CONDITIONS), format: 'esm', define: worker.define })
   const dir = mkdtempSync(path.join(tmpdir(), 'mcw-workerd-'))
   writeFileSync(path.join(dir, 'worker.js'), code)
   const env = worker.env ?? {}
@@ -231,7 +250,7 @@ const config :Workerd.Config = (
 );
 const mainWorker :Workerd.Worker = (
   modules = [ (name = "worker.js", esModule = embed "worker.js") ],
-  compatibilityDate = "${WORKERD_COMPATIBILITY_DATE}",
+  compatibilityDate = "${worker.compatibilityDate ?? WORKERD_COMPATIBILITY_DATE}",
   bindings = [ ${bindings} ],
   globalOutbound = "loopback",
 );
@@ -248,10 +267,10 @@ export async function startDeno (worker: WorkerSource): Promise<RuntimeServer> {
   const code = await bundle(`import worker from ${workerImport(worker.entry)}
 const env = ${JSON.stringify(worker.env ?? {})}
 Deno.serve({ hostname: '127.0.0.1', port: 0, onListen: ({ port }) => { ${LISTEN} } }, (request) => worker.fetch(request, env))
-`, { conditions: conditions(worker, ['deno', ...WORKER_CONDITIONS]), format: 'esm' })
+`, { conditions: conditions(worker, ['deno', ...WORKER_CONDITIONS]), format: 'esm', define: worker.define })
   const dir = mkdtempSync(path.join(tmpdir(), 'mcw-deno-'))
   writeFileSync(path.join(dir, 'main.js'), code)
-  return startChild('deno', bin, ['run', '--no-remote', '--cached-only', '--no-npm', '--no-config', '--no-lock', '--allow-net=127.0.0.1', `--allow-read=${dir}`, 'main.js'], dir, 'stdout')
+  return startChild('deno', bin, ['run', '--no-remote', '--cached-only', '--no-npm', '--no-config', '--no-lock', '--allow-net=127.0.0.1', `--allow-read=${dir}`, 'main.js'], dir, 'output')
 }
 
 /** `bun run` on the bundled worker behind `Bun.serve`. */
@@ -262,10 +281,10 @@ const env = ${JSON.stringify(worker.env ?? {})}
 const server = Bun.serve({ hostname: '127.0.0.1', port: 0, fetch: (request) => worker.fetch(request, env) })
 const port = server.port
 ${LISTEN}
-`, { conditions: conditions(worker, ['bun', ...WORKER_CONDITIONS]), format: 'esm' })
+`, { conditions: conditions(worker, ['bun', ...WORKER_CONDITIONS]), format: 'esm', define: worker.define })
   const dir = mkdtempSync(path.join(tmpdir(), 'mcw-bun-'))
   writeFileSync(path.join(dir, 'main.js'), code)
-  return startChild('bun', bin, ['run', '--no-install', 'main.js'], dir, 'stdout')
+  return startChild('bun', bin, ['run', '--no-install', 'main.js'], dir, 'output')
 }
 
 /** Vercel's edge-runtime (what Next.js edge routes run on), in this process, served on loopback. */
@@ -274,11 +293,27 @@ export async function startEdgeRuntime (worker: WorkerSource): Promise<RuntimeSe
   const code = await bundle(`import worker from ${workerImport(worker.entry)}
 const env = ${JSON.stringify(worker.env ?? {})}
 addEventListener('fetch', (event) => { event.respondWith(worker.fetch(event.request, env)) })
-`, { conditions: conditions(worker, ['edge-light', ...WORKER_CONDITIONS]), format: 'iife' })
+`, { conditions: conditions(worker, ['edge-light', ...WORKER_CONDITIONS]), format: 'iife', define: worker.define })
   const runtime = new EdgeRuntime({ initialCode: code })
   const server = await runServer({ runtime, host: '127.0.0.1', port: 0 })
   const url = server.url.replace(/\/$/, '').replace('localhost', '127.0.0.1')
   return { name: 'edge-runtime', url, output: () => '', close: () => server.close() }
+}
+
+/**
+ * Runs a program that serves by itself (`Deno.serve`, `Bun.serve`), bundled, with `env` as its
+ * environment variables and PORT=0; its port is read from its "Listening on http://host:port" line.
+ */
+export async function startScript (name: 'deno' | 'bun', entry: string, env: Record<string, string>): Promise<RuntimeServer> {
+  const bin = runtimeBinary(name)!
+  const code = await bundle(`import ${workerImport(entry)}`, { conditions: [name, ...WORKER_CONDITIONS], format: 'esm' })
+  const dir = mkdtempSync(path.join(tmpdir(), `mcw-${name}-`))
+  writeFileSync(path.join(dir, 'main.js'), code)
+  const vars = { ...env, PORT: '0' }
+  const args = name === 'deno'
+    ? ['run', '--no-remote', '--cached-only', '--no-npm', '--no-config', '--no-lock', '--allow-net=127.0.0.1', `--allow-env=${Object.keys(vars).join(',')}`, `--allow-read=${dir}`, 'main.js']
+    : ['run', '--no-install', 'main.js']
+  return startChild(name, bin, args, dir, 'output', vars)
 }
 
 export const STARTERS: Record<RuntimeName, (w: WorkerSource) => Promise<RuntimeServer>> = {

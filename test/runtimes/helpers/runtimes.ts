@@ -122,7 +122,7 @@ function runtimeEnv (dir: string): NodeJS.ProcessEnv {
 }
 
 /** Bundles `source` (stdin contents resolved from `resolveDir`) into one file with no imports. */
-export async function bundle (contents: string, options: { conditions: string[], format: 'esm' | 'iife', platform?: 'neutral' | 'browser', resolveDir?: string, define?: Record<string, string> }): Promise<string> {
+export async function bundle (contents: string, options: { conditions: string[], format: 'esm' | 'iife', platform?: 'neutral' | 'browser', resolveDir?: string, define?: Record<string, string>, ignoreSideEffectsField?: boolean }): Promise<string> {
   const result = await esbuild.build({
     stdin: { contents, resolveDir: options.resolveDir ?? ROOT, loader: 'ts', sourcefile: 'entry.ts' },
     bundle: true,
@@ -134,6 +134,9 @@ export async function bundle (contents: string, options: { conditions: string[],
     target: 'es2022',
     logLevel: 'silent',
     define: options.define ?? {},
+    // The repository's package.json says "sideEffects": false (true of the library): a program
+    // imported only for its effects (an example that serves) must be kept all the same.
+    ignoreAnnotations: options.ignoreSideEffectsField ?? false,
     // A node: import left in the bundle fails at load time in runtimes without Node APIs, as it would for a user.
     external: ['node:*'],
   })
@@ -306,7 +309,7 @@ addEventListener('fetch', (event) => { event.respondWith(worker.fetch(event.requ
  */
 export async function startScript (name: 'deno' | 'bun', entry: string, env: Record<string, string>): Promise<RuntimeServer> {
   const bin = runtimeBinary(name)!
-  const code = await bundle(`import ${workerImport(entry)}`, { conditions: [name, ...WORKER_CONDITIONS], format: 'esm' })
+  const code = await bundle(`import ${workerImport(entry)}`, { conditions: [name, ...WORKER_CONDITIONS], format: 'esm', ignoreSideEffectsField: true })
   const dir = mkdtempSync(path.join(tmpdir(), `mcw-${name}-`))
   writeFileSync(path.join(dir, 'main.js'), code)
   const vars = { ...env, PORT: '0' }

@@ -1,0 +1,22 @@
+// Bun: MAILCHANNELS_CUSTOMER_HANDLE=... bun run server.ts
+import { createWebhookHandler } from 'mailchannels-webhooks/web'
+
+const handler = createWebhookHandler({
+  customerHandles: [Bun.env.MAILCHANNELS_CUSTOMER_HANDLE ?? ''],
+  // Optional: the signing key (base64 SPKI); without it the key is fetched once and cached.
+  publicKey: Bun.env.MAILCHANNELS_PUBLIC_KEY || undefined,
+  onEvents: async (events) => {
+    // Store or queue the events here; answering 2xx marks the delivery handled.
+    return Response.json({ received: events.map((e) => e.event) })
+  },
+})
+
+const server = Bun.serve({
+  hostname: '127.0.0.1',
+  port: Number(Bun.env.PORT ?? 3000),
+  fetch (request) {
+    if (new URL(request.url).pathname === '/webhooks/mailchannels') return handler(request)
+    return new Response('Not found', { status: 404 })
+  },
+})
+console.log(`Listening on ${server.url}`)

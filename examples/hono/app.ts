@@ -1,0 +1,26 @@
+// A Hono app receiving MailChannels webhooks; the same app runs on Cloudflare Workers
+// (./worker.ts) and on Node (./node.ts, with @hono/node-server).
+import { Hono } from 'hono'
+import { mailchannelsWebhook, type MailChannelsWebhookEnv } from 'mailchannels-webhooks/hono'
+
+export interface AppConfig {
+  /** Your MailChannels customer handle: only deliveries for it are accepted. */
+  customerHandle: string
+  /** Optional: the signing key (base64 SPKI); without it the key is fetched once and cached. */
+  publicKey?: string
+}
+
+export function createApp (config: AppConfig): Hono<MailChannelsWebhookEnv> {
+  const app = new Hono<MailChannelsWebhookEnv>()
+  app.get('/health', (c) => c.text('ok'))
+  app.post(
+    '/webhooks/mailchannels',
+    mailchannelsWebhook({ customerHandles: [config.customerHandle], publicKey: config.publicKey || undefined }),
+    (c) => {
+      const events = c.get('webhookEvents')
+      // Store or queue the events here; a 2xx marks the delivery handled.
+      return c.json({ received: events.map((e) => e.event) })
+    },
+  )
+  return app
+}

@@ -45,9 +45,10 @@ export interface MailChannelsWebhookOptions extends WebhookReceiverOptions {
  * status, or a thrown error, releases it so MailChannels' retry is handled.
  *
  * Options are validated here, once (a `TypeError` names the option; `customerHandles` is required).
+ * The keys listed in `keyIds` are fetched when the first delivery arrives, not at creation.
  */
 export function mailchannelsWebhook (options: MailChannelsWebhookOptions): MiddlewareHandler<MailChannelsWebhookEnv> {
-  const { receiver, log } = createFetchReceiver(options, [])
+  const { receiver, log, warm } = createFetchReceiver(options, [])
 
   return async function mailchannelsWebhookMiddleware (c, next) {
     const request = c.req.raw
@@ -55,6 +56,8 @@ export function mailchannelsWebhook (options: MailChannelsWebhookOptions): Middl
       await next()
       return
     }
+    const warming = warm()
+    if (warming !== undefined) await warming
     const outcome = await receiver.handle({ headers: request.headers, readBody: (limit) => readBodyAtMost(request, limit) }, log)
     if (outcome.kind !== 'accepted') return replyResponse(outcome.reply)
     c.set('webhookEvents', outcome.events)

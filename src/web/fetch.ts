@@ -1,12 +1,12 @@
 // Shared by the fetch-style adapters (the web handler and the Hono middleware): reading a fetch
 // body with a limit, replies as `Response`s, options validated once. Runtime-neutral.
 import { VerificationError } from '../errors.js'
+import { KeyStore } from '../keys/key-store.js'
 import { noopLogger, type Logger } from '../logger.js'
 import {
   createReceiver,
   errorReply,
   JSON_CONTENT_TYPE,
-  keyStoreFactory,
   rejectUnknownOptions,
   resolveReceiverOptions,
   tooLarge,
@@ -87,14 +87,54 @@ export function resolveLogger (logger: Logger | undefined): Logger {
   return log
 }
 
+/**
+ * The adapter's own key store, whose advance fetch of `keyIds` happens at the first delivery
+ * instead of at creation: Cloudflare Workers refuse I/O outside a request, so a fetch started
+ * while the module loads fails, and the remembered failure would answer every delivery of a
+ * fresh isolate 503 until it expired. The first delivery waits for the fetch (it would need the
+ * key anyway), so the runtime cannot cancel it when a response goes out.
+ */
+class FirstRequestPrefetchKeyStore extends KeyStore {
+  #deferred: Array<{ keyIds: string[], logger: Logger | undefined }> | null = []
+  #warming: Promise<void> | undefined
+
+  override prefetch (keyIds: Iterable<string>, logger?: Logger): Promise<void> {
+    if (this.#deferred === null) return super.prefetch(keyIds, logger)
+    this.#deferred.push({ keyIds: [...keyIds], logger })
+    return Promise.resolve()
+  }
+
+  /** Starts the deferred advance fetches once; a promise while they run, undefined once done (or when there are none). */
+  warm (): Promise<void> | undefined {
+    const deferred = this.#deferred
+    if (deferred !== null) {
+      this.#deferred = null
+      if (deferred.length > 0) {
+        this.#warming = Promise.all(deferred.map((d) => super.prefetch(d.keyIds, d.logger))).then(() => { this.#warming = undefined })
+      }
+    }
+    return this.#warming
+  }
+}
+
+/** A fetch-style adapter's receiver, its logger, and what to await before a delivery's first use of a key. */
+export interface FetchReceiver {
+  receiver: Receiver
+  log: Logger
+  /** A promise to await before handling a POST while the advance key fetch of `keyIds` runs; otherwise undefined. */
+  warm: () => Promise<void> | undefined
+}
+
 /** The receiver of a fetch-style adapter (the web handler, the Hono middleware): options validated once. */
-export function createFetchReceiver (options: WebhookReceiverOptions & { logger?: Logger }, extra: readonly string[]): { receiver: Receiver, log: Logger } {
+export function createFetchReceiver (options: WebhookReceiverOptions & { logger?: Logger }, extra: readonly string[]): FetchReceiver {
   if (options === null || typeof options !== 'object') throw new TypeError('options must be an object')
   rejectUnknownOptions(options, extra)
   const log = resolveLogger(options.logger)
-  const receiver = createReceiver(resolveReceiverOptions(options, keyStoreFactory(log)))
+  // One key store per handler (one baseUrl): its cache lives as long as the handler (the isolate).
+  let store: FirstRequestPrefetchKeyStore | undefined
+  const receiver = createReceiver(resolveReceiverOptions(options, (baseUrl) => (store ??= new FirstRequestPrefetchKeyStore({ baseUrl, logger: log }))))
   if (receiver.options.anyCustomer) log.warn({}, "mailchannels-webhooks: customerHandles is 'any': deliveries signed for any MailChannels customer are accepted")
-  return { receiver, log }
+  return { receiver, log, warm: () => store?.warm() }
 }
 
 /** Message of an `onEvents` failure for the log: its message only, never a body or a stack. */

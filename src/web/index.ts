@@ -98,7 +98,8 @@ export type WebhookHandler = (request: Request) => Promise<Response>
  *
  * Create it once (at module scope): options are validated here (a `TypeError` names the
  * option; `customerHandles` is required), and fetched keys are cached in the handler's key
- * store for the life of the process or isolate.
+ * store for the life of the process or isolate. The keys listed in `keyIds` are fetched when the
+ * first delivery arrives, not at creation (Cloudflare Workers allow no I/O outside a request).
  *
  * ```ts
  * const handler = createWebhookHandler({ customerHandles: ['acct_1'], onEvents: async (events) => { await save(events) } })
@@ -109,10 +110,12 @@ export function createWebhookHandler (options: WebhookHandlerOptions): WebhookHa
   if (options === null || typeof options !== 'object') throw new TypeError('options must be an object')
   const { onEvents } = options
   if (typeof onEvents !== 'function') throw new TypeError('onEvents is required: a function called with the verified events of each delivery')
-  const { receiver, log } = createFetchReceiver(options, ['onEvents'])
+  const { receiver, log, warm } = createFetchReceiver(options, ['onEvents'])
 
   return async function mailchannelsWebhookHandler (request: Request): Promise<Response> {
     if (request.method !== 'POST') return methodNotAllowed()
+    const warming = warm()
+    if (warming !== undefined) await warming
     const outcome = await receiver.handle({ headers: request.headers, readBody: (limit) => readBodyAtMost(request, limit) }, log)
     if (outcome.kind !== 'accepted') return replyResponse(outcome.reply)
     let status = 500

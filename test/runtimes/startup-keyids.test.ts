@@ -1,0 +1,26 @@
+// A handler created at module scope with `keyIds` (the natural way to write a Worker): the
+// configured ids are fetched in advance, but workerd refuses any I/O outside a request. That
+// refusal must not make the first deliveries of every fresh isolate fail with 503 until the
+// failure expires: the ids are fetched once a request is in flight, and the deliveries verify.
+import t from 'tap'
+import { generateSigningKeyPair, signWebhook } from '../../src/testing/index.js'
+import { serveKeys, startKeyServer } from '../core/helpers/key-server.js'
+import { STARTERS, unavailableReason, type RuntimeName } from './helpers/runtimes.js'
+
+const RUNTIMES: RuntimeName[] = ['workerd', 'deno', 'bun']
+
+for (const name of RUNTIMES) {
+  t.test(`${name}: keyIds on a handler created at startup`, { skip: unavailableReason(name) ?? false }, async (t) => {
+    const keys = generateSigningKeyPair()
+    const keyServer = await startKeyServer(serveKeys({ 'conformance-key': keys.publicKey }))
+    t.teardown(() => keyServer.close())
+    const server = await STARTERS[name]({ entry: 'test/runtimes/fixtures/keyids-worker.ts', define: { KEY_SERVER: JSON.stringify(keyServer.baseUrl) }, fromSource: true })
+    t.teardown(() => server.close())
+    for (let i = 0; i < 2; i++) {
+      const signed = signWebhook({ events: [{ event: 'delivered', customer_handle: 'acct_conformance', timestamp: 1, request_id: `k${i}` }], privateKey: keys.privateKey, keyId: 'conformance-key' })
+      const res = await fetch(server.url, { method: 'POST', headers: signed.headers, body: signed.body, signal: AbortSignal.timeout(15_000) })
+      t.equal(res.status, 200, `delivery ${i + 1}: ${await res.text()}`)
+    }
+    t.equal(keyServer.keyFetches(), 1, 'the key is fetched once')
+  })
+}

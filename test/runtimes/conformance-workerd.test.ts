@@ -3,3 +3,4 @@ import t from 'tap'
 import { conformanceIn } from './helpers/conformance.js'
 
 conformanceIn(t, 'workerd')
+conformanceIn(t, 'workerd', 'hono')

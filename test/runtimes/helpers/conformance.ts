@@ -211,12 +211,14 @@ export async function runConformance (t: Test, target: ConformanceTarget, f: Con
  * (the library from its sources, with the runtime's own crypto), every case runs against it.
  * Skipped, with the reason, when the runtime's binary cannot start here.
  */
-export function conformanceIn (t: Test, name: RuntimeName): void {
-  t.test(`the conformance set in ${name}`, { skip: unavailableReason(name) ?? false }, async (t) => {
+export function conformanceIn (t: Test, name: RuntimeName, adapter: 'web' | 'hono' = 'web'): void {
+  const what = adapter === 'web' ? 'the web handler' : 'the Hono middleware'
+  t.test(`the conformance set in ${name}: ${what}`, { skip: unavailableReason(name) ?? false }, async (t) => {
     const f = await conformanceFixture(t)
-    const server = await STARTERS[name]({ entry: 'test/runtimes/fixtures/conformance-worker.ts', env: { ...f.env }, fromSource: true })
+    const entry = `test/runtimes/fixtures/conformance-${adapter === 'web' ? 'worker' : 'hono'}.ts`
+    const server = await STARTERS[name]({ entry, env: { ...f.env }, fromSource: true })
     t.teardown(() => server.close())
-    await runConformance(t, { url: server.url, answersMethodNotAllowed: true }, f)
+    await runConformance(t, { url: server.url, answersMethodNotAllowed: adapter === 'web' }, f)
     if (t.passing() === false) t.comment(server.output())
   })
 }

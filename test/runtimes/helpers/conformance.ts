@@ -27,6 +27,8 @@ export interface ConformanceTarget {
   url: string
   /** The web handler answers 405 to other methods; the Hono middleware leaves routing to the app. */
   answersMethodNotAllowed: boolean
+  /** Cases this runtime cannot pass yet, by case name, with the reason (reported as skipped). */
+  known?: Record<string, string>
 }
 
 /** What a suite needs before its server starts: keys and a key server. */
@@ -114,6 +116,8 @@ function streamOversized (url: string, signed: SignedWebhook): Promise<{ status:
   })
 }
 
+export const KEY_FETCH_CASE = 'key fetched from the loopback key server once, then served from the cache'
+
 /** Runs every conformance case against one target. */
 export async function runConformance (t: Test, target: ConformanceTarget, f: ConformanceFixture): Promise<void> {
   const key = `${target.url}/key`
@@ -177,7 +181,7 @@ export async function runConformance (t: Test, target: ConformanceTarget, f: Con
     t.strictSame(second.json, { duplicate: true }, 'the copy does not')
   })
 
-  await t.test('key fetched from the loopback key server once, then served from the cache', async (t) => {
+  await t.test(KEY_FETCH_CASE, { skip: target.known?.[KEY_FETCH_CASE] ?? false }, async (t) => {
     const before = f.keyServer.keyFetches()
     const a = await post(fetched, f.sign([event()], { keyId: FETCHED_KEY_ID }))
     t.equal(a.status, 200, JSON.stringify(a.json))
@@ -211,14 +215,14 @@ export async function runConformance (t: Test, target: ConformanceTarget, f: Con
  * (the library from its sources, with the runtime's own crypto), every case runs against it.
  * Skipped, with the reason, when the runtime's binary cannot start here.
  */
-export function conformanceIn (t: Test, name: RuntimeName, adapter: 'web' | 'hono' = 'web'): void {
+export function conformanceIn (t: Test, name: RuntimeName, adapter: 'web' | 'hono' = 'web', known?: Record<string, string>): void {
   const what = adapter === 'web' ? 'the web handler' : 'the Hono middleware'
   t.test(`the conformance set in ${name}: ${what}`, { skip: unavailableReason(name) ?? false }, async (t) => {
     const f = await conformanceFixture(t)
     const entry = `test/runtimes/fixtures/conformance-${adapter === 'web' ? 'worker' : 'hono'}.ts`
     const server = await STARTERS[name]({ entry, env: { ...f.env }, fromSource: true })
     t.teardown(() => server.close())
-    await runConformance(t, { url: server.url, answersMethodNotAllowed: adapter === 'web' }, f)
+    await runConformance(t, { url: server.url, answersMethodNotAllowed: adapter === 'web', known }, f)
     if (t.passing() === false) t.comment(server.output())
   })
 }

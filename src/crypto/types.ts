@@ -17,6 +17,15 @@ export interface CryptoKeyLike {
   readonly usages: readonly string[]
 }
 
+/**
+ * A Node.js `KeyObject`, structurally, so that the type declarations of the runtime-neutral entries
+ * need no Node type declarations: an Ed25519 public `KeyObject` is accepted as `publicKey` on Node.
+ */
+export interface KeyObjectLike {
+  readonly type: string
+  readonly asymmetricKeyType?: string | undefined
+}
+
 export type DigestAlgorithm = 'sha256' | 'sha512'
 
 /**

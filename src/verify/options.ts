@@ -1,5 +1,4 @@
-import type { KeyObject } from 'node:crypto'
-import type { CryptoKeyLike, VerifyKey } from '../crypto/types.js'
+import type { CryptoKeyLike, KeyObjectLike, VerifyKey } from '../crypto/types.js'
 import { DEFAULT_BASE_URL, parseBaseUrl } from '../base-url.js'
 import type { CustomerHandlePolicy } from '../events/parse-events.js'
 import { KeyStore } from '../keys/key-store.js'
@@ -22,7 +21,7 @@ export interface VerifyConfig {
    * When set, no key is fetched.
    * @default undefined (fetch the key named by `keyid`)
    */
-  publicKey?: string | CryptoKeyLike | KeyObject
+  publicKey?: string | CryptoKeyLike | KeyObjectLike
   /**
    * Keep fetched keys (and failures) in a bounded cache shared by calls with the same `baseUrl`.
    * @default true
@@ -119,7 +118,7 @@ const importedObjects = new WeakMap<object, VerifyKey>()
 const MAX_IMPORTED_KEYS = 32
 
 /** Imports a `publicKey` option once per distinct value: an import costs as much as a verify. */
-function importConfiguredKey (material: string | CryptoKeyLike | KeyObject): VerifyKey {
+function importConfiguredKey (material: string | CryptoKeyLike | KeyObjectLike): VerifyKey {
   if (typeof material !== 'string') {
     if (material === null || typeof material !== 'object') throw new TypeError('publicKey must be an Ed25519 public key')
     let key = importedObjects.get(material)

@@ -180,6 +180,11 @@ t.test('the built package (dist) reachable from . and ./web uses web-standard AP
   const list = entries('dist')
   const { files, findings } = walk(list.map(([, f]) => f), 'dist')
   t.same(findings, [], `${files.size} modules walked from ${list.map(([s]) => s).join(' and ')}`)
+  // Their type declarations too: a Worker project type-checks without Node's type declarations.
+  const declarations = [...files].filter((f) => f.startsWith(path.join(ROOT, 'dist'))).map((f) => f.replace(/\.js$/, '.d.ts')).filter((f) => existsSync(f))
+  t.ok(declarations.length > 10, `${declarations.length} declaration files`)
+  const nodeTypes = declarations.filter((f) => /from ['"]node:|import\(['"]node:|\bBuffer\b|NodeJS\./.test(readFileSync(f, 'utf8')))
+  t.same(nodeTypes.map((f) => path.relative(ROOT, f)), [], 'no declaration file needs Node types')
 })
 
 t.test('the walker finds what it must refuse', async (t) => {

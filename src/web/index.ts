@@ -71,8 +71,9 @@ export interface WebhookHandlerOptions extends WebhookReceiverOptions {
   /**
    * Called with the verified, typed events of each new delivery (never for a rejected or a
    * duplicate one). Its answer is the handler's: a `Response`, or nothing for `204 No Content`.
-   * A 2xx marks the delivery handled; any other status, or a throw (answered 500), releases it
-   * so MailChannels' retry is handled.
+   * A 2xx marks the delivery handled; any other status, or a throw (answered 500 with code
+   * `handler_error` and no detail; the error's message goes to `logger`), releases it so
+   * MailChannels' retry is handled.
    */
   onEvents: (events: WebhookEvent[], request: Request) => OnEventsResult | Promise<OnEventsResult>
   /**

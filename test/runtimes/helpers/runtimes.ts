@@ -77,7 +77,7 @@ export function runtimeBinary (name: Exclude<RuntimeName, 'edge-runtime'>): stri
     }
   } else {
     const arch = process.arch === 'arm64' ? 'aarch64' : 'x64'
-    for (const p of [`@oven/bun-${process.platform}-${arch}`, `@oven/bun-${process.platform}-${arch}-baseline`]) {
+    for (const p of [`@oven/bun-${process.platform}-${arch}`, `@oven/bun-${process.platform}-${arch}-musl`, `@oven/bun-${process.platform}-${arch}-baseline`]) {
       const dir = packageDir(p)
       if (dir !== null) candidates.push(path.join(dir, 'bin', `bun${exe}`))
     }

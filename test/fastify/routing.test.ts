@@ -157,7 +157,7 @@ t.test('loaded after the instance was created: refused if routes already exist, 
     results.push(await fresh.ready().then(() => 'ready', (e) => e.message))
     console.log(JSON.stringify(results))
   `
-  const run = spawnSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { cwd: root, encoding: 'utf8', timeout: 30_000 })
+  const run = spawnSync(process.execPath, ['--import', 'tsx', '--conditions=mcwh-source', '--input-type=module', '-e', script], { cwd: root, encoding: 'utf8', timeout: 30_000 })
   t.equal(run.status, 0, run.stderr)
   const [early, fresh] = JSON.parse(run.stdout.trim().split('\n').pop()!) as string[]
   t.match(early, /loaded after this Fastify instance was created and routes were already declared/)

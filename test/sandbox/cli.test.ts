@@ -29,7 +29,7 @@ async function run (args: string[], extra: Partial<CliIo> = {}): Promise<{ code:
 const USER_ENV = Object.fromEntries(Object.entries(process.env).filter(([k]) => k !== 'FORCE_COLOR'))
 
 async function spawnCli (args: string[], env: Record<string, string> = {}): Promise<{ code: number | null, stdout: string, stderr: string }> {
-  const child = spawn(process.execPath, ['--import', 'tsx', CLI, ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...USER_ENV, XDG_STATE_HOME: path.join(STATE, 'spawned'), ...env } })
+  const child = spawn(process.execPath, ['--import', 'tsx', '--conditions=mcwh-source', CLI, ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...USER_ENV, XDG_STATE_HOME: path.join(STATE, 'spawned'), ...env } })
   const killer = setTimeout(() => child.kill('SIGKILL'), 30_000)
   let stdout = ''
   let stderr = ''
@@ -176,7 +176,7 @@ t.test('colour: on a terminal only, never with NO_COLOR', async (t) => {
   // A real terminal (a pseudo-terminal from util-linux `script`), where colour is on unless NO_COLOR is set.
   const hasScript = process.platform === 'linux' && spawnSync('script', ['--version']).status === 0
   t.test('on a pseudo-terminal', { skip: hasScript ? false : 'util-linux script is not available' }, async (t) => {
-    const cmd = [process.execPath, '--import', 'tsx', CLI, ...args].map((a) => `'${a}'`).join(' ')
+    const cmd = [process.execPath, '--import', 'tsx', '--conditions=mcwh-source', CLI, ...args].map((a) => `'${a}'`).join(' ')
     const viaPty = async (env: Record<string, string>): Promise<string> => {
       const child = spawn('script', ['-qec', cmd, '/dev/null'], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...USER_ENV, TERM: 'xterm', XDG_STATE_HOME: path.join(STATE, 'pty'), ...env } })
       const killer = setTimeout(() => child.kill('SIGKILL'), 30_000)
@@ -200,7 +200,7 @@ t.test('the program: API key kept privately while it runs, other commands use it
   const state = path.join(STATE, 'program')
   const env = { XDG_STATE_HOME: state }
   const file = path.join(state, 'mailchannels-webhooks', 'sandbox.json')
-  const child = spawn(process.execPath, ['--import', 'tsx', CLI, 'sandbox', '--target', receiver.url, '--rate', '20'], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...USER_ENV, ...env } })
+  const child = spawn(process.execPath, ['--import', 'tsx', '--conditions=mcwh-source', CLI, 'sandbox', '--target', receiver.url, '--rate', '20'], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...USER_ENV, ...env } })
   const killer = setTimeout(() => child.kill('SIGKILL'), 30_000)
   t.teardown(() => { clearTimeout(killer); child.kill('SIGKILL') })
   let stdout = ''

@@ -18,7 +18,7 @@ export interface ExampleRun {
  * root. Killed after `timeoutMs` and at teardown, so no process outlives the test.
  */
 export function startExample (t: Test, name: string, env: Record<string, string> = {}, timeoutMs = 60_000): ExampleRun {
-  const child = spawn(process.execPath, ['--import', 'tsx', `examples/${name}`], {
+  const child = spawn(process.execPath, ['--import', 'tsx', '--conditions=mcwh-source', `examples/${name}`], {
     cwd: ROOT,
     env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],

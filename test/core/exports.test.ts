@@ -201,3 +201,43 @@ export async function run (): Promise<string[]> {
   }
   t.equal(code, 0, `tsc --noEmit exits 0${output ? `:\n${output}` : ''}`)
 })
+
+t.test('a Workers-style TypeScript project (lib dom, no Node types) type-checks against ./web and ./hono', async (t) => {
+  const dir = mkdtempSync(path.join(root, 'test/core/fixtures/.consumer-web-'))
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }))
+  writeFileSync(path.join(dir, 'worker.ts'), `
+import { createWebhookHandler, verifyWebhookRequest, type WebhookEvent, type ReplayStore } from 'mailchannels-webhooks/web'
+import { mailchannelsWebhook, type MailChannelsWebhookEnv } from 'mailchannels-webhooks/hono'
+import { Hono } from 'hono'
+
+const store: ReplayStore = { claim: async () => 'claimed', complete: async () => {}, release: async () => {} }
+const handler = createWebhookHandler({ customerHandles: ['acct_1'], replay: store, onEvents: (events: WebhookEvent[]) => Response.json(events.length) })
+const app = new Hono<MailChannelsWebhookEnv>()
+app.post('/hook', mailchannelsWebhook({ customerHandles: ['acct_1'], keyIds: ['k1'] }), (c) => c.json(c.get('webhookEvents').length))
+export default {
+  async fetch (request: Request): Promise<Response> {
+    if (request.method === 'PUT') {
+      const { data, error } = await verifyWebhookRequest(request, { customerHandles: ['acct_1'], bodyLimit: 65536 })
+      return Response.json(error === null ? data.length : error.type)
+    }
+    return new URL(request.url).pathname === '/hono' ? app.fetch(request) : handler(request)
+  },
+}
+`)
+  writeFileSync(path.join(dir, 'tsconfig.json'), JSON.stringify({
+    compilerOptions: { module: 'esnext', moduleResolution: 'bundler', target: 'es2022', lib: ['es2022', 'dom', 'dom.iterable'], types: [], strict: true, noEmit: true, skipLibCheck: false },
+    files: ['worker.ts'],
+  }))
+  let output = ''
+  let code = 0
+  try {
+    output = execFileSync(tsc, ['-p', path.join(dir, 'tsconfig.json')], { cwd: dir, encoding: 'utf8', stdio: 'pipe' })
+  } catch (err) {
+    const e = err as { status: number, stdout: string, stderr: string }
+    code = e.status
+    output = `${e.stdout}${e.stderr}`
+  }
+  // Errors inside hono's own declarations are hono's business; ours must be clean.
+  const ours = output.split('\n').filter((line) => line.trim() !== '' && !line.includes('node_modules/hono/'))
+  t.equal(code === 0 ? 0 : ours.length, 0, `no type errors from the package or the consumer:\n${ours.join('\n')}`)
+})

@@ -49,7 +49,15 @@ export interface WorkerSource {
 }
 
 const kids = new Set<ChildProcess>()
-process.once('exit', () => { for (const c of kids) c.kill('SIGKILL') })
+const killKids = (): void => { for (const c of kids) c.kill('SIGKILL') }
+process.once('exit', killKids)
+// A test process ended by a signal (tap's timeout sends SIGTERM) takes its runtimes with it.
+for (const signal of ['SIGTERM', 'SIGINT'] as const) {
+  process.once(signal, () => {
+    killKids()
+    process.kill(process.pid, signal)
+  })
+}
 
 function packageDir (name: string): string | null {
   try {

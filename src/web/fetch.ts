@@ -37,13 +37,16 @@ export async function readBodyAtMost (request: Request, limit: number): Promise<
     for (;;) {
       const { done, value } = await reader.read()
       if (done) break
-      if (!(value instanceof Uint8Array)) throw new VerificationError('invalid_payload', 'The request body could not be read.')
-      length += value.byteLength
+      // Bytes from another realm (a VM context, an iframe) fail `instanceof`: view them in ours.
+      const chunk: unknown = value
+      const bytes = chunk instanceof Uint8Array ? chunk : ArrayBuffer.isView(chunk) ? new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.byteLength) : undefined
+      if (bytes === undefined) throw new VerificationError('invalid_payload', 'The request body could not be read.')
+      length += bytes.byteLength
       if (length > limit) {
         reader.cancel().catch(() => {})
         throw tooLarge(limit)
       }
-      chunks.push(value)
+      chunks.push(bytes)
     }
   } catch (err) {
     if (err instanceof VerificationError) throw err

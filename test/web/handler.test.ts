@@ -196,3 +196,18 @@ t.test('keyIds are fetched when the first delivery arrives, not at creation, and
   t.equal(server.keyFetches(), 1, 'one fetch for every delivery')
   t.equal(calls, 3)
 })
+
+t.test('body chunks: bytes from another realm are read as bytes; anything else is invalid_payload (400)', async (t) => {
+  const vm = await import('node:vm')
+  const handler = createWebhookHandler({ ...base, onEvents: (events) => Response.json(events.length) })
+  const signed = sign()
+  const foreign = vm.runInNewContext('(bytes) => new Uint8Array(bytes)')(Array.from(signed.body)) as Uint8Array
+  t.notOk(foreign instanceof Uint8Array, 'the chunk is from another realm')
+  const streamOf = (chunk: unknown): ReadableStream => new ReadableStream({ start (c) { c.enqueue(chunk); c.close() } })
+  const ok = await handler(new Request('http://127.0.0.1/hook', { method: 'POST', headers: signed.headers, body: streamOf(foreign), duplex: 'half' } as RequestInit))
+  t.equal(ok.status, 200)
+  t.equal(await ok.json(), 1)
+  const text = await handler(new Request('http://127.0.0.1/hook', { method: 'POST', headers: signed.headers, body: streamOf('[]'), duplex: 'half' } as RequestInit))
+  t.equal(text.status, 400)
+  t.match(await text.json(), { code: 'invalid_payload' })
+})

@@ -368,11 +368,12 @@ export class KeyStore {
   async #load (keyId: string, stale: Entry | undefined, signal: AbortSignal, setOptions: { ttl?: number }, log: Logger | undefined): Promise<Entry> {
     this.#inFlight++
     this.#stats.fetches++
+    const limited = withTimeout(signal, this.#fetchTimeout)
     try {
       const key = await fetchPublicKey(keyId, {
         baseUrl: this.#baseUrl,
         fetch: this.#fetch,
-        signal: AbortSignal.any([signal, AbortSignal.timeout(this.#fetchTimeout)]),
+        signal: limited.signal,
       })
       this.#gate.settled(keyId)
       return { key, fetchedAt: this.#now() }
@@ -385,6 +386,7 @@ export class KeyStore {
       if (error.type === 'unknown_key') this.#gate.settled(keyId)
       return this.#fallback(log ?? this.#log, keyId, stale, error, setOptions)
     } finally {
+      limited.dispose()
       this.#inFlight--
     }
   }
@@ -415,5 +417,25 @@ export class KeyStore {
     if (f?.status !== undefined) fields.status = f.status
     if (servingStaleKey) fields.servingStaleKey = true
     log.warn(fields, `mailchannels-webhooks: ${what}: ${f?.detail ?? (err instanceof Error ? err.message : 'unknown error')}; next try in ${retryInSeconds} s`)
+  }
+}
+
+/**
+ * `signal`, or a timeout of `ms`, whichever comes first. Not `AbortSignal.any`: Vercel's
+ * edge-runtime lacks it, and Node 20-22 keep its listeners on a long-lived input signal.
+ * The timeout aborts with a `TimeoutError`, as `AbortSignal.timeout` does.
+ */
+function withTimeout (signal: AbortSignal, ms: number): { signal: AbortSignal, dispose (): void } {
+  const controller = new AbortController()
+  const onAbort = (): void => { controller.abort(signal.reason) }
+  const timer = setTimeout(() => { controller.abort(new DOMException('The key fetch timed out.', 'TimeoutError')) }, ms)
+  if (signal.aborted) onAbort()
+  else signal.addEventListener('abort', onAbort, { once: true })
+  return {
+    signal: controller.signal,
+    dispose () {
+      clearTimeout(timer)
+      signal.removeEventListener('abort', onAbort)
+    },
   }
 }

@@ -7,7 +7,7 @@ import { generateSigningKeyPair, signWebhook } from '../../src/testing/index.js'
 import { serveKeys, startKeyServer } from '../core/helpers/key-server.js'
 import { STARTERS, unavailableReason, type RuntimeName } from './helpers/runtimes.js'
 
-const RUNTIMES: RuntimeName[] = ['workerd', 'deno', 'bun']
+const RUNTIMES: RuntimeName[] = ['workerd', 'deno', 'bun', 'edge-runtime']
 
 for (const name of RUNTIMES) {
   t.test(`${name}: keyIds on a handler created at startup`, { skip: unavailableReason(name) ?? false }, async (t) => {

@@ -21,11 +21,12 @@ const log = (line) => process.stderr.write(line + '\n')
 const FASTIFY_IDEAL = 'fastify-ideal'
 const EXPRESS_IDEAL = 'express-ideal'
 const EXPRESS_MIDDLEWARE = 'express-middleware'
-const VARIANTS = [FASTIFY_IDEAL, EXPRESS_IDEAL, 'fastify-plugin', EXPRESS_MIDDLEWARE]
+const VARIANTS = [FASTIFY_IDEAL, EXPRESS_IDEAL, 'fastify-plugin', 'web-handler', EXPRESS_MIDDLEWARE]
 const LABELS = {
   'fastify-ideal': 'ideal Fastify receiver',
   'express-ideal': 'ideal Express receiver',
   'fastify-plugin': 'Fastify plugin',
+  'web-handler': 'web handler (@hono/node-server)',
   'express-middleware': 'Express middleware',
 }
 
@@ -43,8 +44,9 @@ const settings = [
   s.unique > 0 ? `unique signatures: ${s.unique.toLocaleString('en')} (cycled; every request differs from the ${(s.unique - 1).toLocaleString('en')} before it)` : 'unique signatures: off (every request of a run is identical)',
   `verifyOnThreadPool: ${poolSetting}`,
   'replay protection: off',
+  'web handler: createWebhookHandler (mailchannels-webhooks/web) served by @hono/node-server serve() (node:http ↔ fetch Request/Response)',
   PIN ? 'pinned (server on CPU 1, load generator on CPU 0)' : 'unpinned (server and load generator share every CPU)',
-  `autocannon ${installedVersion('autocannon')}, Fastify ${installedVersion('fastify')}, Express ${installedVersion('express')}, ${machine()}`,
+  `autocannon ${installedVersion('autocannon')}, Fastify ${installedVersion('fastify')}, Express ${installedVersion('express')}, @hono/node-server ${installedVersion('@hono/node-server')}, ${machine()}`,
 ].join('; ')
 
 // ------------------------------------------------------------------ servers

@@ -6,12 +6,16 @@
 //   express-ideal       Express, express.raw, the same inline work
 //   fastify-plugin      the library's Fastify plugin (from dist/)
 //   express-middleware  the library's Express middleware (from dist/)
+//   web-handler         the library's fetch handler (createWebhookHandler, mailchannels-webhooks/web,
+//                       from dist/) on node:http through @hono/node-server's serve()
 // The library gets the key statically (no key fetch on the timed path) and replay protection
 // off. Every variant accepts bodies up to 16 MiB. Prints "READY <port>" once listening.
+import { serve } from '@hono/node-server'
 import express from 'express'
 import Fastify from 'fastify'
 import mailchannelsWebhooks from '../dist/fastify/index.js'
 import { mailchannelsWebhook } from '../dist/express/index.js'
+import { createWebhookHandler } from '../dist/web/index.js'
 import { CUSTOMER_HANDLE, KEY_ID } from './lib/fixtures.mjs'
 import { createIdealVerifier } from './lib/ideal.mjs'
 
@@ -83,6 +87,15 @@ switch (variant) {
     const app = expressApp()
     app.post(PATH, mailchannelsWebhook(libraryOptions), (req, res) => { res.status(204).end() })
     server = await listenExpress(app)
+    break
+  }
+  case 'web-handler': {
+    // The same options as the plugin and the middleware; onEvents answers nothing, hence 204.
+    const fetch = createWebhookHandler({ ...libraryOptions, onEvents: () => {} })
+    server = await new Promise((resolve, reject) => {
+      const s = serve({ fetch, port: 0, hostname: '127.0.0.1' }, () => resolve(s))
+      s.once('error', reject)
+    })
     break
   }
   default:

@@ -7,7 +7,8 @@ export const HELP = `npm run bench [-- options]      (or: node bench/run.mjs [op
 What runs
   (default)                    in-process verify bench: the library's Webhooks.verify vs the ideal receiver
   --no-verify                  skip it
-  --http                       also the HTTP bench: Fastify plugin and Express middleware vs the ideal receivers
+  --http                       also the HTTP bench: Fastify plugin, web handler (on @hono/node-server) and
+                               Express middleware vs the ideal receivers
   --replay                     also the replay-store bench (bound of the memory store, cost per delivery)
   --json <file>                also write every sample of the verify and HTTP benches to <file>
 

@@ -3,6 +3,7 @@
 // settlement of the claim on the handler's own answer. Runtime-neutral: no node: import, no Buffer.
 import { HTTP_STATUS_BY_TYPE, VerificationError, type VerifyErrorType } from '../errors.js'
 import type { WebhookEvent } from '../events/types.js'
+import type { KeyStore } from '../keys/key-store.js'
 import type { Logger } from '../logger.js'
 import { deliveryId, type ClaimState, type ReplayStore } from '../replay/types.js'
 import { readSignatureFields, type HeadersInput } from '../verify/headers.js'
@@ -292,13 +293,18 @@ export function createReceiver (r: ResolvedReceiver): Receiver {
  * The receiver of an adapter that logs to a `logger` option (Express, the fetch handler, Hono),
  * options validated once: throws a `TypeError` naming a bad or unknown option (`extra`: the
  * adapter's own option names besides the receiver's and `logger`). Warns once when
- * `customerHandles` is `'any'`.
+ * `customerHandles` is `'any'`. `keyStores` makes the key store an adapter owns when neither
+ * `publicKey` nor `keyStore` is given (default: one per base URL, logging to `log`).
  */
-export function createStandaloneReceiver (options: WebhookReceiverOptions & { logger?: Logger }, extra: readonly string[] = []): { receiver: Receiver, log: Logger } {
+export function createStandaloneReceiver (
+  options: WebhookReceiverOptions & { logger?: Logger },
+  extra: readonly string[] = [],
+  keyStores: (log: Logger) => (baseUrl: string) => KeyStore = keyStoreFactory,
+): { receiver: Receiver, log: Logger } {
   if (options === null || typeof options !== 'object') throw new TypeError('options must be an object')
   rejectUnknownOptions(options, extra)
   const log = resolveLogger(options.logger)
-  const receiver = createReceiver(resolveReceiverOptions(options, keyStoreFactory(log)))
+  const receiver = createReceiver(resolveReceiverOptions(options, keyStores(log)))
   if (receiver.options.anyCustomer) log.warn({}, "mailchannels-webhooks: customerHandles is 'any': deliveries signed for any MailChannels customer are accepted")
   return { receiver, log }
 }

@@ -2,13 +2,11 @@
 // body with a limit, replies as `Response`s, options validated once. Runtime-neutral.
 import { VerificationError } from '../errors.js'
 import { KeyStore } from '../keys/key-store.js'
-import { noopLogger, type Logger } from '../logger.js'
+import type { Logger } from '../logger.js'
 import {
-  createReceiver,
+  createStandaloneReceiver,
   errorReply,
   JSON_CONTENT_TYPE,
-  rejectUnknownOptions,
-  resolveReceiverOptions,
   tooLarge,
   type Receiver,
   type Reply,
@@ -81,15 +79,6 @@ export function handlerFailed (): Response {
   return replyResponse(errorReply(500, 'handler_error', 'The webhook handler failed; the delivery can be retried.'))
 }
 
-/** Validates the logger option. */
-export function resolveLogger (logger: Logger | undefined): Logger {
-  const log = logger ?? noopLogger
-  for (const m of ['debug', 'info', 'warn', 'error'] as const) {
-    if (typeof log?.[m] !== 'function') throw new TypeError('logger must have debug, info, warn and error methods')
-  }
-  return log
-}
-
 /**
  * The adapter's own key store, whose advance fetch of `keyIds` happens at the first delivery
  * instead of at creation: Cloudflare Workers refuse I/O outside a request, so a fetch started
@@ -130,13 +119,9 @@ export interface FetchReceiver {
 
 /** The receiver of a fetch-style adapter (the web handler, the Hono middleware): options validated once. */
 export function createFetchReceiver (options: WebhookReceiverOptions & { logger?: Logger }, extra: readonly string[]): FetchReceiver {
-  if (options === null || typeof options !== 'object') throw new TypeError('options must be an object')
-  rejectUnknownOptions(options, extra)
-  const log = resolveLogger(options.logger)
   // One key store per handler (one baseUrl): its cache lives as long as the handler (the isolate).
   let store: FirstRequestPrefetchKeyStore | undefined
-  const receiver = createReceiver(resolveReceiverOptions(options, (baseUrl) => (store ??= new FirstRequestPrefetchKeyStore({ baseUrl, logger: log }))))
-  if (receiver.options.anyCustomer) log.warn({}, "mailchannels-webhooks: customerHandles is 'any': deliveries signed for any MailChannels customer are accepted")
+  const { receiver, log } = createStandaloneReceiver(options, extra, (logger) => (baseUrl) => (store ??= new FirstRequestPrefetchKeyStore({ baseUrl, logger })))
   return { receiver, log, warm: () => store?.warm() }
 }
 

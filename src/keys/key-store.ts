@@ -317,7 +317,16 @@ export class KeyStore {
       if (!this.#prefetched.has(keyId)) {
         if (this.#prefetched.size >= MAX_PREFETCHED) this.#prefetched.delete(this.#prefetched.values().next().value!)
         this.#prefetched.add(keyId)
-        if (fetching === undefined && this.peek(keyId) === undefined && !this.#failures.has(keyId)) fetching = this.#startFetch(keyId, this.#logger(logger))
+        if (fetching === undefined && this.peek(keyId) === undefined && !this.#failures.has(keyId)) {
+          fetching = this.#startFetch(keyId, this.#logger(logger))
+          // A failed advance fetch is not remembered: it may have failed only because it ran
+          // outside a request (Cloudflare Workers refuse I/O there), and the first delivery must
+          // not inherit that failure for errorTtl. The next prefetch or lookup fetches again.
+          fetching.catch(() => {
+            this.#failures.delete(keyId)
+            this.#prefetched.delete(keyId)
+          })
+        }
       }
       if (fetching !== undefined) (started ??= []).push(fetching.catch(() => {}))
     }

@@ -141,3 +141,23 @@ t.test('keyIds: the listed ids are fetched once, ahead of the first delivery and
   t.equal(s.server.keyFetches(), fetchesBefore + 2, 'no further fetch: each id is warmed once per store')
   t.throws(() => s.store.prefetch(['bad id']), TypeError)
 })
+
+t.test('a failed advance fetch of keyIds is not remembered: the first delivery fetches again (Workers refuse I/O outside a request)', async (t) => {
+  const server = await startKeyServer(serveKeys({ [REAL]: TEST_PUBLIC_KEY }))
+  t.teardown(() => server.close())
+  let refuse = true
+  // What workerd does to a fetch started while the module loads, outside any request.
+  const fetchOutsideRequest: typeof fetch = async (input, init) => {
+    if (refuse) throw new Error('Disallowed operation called within global scope.')
+    return await fetch(input, init)
+  }
+  const clock = { ms: 1_800_000_000_000 }
+  const store = new KeyStore({ baseUrl: server.baseUrl, fetch: fetchOutsideRequest, now: () => clock.ms })
+  await store.prefetch([REAL])
+  t.equal(server.keyFetches(), 0, 'the advance fetch never left the isolate')
+  refuse = false
+  const d = signRaw({ params: p0(Math.floor(clock.ms / 1000), REAL), body: B0 })
+  const r = await Webhooks.verify({ keyStore: store, keyIds: [REAL], now: clock.ms, payload: d.body, headers: d.headers })
+  t.equal(r.error, null, 'the first delivery is accepted, not answered key_unavailable for errorTtl')
+  t.equal(server.keyFetches(), 1)
+})

@@ -27,8 +27,6 @@ export interface ConformanceTarget {
   url: string
   /** The web handler answers 405 to other methods; the Hono middleware leaves routing to the app. */
   answersMethodNotAllowed: boolean
-  /** Cases this runtime cannot pass yet, by case name, with the reason (reported as skipped). */
-  known?: Record<string, string>
 }
 
 /** What a suite needs before its server starts: keys and a key server. */
@@ -181,7 +179,7 @@ export async function runConformance (t: Test, target: ConformanceTarget, f: Con
     t.strictSame(second.json, { duplicate: true }, 'the copy does not')
   })
 
-  await t.test(KEY_FETCH_CASE, { skip: target.known?.[KEY_FETCH_CASE] ?? false }, async (t) => {
+  await t.test(KEY_FETCH_CASE, async (t) => {
     const before = f.keyServer.keyFetches()
     const a = await post(fetched, f.sign([event()], { keyId: FETCHED_KEY_ID }))
     t.equal(a.status, 200, JSON.stringify(a.json))
@@ -215,14 +213,14 @@ export async function runConformance (t: Test, target: ConformanceTarget, f: Con
  * (the library from its sources, with the runtime's own crypto), every case runs against it.
  * Skipped, with the reason, when the runtime's binary cannot start here.
  */
-export function conformanceIn (t: Test, name: RuntimeName, adapter: 'web' | 'hono' = 'web', known?: Record<string, string>): void {
+export function conformanceIn (t: Test, name: RuntimeName, adapter: 'web' | 'hono' = 'web'): void {
   const what = adapter === 'web' ? 'the web handler' : 'the Hono middleware'
   t.test(`the conformance set in ${name}: ${what}`, { skip: unavailableReason(name) ?? false }, async (t) => {
     const f = await conformanceFixture(t)
     const entry = `test/runtimes/fixtures/conformance-${adapter === 'web' ? 'worker' : 'hono'}.ts`
     const server = await STARTERS[name]({ entry, env: { ...f.env }, fromSource: true })
     t.teardown(() => server.close())
-    await runConformance(t, { url: server.url, answersMethodNotAllowed: adapter === 'web', known }, f)
+    await runConformance(t, { url: server.url, answersMethodNotAllowed: adapter === 'web' }, f)
     if (t.passing() === false) t.comment(server.output())
   })
 }

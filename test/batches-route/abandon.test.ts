@@ -3,6 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { MailChannels } from '../../src/index.js'
 import { delayed, FAKE_API_KEY, hang, reply, startFakeApi, type FakeApi } from '../client/helpers/fake-api.js'
 import { ANSWER_AFTER, ANSWER_ON_DEMAND, frameworks, getAndLeave, rawGet, type Served } from './helpers/servers.js'
+import { within, until } from '../helpers/wait.js'
 
 // Requests the route no longer answers: something else answered first (a timeout middleware,
 // an earlier error handler) or the client left. The route must never write a second response
@@ -22,25 +23,6 @@ async function authorize (req: { headers: Record<string, string | string[] | und
     return mode === 'slow-allow'
   }
   return req.headers.authorization === `Bearer ${TOKEN}`
-}
-
-/** Resolves true if `p` settles within `ms`, false otherwise. */
-async function within (p: Promise<unknown>, ms: number): Promise<boolean> {
-  let timer: NodeJS.Timeout | undefined
-  const late = new Promise<boolean>((resolve) => { timer = setTimeout(() => resolve(false), ms) })
-  try {
-    return await Promise.race([p.then(() => true), late])
-  } finally {
-    clearTimeout(timer)
-  }
-}
-
-async function until (cond: () => boolean, what: string): Promise<void> {
-  for (let i = 0; i < 500; i++) {
-    if (cond()) return
-    await sleep(10)
-  }
-  throw new Error(`timed out waiting for ${what}`)
 }
 
 const NO_DOUBLE_WRITE = /ERR_HTTP_HEADERS_SENT|already sent|app error handler/i

@@ -7,6 +7,7 @@ import { DEFAULT_MAX_CONCURRENT } from '../../src/client/batches-proxy.js'
 import { MailChannels } from '../../src/index.js'
 import { FAKE_API_KEY, gate, startFakeApi, type FakeApi } from '../client/helpers/fake-api.js'
 import { frameworks, getAndLeave, rawGet, type Served } from './helpers/servers.js'
+import { until } from '../helpers/wait.js'
 
 // maxConcurrent bounds the upstream calls one route keeps open: when full, an authorized
 // request gets 503 with Retry-After and no upstream call; denied and invalid requests never
@@ -15,14 +16,6 @@ import { frameworks, getAndLeave, rawGet, type Served } from './helpers/servers.
 const TOKEN = 'concurrency-token'
 const AUTH = { authorization: `Bearer ${TOKEN}` }
 const authorize = (req: { headers: Record<string, string | string[] | undefined> }): boolean => req.headers.authorization === `Bearer ${TOKEN}`
-
-async function until (cond: () => boolean, what: string): Promise<void> {
-  for (let i = 0; i < 500; i++) {
-    if (cond()) return
-    await sleep(10)
-  }
-  throw new Error(`timed out waiting for ${what}`)
-}
 
 for (const fw of frameworks) {
   t.test(fw.name, async (t) => {

@@ -6,6 +6,7 @@ import { MailChannels, MailChannelsError } from '../../src/index.js'
 import { isTimeoutError } from '../../src/client/http.js'
 import { generateSigningKeyPair } from '../../src/testing/index.js'
 import { FAKE_API_KEY, gate, hang, reply, startFakeApi, type FakeApi } from './helpers/fake-api.js'
+import { within, until } from '../helpers/wait.js'
 
 // The `signal` option of every client method: an abandoned call closes its upstream socket at
 // once, is never retried, and resolves a typed error (never rejects), whatever it was doing:
@@ -22,24 +23,6 @@ t.beforeEach(() => {
   api.queue.length = 0
   api.always = null
 })
-
-async function within (p: Promise<unknown>, ms: number): Promise<boolean> {
-  let timer: NodeJS.Timeout | undefined
-  const late = new Promise<boolean>((resolve) => { timer = setTimeout(() => resolve(false), ms) })
-  try {
-    return await Promise.race([p.then(() => true), late])
-  } finally {
-    clearTimeout(timer)
-  }
-}
-
-async function until (cond: () => boolean, what: string): Promise<void> {
-  for (let i = 0; i < 500; i++) {
-    if (cond()) return
-    await sleep(10)
-  }
-  throw new Error(`timed out waiting for ${what}`)
-}
 
 const ABORTED = { data: null, error: { type: 'application_error', statusCode: null, response: null, message: /the request was aborted/ } }
 

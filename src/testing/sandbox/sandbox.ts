@@ -172,7 +172,7 @@ export interface Sandbox {
   readonly keyId: string
   /**
    * The `X-Api-Key` the sandbox API requires: the `apiKey` option, or a random key for this
-   * sandbox. Not enumerable, so it stays out of `console.log(sandbox)` and JSON.
+   * sandbox. Not enumerable, so it stays out of `util.inspect(sandbox)` output and JSON.
    */
   readonly apiKey: string
   readonly customerHandle: string

@@ -1,0 +1,67 @@
+// The contract of typed dispatch: what a handler receives and what `dispatch` reports.
+// Runtime-neutral and framework-free.
+import type { WebhookEvent } from '../events/types.js'
+import type { Logger } from '../logger.js'
+
+/** An event type a handler can be registered for: a `WebhookEvent['event']` (`'unknown'` for types this version does not know). */
+export type WebhookEventName = WebhookEvent['event']
+
+/** The event of one type, narrowed: `EventOf<'hard-bounced'>` is `HardBouncedEvent`. */
+export type EventOf<N extends WebhookEventName> = Extract<WebhookEvent, { event: N }>
+
+/**
+ * What every handler receives besides its event. `C` is what the caller of `dispatch` adds
+ * (the receivers add the request's `keyId` and logger; a queue worker adds the job).
+ */
+export type DispatchContext<C extends object = object> = C & {
+  /** The event's `eventFingerprint`: the key for idempotent side effects (a unique index, an idempotency key). */
+  readonly fingerprint: string
+  /** Aborted when the dispatch is given up (the claim could not be kept alive, or the caller aborted). */
+  readonly signal: AbortSignal
+  /** The logger of the delivery (the receiver's), or one that logs nothing. */
+  readonly log: Logger
+}
+
+/** A handler of events of type `N`. Resolving counts as handled; throwing or rejecting as failed. */
+export type WebhookEventHandler<N extends WebhookEventName, C extends object = object> =
+  (event: EventOf<N>, context: DispatchContext<C>) => unknown
+
+/**
+ * Where one event stands after a dispatch:
+ * - `handled`: every handler registered for it resolved (and, with a seen-events store, it is marked done);
+ * - `skipped`: a seen-events store says it was already handled (a resend, a retry);
+ * - `unhandled`: no handler is registered for its type (nothing ran; not an error);
+ * - `deferred`: another dispatch holds a live claim on it right now, so it was left to that one (answer 5xx so the sender retries);
+ * - `failed`: a handler threw, or the seen-events store could not be reached (`error` says which).
+ */
+export type EventOutcome =
+  | { readonly status: 'handled' | 'skipped' | 'unhandled' | 'deferred', readonly event: WebhookEvent, readonly fingerprint: string }
+  | { readonly status: 'failed', readonly event: WebhookEvent, readonly fingerprint: string, readonly error: unknown }
+
+/** What `dispatch` resolves: one outcome per event, in the order given, and the counts. */
+export interface DispatchReport {
+  readonly outcomes: readonly EventOutcome[]
+  readonly handled: number
+  readonly skipped: number
+  readonly unhandled: number
+  readonly deferred: number
+  readonly failed: number
+  /** True when every event was handled, skipped or unhandled: the delivery may be acknowledged (2xx). */
+  readonly ok: boolean
+}
+
+/** What a receiver passes to `enqueue` besides the events. */
+export interface EnqueueContext {
+  /** The key id the delivery was verified with. */
+  readonly keyId: string
+  /** The receiver's logger. */
+  readonly log: Logger
+}
+
+/**
+ * Hands a verified delivery's events to a durable queue (BullMQ, Cloudflare Queues, SQS...).
+ * Resolve once the queue has accepted every event (the delivery is then answered 2xx); reject
+ * when it did not (answered 503 with `Retry-After`, so MailChannels retries: nothing is lost).
+ * Adding the same event twice should not create two jobs: key jobs by `eventFingerprint`.
+ */
+export type EnqueueEvents = (events: readonly WebhookEvent[], context: EnqueueContext) => Promise<void> | void

@@ -23,4 +23,7 @@ export type { RedisClientLike, RedisStoreOptions } from './replay/redis-client.j
 export { ReplayStoreError } from './replay/errors.js'
 export { eventFingerprint, FINGERPRINT_FIELDS } from './replay/fingerprint.js'
 export { MemorySeenEventsStore, RedisSeenEventsStore, filterUnseen, markSeen, claimUnseen } from './replay/seen-events.js'
-export type { SeenEventsStore, SeenEventsStoreOptions, MemorySeenEventsStoreOptions, RedisSeenEventsStoreOptions } from './replay/seen-events.js'
+export type { SeenEventsStore, SeenEventsStoreOptions, MemorySeenEventsStoreOptions, RedisSeenEventsStoreOptions, EventClaim, EventClaimResult } from './replay/seen-events.js'
+export { WebhookEventRouter } from './dispatch/router.js'
+export type { WebhookEventRouterOptions, DispatchInput } from './dispatch/router.js'
+export type { WebhookEventName, EventOf, DispatchContext, WebhookEventHandler, EventOutcome, DispatchReport, EnqueueContext, EnqueueEvents } from './dispatch/types.js'

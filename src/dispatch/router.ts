@@ -1,0 +1,486 @@
+// Typed dispatch of verified events to handlers, with an optional exactly-once effect per
+// event through a seen-events store. Framework-free and runtime-neutral (web-standard APIs only).
+import { WEBHOOK_EVENT_TYPES, type WebhookEvent } from '../events/types.js'
+import { noopLogger, type Logger } from '../logger.js'
+import { ReplayStoreError } from '../replay/errors.js'
+import { eventFingerprint } from '../replay/fingerprint.js'
+import type { EventClaim, EventClaimResult, SeenEventsStore } from '../replay/seen-events.js'
+import type { DispatchContext, DispatchReport, EventOutcome, WebhookEventHandler, WebhookEventName } from './types.js'
+
+export interface WebhookEventRouterOptions {
+  /**
+   * Where handled events are remembered, for an exactly-once effect per event: each event is
+   * claimed before its handlers run, marked done once they resolved and released if one
+   * failed, so a retry or a resend of the delivery skips the events already handled.
+   * `MemorySeenEventsStore` for one process, `RedisSeenEventsStore` for several instances.
+   * Without one, every dispatch runs every handler (at least once: a retried delivery runs
+   * its events again).
+   * @default undefined (no store: at-least-once)
+   */
+  seenEvents?: SeenEventsStore
+  /**
+   * How many events of one dispatch are handled at the same time. With 1 they are handled in
+   * the order given, one after the other. The handlers of one event always run one after the
+   * other, in the order they were registered.
+   * @default 1
+   */
+  concurrency?: number
+  /**
+   * Seconds a claim on an event lives without renewal (whole seconds). While an event's
+   * handlers run, its claim is renewed every third of this, so a crashed instance holds
+   * an event back for at most this long. Another dispatch of the same event meanwhile reports
+   * it `deferred`. Receivers answer such a delivery 503 with `Retry-After` set to this.
+   * Only used with `seenEvents`.
+   * @default 30
+   */
+  claimLifetime?: number
+}
+
+/** What `dispatch` takes besides the events: your own fields (`C`), plus an optional signal and logger. */
+export type DispatchInput<C extends object = object> = C & {
+  /** Aborting it gives the dispatch up: events not started yet fail with its reason, running handlers see `context.signal` aborted. */
+  signal?: AbortSignal
+  /** Handed to handlers as `context.log`; store problems the report cannot show are logged here. @default a logger that logs nothing */
+  log?: Logger
+}
+
+type AnyHandler = (event: WebhookEvent, context: DispatchContext<any>) => unknown
+
+const EVENT_NAMES: ReadonlySet<string> = new Set<string>([...WEBHOOK_EVENT_TYPES, 'unknown'])
+const NAME_LIST = [...EVENT_NAMES].map((n) => `'${n}'`).join(', ')
+const DEFAULT_CLAIM_LIFETIME = 30
+
+/**
+ * Runs your handlers for the events of a delivery, each with its event narrowed to its type,
+ * and reports what became of every event. Give it to a receiver (`handlers: router`) so a
+ * route needs no body, or call `dispatch` yourself (a queue worker, a test).
+ *
+ * With `seenEvents`, an event's handlers take effect once even when the delivery is retried or
+ * resent, concurrently or later (within the store's `ttl`), on one instance or several sharing
+ * Redis. That covers everything but a handler that crashes after its side effect and before
+ * the event is marked done: make side effects idempotent, keyed by `context.fingerprint`.
+ *
+ * @example
+ * ```ts
+ * import { WebhookEventRouter, MemorySeenEventsStore } from 'mailchannels-webhooks'
+ *
+ * const router = new WebhookEventRouter({ seenEvents: new MemorySeenEventsStore() })
+ *   .on('hard-bounced', async (event) => { await suppress(event.email, event.status) })
+ *   .on(['open', 'click'], async (event, { fingerprint }) => { await track(fingerprint, event) })
+ *   .on('unknown', (event, { log }) => { log.info({ type: event.eventName }, 'new event type') })
+ *
+ * const report = await router.dispatch(events)
+ * if (!report.ok) console.error(report.outcomes.filter((o) => o.status === 'failed'))
+ * ```
+ * @typeParam C - What the caller of `dispatch` adds to every handler's context.
+ */
+export class WebhookEventRouter<C extends object = object> {
+  /** Seconds a claim lives without renewal: the `Retry-After` of a delivery with `deferred` events. */
+  readonly claimLifetime: number
+  readonly #store: SeenEventsStore | undefined
+  readonly #concurrency: number
+  /** Handlers per event name, in registration order ('*' handlers appended to every name). */
+  readonly #handlers = new Map<string, AnyHandler[]>()
+
+  constructor (options: WebhookEventRouterOptions = {}) {
+    if (options === null || typeof options !== 'object') throw new TypeError('WebhookEventRouter options must be an object')
+    const { seenEvents, concurrency = 1, claimLifetime = DEFAULT_CLAIM_LIFETIME } = options
+    if (seenEvents !== undefined) checkStore(seenEvents)
+    if (!Number.isSafeInteger(concurrency) || concurrency < 1) {
+      throw new TypeError(`concurrency must be a positive integer (events of one dispatch handled at once), got ${describe(concurrency)}`)
+    }
+    if (!Number.isSafeInteger(claimLifetime) || claimLifetime < 1) {
+      throw new TypeError(`claimLifetime must be a positive integer number of seconds, got ${describe(claimLifetime)}`)
+    }
+    this.#store = seenEvents
+    this.#concurrency = concurrency
+    this.claimLifetime = claimLifetime
+    for (const name of EVENT_NAMES) this.#handlers.set(name, [])
+  }
+
+  /**
+   * Registers `handler` for events of `type` (one name or several), or for every event with
+   * `'*'` (unknown types included). `'unknown'` receives event types this version does not know
+   * (`event.eventName`, `event.fields`). An event's handlers run one after the other in
+   * registration order; it counts as handled once all of them resolved, and as failed at the
+   * first that throws (the rest do not run). Returns the router, for chaining.
+   *
+   * @example
+   * ```ts
+   * router.on('hard-bounced', async (event) => { await suppress(event.email, event.status) })
+   * router.on(['soft-bounced', 'dropped'], (event) => { metrics.inc(event.event) })
+   * router.on('*', (event, { fingerprint }) => audit.append(fingerprint, event))
+   * ```
+   * @throws TypeError when `type` is not an event type name (nor `'*'`) or `handler` is not a function.
+   */
+  on<N extends WebhookEventName> (type: N | readonly N[], handler: WebhookEventHandler<N, C>): this
+  on (type: '*', handler: WebhookEventHandler<WebhookEventName, C>): this
+  on (type: string | readonly string[], handler: WebhookEventHandler<any, C>): this {
+    let names: string[]
+    if (type === '*') {
+      names = [...EVENT_NAMES]
+    } else if (typeof type === 'string') {
+      names = [checkName(type)]
+    } else if (Array.isArray(type)) {
+      if (type.length === 0) throw new TypeError(`on() needs at least one event type; use '*' for every event`)
+      names = [...new Set(type.map((t: unknown) => {
+        if (t === '*') throw new TypeError(`on() takes '*' alone, not inside a list of event types`)
+        return checkName(t)
+      }))]
+    } else {
+      throw new TypeError(`on() takes an event type name, a list of them or '*', got ${describe(type)}`)
+    }
+    if (typeof handler !== 'function') throw new TypeError(`on() needs a handler function, got ${describe(handler)}`)
+    for (const name of names) this.#handlers.get(name)!.push(handler as AnyHandler)
+    return this
+  }
+
+  /**
+   * Runs the handlers of `events` and reports, per event in the order given, whether it was
+   * `handled`, `skipped` (already handled), `unhandled` (no handler for its type), `deferred`
+   * (another dispatch is handling it right now) or `failed` (a handler threw, or the
+   * seen-events store failed: `error` is then a `ReplayStoreError`). `report.ok` says whether the
+   * delivery may be acknowledged.
+   *
+   * Every handler gets `{ ...context, fingerprint, signal, log }`. Identical events inside
+   * one dispatch (same `eventFingerprint`) are handled once: the first copy reports what became
+   * of it, a later copy `skipped` when the first was handled or skipped, else the same status.
+   *
+   * The promise never rejects: handler and store failures are in the report; store problems it
+   * cannot show (a done mark that could not be written after the handlers succeeded) are logged.
+   *
+   * @example
+   * ```ts
+   * const report = await router.dispatch(events, { keyId, log: request.log })
+   * reply.code(report.ok ? 200 : 500).send({ handled: report.handled, skipped: report.skipped })
+   * ```
+   * @throws TypeError (synchronously) when `events` is not an array or `context` is malformed.
+   */
+  dispatch (events: readonly WebhookEvent[], context?: DispatchInput<C>): Promise<DispatchReport> {
+    if (!Array.isArray(events)) throw new TypeError(`dispatch() takes an array of events, got ${describe(events)}`)
+    if (context !== undefined && (context === null || typeof context !== 'object')) {
+      throw new TypeError(`dispatch() context must be an object, got ${describe(context)}`)
+    }
+    const { signal, log = noopLogger } = (context ?? {}) as DispatchInput
+    if (signal !== undefined && !isSignal(signal)) throw new TypeError('dispatch() context.signal must be an AbortSignal')
+    if (!isLogger(log)) throw new TypeError('dispatch() context.log must be a logger (debug, info, warn and error methods)')
+    return new Dispatch(this.#handlers, this.#store, this.#concurrency, this.claimLifetime, events, (context ?? {}) as object, signal, log)
+      .run()
+      .catch((err: unknown) => {
+        // Unreachable by design; kept so the promise never rejects even on a bug.
+        log.error({ err }, 'webhook event dispatch failed unexpectedly')
+        const outcomes = events.map((event): EventOutcome => ({ status: 'failed', event, fingerprint: safeFingerprint(event), error: err }))
+        return report(outcomes)
+      })
+  }
+}
+
+/** One run of `dispatch`. */
+class Dispatch {
+  readonly #outcomes: (EventOutcome | undefined)[]
+  readonly #fingerprints: string[]
+  readonly #controller = new AbortController()
+  /** Claims held by this dispatch and not yet handed to complete or release: what renewal extends. */
+  readonly #held = new Map<string, EventClaim>()
+  readonly #completes: Batch
+  readonly #releases: Batch
+  #stopError: unknown = undefined
+  #stopped = false
+  #finished = false
+
+  constructor (
+    readonly handlers: ReadonlyMap<string, AnyHandler[]>,
+    readonly store: SeenEventsStore | undefined,
+    readonly concurrency: number,
+    readonly claimLifetime: number,
+    readonly events: readonly WebhookEvent[],
+    readonly context: object,
+    readonly callerSignal: AbortSignal | undefined,
+    readonly log: Logger,
+  ) {
+    this.#outcomes = new Array(events.length).fill(undefined)
+    this.#fingerprints = new Array(events.length).fill('')
+    this.#completes = new Batch(async (claims) => await store!.complete(claims), (err, claims) => {
+      // The handlers ran; the claim expires on its own and a later resend may run them again.
+      log.error({ err: errorSummary(err), fingerprints: claims.map((c) => c.fingerprint) },
+        'webhook events were handled but could not be marked done in the seen-events store')
+    })
+    this.#releases = new Batch(async (claims) => await store!.release(claims), (err, claims) => {
+      log.warn({ err: errorSummary(err), fingerprints: claims.map((c) => c.fingerprint) },
+        'webhook event claims could not be released; they expire on their own')
+    })
+  }
+
+  async run (): Promise<DispatchReport> {
+    const { events } = this
+    // Which events run, deduplicated by fingerprint: `first` maps a fingerprint to its first index.
+    const first = new Map<string, number>()
+    const duplicates: number[] = []
+    const toRun: number[] = []
+    for (let i = 0; i < events.length; i++) {
+      const event = events[i]!
+      let fp: string
+      try {
+        fp = eventFingerprint(event)
+      } catch (err) {
+        this.#outcomes[i] = { status: 'failed', event, fingerprint: '', error: err }
+        continue
+      }
+      this.#fingerprints[i] = fp
+      if (this.#handlersOf(event).length === 0) {
+        this.#outcomes[i] = { status: 'unhandled', event, fingerprint: fp }
+        continue
+      }
+      if (first.has(fp)) { duplicates.push(i); continue }
+      first.set(fp, i)
+      toRun.push(i)
+    }
+
+    const onAbort = (): void => { this.#stop(this.callerSignal!.reason) }
+    if (this.callerSignal !== undefined) {
+      if (this.callerSignal.aborted) this.#stop(this.callerSignal.reason)
+      else this.callerSignal.addEventListener('abort', onAbort, { once: true })
+    }
+    let renewal: ReturnType<typeof setInterval> | undefined
+    try {
+      let runnable = toRun
+      if (this.store !== undefined && toRun.length > 0 && !this.#stopped) {
+        runnable = await this.#claim(toRun)
+        if (this.#held.size > 0) renewal = this.#startRenewal()
+      }
+      await this.#runAll(runnable)
+    } finally {
+      if (renewal !== undefined) clearInterval(renewal)
+      this.callerSignal?.removeEventListener('abort', onAbort)
+      await Promise.all([this.#completes.settled(), this.#releases.settled()])
+      this.#finished = true
+    }
+
+    for (const i of duplicates) {
+      const original = this.#outcomes[first.get(this.#fingerprints[i]!)!]!
+      const event = events[i]!
+      const fingerprint = this.#fingerprints[i]!
+      this.#outcomes[i] = original.status === 'failed'
+        ? { status: 'failed', event, fingerprint, error: original.error }
+        : { status: original.status === 'handled' ? 'skipped' : original.status, event, fingerprint }
+    }
+    return report(this.#outcomes as EventOutcome[])
+  }
+
+  #handlersOf (event: WebhookEvent): AnyHandler[] {
+    return this.handlers.get(event.event) ?? []
+  }
+
+  /** Claims every event in one store call; returns the indexes now ours to run. */
+  async #claim (indexes: number[]): Promise<number[]> {
+    const fps = indexes.map((i) => this.#fingerprints[i]!)
+    let results: unknown
+    try {
+      results = await this.store!.claim(fps, this.claimLifetime)
+      checkClaimReply(results, fps)
+    } catch (err) {
+      const error = storeError('claim', err)
+      // A malformed reply may still hold real claims: give back whatever looks like one.
+      if (Array.isArray(results)) {
+        const claims = results.filter((r: unknown, k): r is EventClaim => isClaim(r) && r.fingerprint === fps[k])
+        if (claims.length > 0) this.#releases.add(claims)
+      }
+      for (const i of indexes) this.#fail(i, error)
+      return []
+    }
+    const mine: number[] = []
+    indexes.forEach((i, k) => {
+      const result = results[k]!
+      const event = this.events[i]!
+      const fingerprint = fps[k]!
+      if (result === 'done') this.#outcomes[i] = { status: 'skipped', event, fingerprint }
+      else if (result === 'processing') this.#outcomes[i] = { status: 'deferred', event, fingerprint }
+      else { this.#held.set(fingerprint, result); mine.push(i) }
+    })
+    return mine
+  }
+
+  /** Renews the held claims every third of their lifetime; gives the dispatch up if that fails. */
+  #startRenewal (): ReturnType<typeof setInterval> {
+    let busy = false
+    const timer = setInterval(() => {
+      if (busy || this.#held.size === 0 || this.#stopped) return
+      busy = true
+      const claims = [...this.#held.values()]
+      this.store!.extend(claims, this.claimLifetime).then(() => { busy = false }, (err: unknown) => {
+        busy = false
+        if (this.#finished) return
+        const error = storeError('extend', err)
+        this.log.error({ err: errorSummary(error), fingerprints: claims.map((c) => c.fingerprint) },
+          'webhook event claims could not be renewed; the dispatch is given up')
+        this.#stop(error)
+      })
+    }, (this.claimLifetime * 1000) / 3)
+    // Never keep a process alive just to renew claims.
+    ;(timer as any).unref?.()
+    return timer
+  }
+
+  /** Gives the dispatch up: events not started yet fail with `reason`; running handlers see the signal aborted. */
+  #stop (reason: unknown): void {
+    if (this.#stopped) return
+    this.#stopped = true
+    this.#stopError = reason
+    this.#controller.abort(reason)
+  }
+
+  async #runAll (indexes: number[]): Promise<void> {
+    let next = 0
+    const worker = async (): Promise<void> => {
+      while (next < indexes.length) {
+        const i = indexes[next++]!
+        if (this.#stopped) { this.#giveBack(i, this.#stopError); continue }
+        await this.#runOne(i)
+      }
+    }
+    const workers: Promise<void>[] = []
+    for (let w = 0; w < Math.min(this.concurrency, indexes.length); w++) workers.push(worker())
+    await Promise.all(workers)
+  }
+
+  async #runOne (i: number): Promise<void> {
+    const event = this.events[i]!
+    const fingerprint = this.#fingerprints[i]!
+    const handlerContext = { ...this.context, fingerprint, signal: this.#controller.signal, log: this.log }
+    try {
+      for (const handler of this.#handlersOf(event)) await handler(event, handlerContext)
+    } catch (err) {
+      this.#giveBack(i, err)
+      return
+    }
+    this.#outcomes[i] = { status: 'handled', event, fingerprint }
+    const claim = this.#held.get(fingerprint)
+    if (claim !== undefined) {
+      this.#held.delete(fingerprint)
+      this.#completes.add([claim])
+    }
+  }
+
+  /** Records event `i` as failed and releases its claim, if any, so a retry handles it. */
+  #giveBack (i: number, error: unknown): void {
+    this.#fail(i, error)
+    const claim = this.#held.get(this.#fingerprints[i]!)
+    if (claim !== undefined) {
+      this.#held.delete(claim.fingerprint)
+      this.#releases.add([claim])
+    }
+  }
+
+  #fail (i: number, error: unknown): void {
+    this.#outcomes[i] = { status: 'failed', event: this.events[i]!, fingerprint: this.#fingerprints[i]!, error }
+  }
+}
+
+/**
+ * Groups store writes: claims added while a call is in flight go together in the next call,
+ * so a dispatch of many events costs a few round trips, not one per event.
+ */
+class Batch {
+  #pending: EventClaim[] = []
+  #running: Promise<void> | undefined
+
+  constructor (
+    readonly write: (claims: EventClaim[]) => Promise<void>,
+    readonly onError: (err: unknown, claims: EventClaim[]) => void,
+  ) {}
+
+  add (claims: EventClaim[]): void {
+    this.#pending.push(...claims)
+    this.#running ??= this.#drain()
+  }
+
+  async #drain (): Promise<void> {
+    // Let the handlers that resolve in the same tick join this call.
+    await Promise.resolve()
+    while (this.#pending.length > 0) {
+      const claims = this.#pending
+      this.#pending = []
+      try {
+        await this.write(claims)
+      } catch (err) {
+        this.onError(err, claims)
+      }
+    }
+    this.#running = undefined
+  }
+
+  /** Resolves once everything added has been written (or failed). */
+  async settled (): Promise<void> {
+    while (this.#running !== undefined) await this.#running
+  }
+}
+
+function report (outcomes: EventOutcome[]): DispatchReport {
+  const counts = { handled: 0, skipped: 0, unhandled: 0, deferred: 0, failed: 0 }
+  for (const o of outcomes) counts[o.status]++
+  return { outcomes, ...counts, ok: counts.deferred === 0 && counts.failed === 0 }
+}
+
+function checkName (name: unknown): string {
+  if (typeof name === 'string' && EVENT_NAMES.has(name)) return name
+  throw new TypeError(`on() got an unknown event type ${describe(name)}: use one of ${NAME_LIST}, or '*' for every event`)
+}
+
+function checkStore (store: unknown): void {
+  const s = store as Partial<Record<keyof SeenEventsStore, unknown>> | null
+  const missing = s === null || typeof s !== 'object'
+    ? ['claim', 'complete', 'release', 'extend']
+    : (['claim', 'complete', 'release', 'extend'] as const).filter((m) => typeof s[m] !== 'function')
+  if (missing.length > 0) {
+    throw new TypeError(`seenEvents must be a SeenEventsStore with claim, complete, release and extend methods (missing: ${missing.join(', ')}); ` +
+      'use MemorySeenEventsStore or RedisSeenEventsStore')
+  }
+}
+
+function checkClaimReply (results: unknown, fps: readonly string[]): asserts results is EventClaimResult[] {
+  if (!Array.isArray(results) || results.length !== fps.length) {
+    throw new ReplayStoreError('claim', 'The seen-events store answered claim with the wrong number of results.')
+  }
+  results.forEach((r, k) => {
+    if (r !== 'done' && r !== 'processing' && !(isClaim(r) && r.fingerprint === fps[k])) {
+      throw new ReplayStoreError('claim', 'The seen-events store answered claim with an unexpected result.')
+    }
+  })
+}
+
+function isClaim (r: unknown): r is EventClaim {
+  return r !== null && typeof r === 'object' && typeof (r as EventClaim).fingerprint === 'string' && typeof (r as EventClaim).token === 'string'
+}
+
+/** A store failure as the `ReplayStoreError` receivers answer 503 for (a custom store may reject with anything). */
+function storeError (operation: string, err: unknown): ReplayStoreError {
+  if (err instanceof ReplayStoreError) return err
+  return new ReplayStoreError(operation, `The seen-events store failed to ${operation} events.`, { cause: err })
+}
+
+/** What is logged of a store error: its name and message (no stack of someone else's client, no payload). */
+function errorSummary (err: unknown): { type: string, message: string } {
+  return err instanceof Error ? { type: err.name, message: err.message } : { type: typeof err, message: String(err) }
+}
+
+function safeFingerprint (event: WebhookEvent): string {
+  try { return eventFingerprint(event) } catch { return '' }
+}
+
+function isSignal (s: unknown): s is AbortSignal {
+  return s !== null && typeof s === 'object' && typeof (s as AbortSignal).aborted === 'boolean' && typeof (s as AbortSignal).addEventListener === 'function'
+}
+
+function isLogger (l: unknown): l is Logger {
+  if (l === null || typeof l !== 'object') return false
+  const x = l as Record<string, unknown>
+  return typeof x.debug === 'function' && typeof x.info === 'function' && typeof x.warn === 'function' && typeof x.error === 'function'
+}
+
+function describe (value: unknown): string {
+  if (typeof value === 'string') return JSON.stringify(value.length > 40 ? value.slice(0, 40) + '…' : value)
+  if (typeof value === 'function') return 'a function'
+  if (Array.isArray(value)) return 'an array'
+  if (value === null) return 'null'
+  return typeof value === 'object' ? 'an object' : String(value)
+}

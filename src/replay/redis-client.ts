@@ -3,11 +3,11 @@ import { ReplayStoreError } from './errors.js'
 /**
  * The few ioredis methods the Redis stores call, typed structurally so ioredis is not a
  * dependency of this library: pass your own `ioredis` client (as with @fastify/redis).
- * An `ioredis` `Redis` instance fits as is.
+ * An `ioredis` `Redis` or `Cluster` instance fits as is. The stores send one key per
+ * command, so no command spans the slots of a Redis Cluster.
  */
 export interface RedisClientLike {
   get (key: string): Promise<string | null>
-  mget (...keys: string[]): Promise<Array<string | null>>
   del (...keys: string[]): Promise<number>
   eval (script: string, numkeys: number, ...args: Array<string | number>): Promise<unknown>
   evalsha (sha1: string, numkeys: number, ...args: Array<string | number>): Promise<unknown>
@@ -26,8 +26,8 @@ export interface RedisStoreOptions {
 
 export function checkClient (client: unknown, name: string): asserts client is RedisClientLike {
   const c = client as Record<string, unknown> | null
-  if (typeof c !== 'object' || c === null || !['get', 'mget', 'del', 'eval', 'evalsha'].every((m) => typeof c[m] === 'function')) {
-    throw new TypeError(`${name} needs an ioredis client (with get, mget, del, eval and evalsha)`)
+  if (typeof c !== 'object' || c === null || !['get', 'del', 'eval', 'evalsha'].every((m) => typeof c[m] === 'function')) {
+    throw new TypeError(`${name} needs an ioredis client, a Redis or a Cluster (with get, del, eval and evalsha)`)
   }
 }
 
@@ -52,16 +52,18 @@ export class LuaScript {
     this.source = source
   }
 
-  async #digest (): Promise<string> {
+  /** Its SHA-1 (hex): awaiting it once before a batch of `run`s sends them all in the same tick. */
+  async sha1 (): Promise<string> {
+    if (this.#sha1 !== undefined) return this.#sha1
     const digest = new Uint8Array(await crypto.subtle.digest('SHA-1', new TextEncoder().encode(this.source)))
     this.#sha1 = Array.from(digest, (b) => b.toString(16).padStart(2, '0')).join('')
     return this.#sha1
   }
 
   /** `abandoned`: once it returns true (the caller gave up), a NOSCRIPT is not retried with EVAL, so the script never runs late. */
-  async run (client: RedisClientLike, keys: string[], args: Array<string | number>, abandoned: () => boolean = () => false): Promise<unknown> {
+  async run (client: RedisClientLike, keys: string[], args: Array<string | number>, abandoned: () => boolean = () => false, sha1?: string): Promise<unknown> {
     try {
-      return await client.evalsha(this.#sha1 ?? await this.#digest(), keys.length, ...keys, ...args)
+      return await client.evalsha(sha1 ?? this.#sha1 ?? await this.sha1(), keys.length, ...keys, ...args)
     } catch (err) {
       if (!(err instanceof Error) || !err.message.startsWith('NOSCRIPT') || abandoned()) throw err
       return await client.eval(this.source, keys.length, ...keys, ...args)

@@ -1,3 +1,4 @@
+import { base64url } from '#crypto'
 import { LRUCache } from 'lru-cache'
 import type { WebhookEvent } from '../events/types.js'
 import { eventFingerprint } from './fingerprint.js'
@@ -8,18 +9,49 @@ import { ReplayStoreError } from './errors.js'
 /** Three days: at least the horizon over which a delivery can be resent. */
 const DEFAULT_TTL = 3 * 24 * 60 * 60
 
+/** A claim on one event, held while its handler runs: `complete` or `release` it with this token. */
+export interface EventClaim {
+  /** The event's `eventFingerprint`. */
+  readonly fingerprint: string
+  /** This claim's own random token: only its holder can release or extend it. */
+  readonly token: string
+}
+
+/**
+ * Where one event stands after `claim`: an `EventClaim` (it is ours to handle now),
+ * `'processing'` (another caller holds a live claim on it) or `'done'` (it was handled).
+ */
+export type EventClaimResult = EventClaim | 'processing' | 'done'
+
 /**
  * Remembers event fingerprints (`eventFingerprint`) that a handler already processed, so it
  * can skip the events of a re-signed resend, which the replay store cannot recognise.
- * Every method takes a batch (one round trip for Redis).
+ * Every method takes a batch (about one round trip for Redis).
+ *
+ * Exactly-once dispatch uses `claim` / `complete` / `release` / `extend`: a claim is a token
+ * with a short lifetime, kept alive while the handler runs; `complete` writes a separate done
+ * mark, remembered for the store's `ttl`. A claim whose holder died simply expires, so an
+ * orphaned or late claim can delay an event, never make it look handled.
  */
 export interface SeenEventsStore {
-  /** For each fingerprint, whether it is marked seen. */
+  /** For each fingerprint, whether it is marked done. */
   has (fingerprints: readonly string[]): Promise<boolean[]>
-  /** Marks fingerprints seen; for each, `true` if this call marked it (atomic: of concurrent callers exactly one gets `true`). */
+  /** Marks fingerprints done; for each, `true` if this call marked it (atomic: of concurrent callers exactly one gets `true`; a live claim counts as taken). */
   add (fingerprints: readonly string[]): Promise<boolean[]>
-  /** Forgets fingerprints (e.g. processing failed after `add`). */
+  /** Forgets fingerprints (done marks and claims alike). */
   delete (fingerprints: readonly string[]): Promise<void>
+  /**
+   * Claims each fingerprint for `lifetimeSeconds`, atomically per fingerprint: of concurrent
+   * callers at most one gets an `EventClaim`. A done fingerprint answers `'done'`, a live claim
+   * of someone else `'processing'`. Rejects (never resolves wrongly) when the store cannot answer.
+   */
+  claim (fingerprints: readonly string[], lifetimeSeconds: number): Promise<EventClaimResult[]>
+  /** Writes the done mark of each claimed event (remembered for the store's `ttl`), and drops the claim. */
+  complete (claims: readonly EventClaim[]): Promise<void>
+  /** Gives up these claims (only where the token still holds), so the next attempt handles the events. */
+  release (claims: readonly EventClaim[]): Promise<void>
+  /** Keeps these claims alive for another `lifetimeSeconds` (only where the token still holds), while their handlers run. */
+  extend (claims: readonly EventClaim[], lifetimeSeconds: number): Promise<void>
 }
 
 export interface SeenEventsStoreOptions {
@@ -38,35 +70,76 @@ export interface MemorySeenEventsStoreOptions extends SeenEventsStoreOptions {
   max?: number
 }
 
+type MemoryEntry = { done: true } | { done: false, token: string }
+const DONE: MemoryEntry = Object.freeze({ done: true })
+
+/** A random claim token (runtime-neutral). */
+export function claimToken (): string {
+  return base64url(crypto.getRandomValues(new Uint8Array(12)))
+}
+
 /** A bounded, one-process seen-events store. */
 export class MemorySeenEventsStore implements SeenEventsStore {
-  readonly #seen: LRUCache<string, true>
+  readonly #seen: LRUCache<string, MemoryEntry>
+  readonly #ttlMs: number
 
   constructor (options: MemorySeenEventsStoreOptions = {}) {
     const max = options.max ?? 1_000_000
     if (!Number.isSafeInteger(max) || max < 1) throw new TypeError('max must be a positive integer')
     const ttl = options.ttl ?? DEFAULT_TTL
     checkTtl(ttl, 'ttl')
-    this.#seen = new LRUCache({ max, ttl: ttl * 1000, ttlAutopurge: false })
+    this.#ttlMs = ttl * 1000
+    // Per-entry TTLs: a done mark lives `ttl`, a claim its own lifetime. No purge timer.
+    this.#seen = new LRUCache({ max, ttl: this.#ttlMs, ttlAutopurge: false })
   }
 
-  /** Fingerprints currently remembered. */
+  /** Fingerprints currently remembered (done marks and live claims). */
   get size (): number { return this.#seen.size }
 
+  // Each method runs synchronously to completion, so every step is atomic within the process.
   async has (fingerprints: readonly string[]): Promise<boolean[]> {
-    return fingerprints.map((fp) => this.#seen.has(fp))
+    return fingerprints.map((fp) => this.#seen.get(fp)?.done === true)
   }
 
   async add (fingerprints: readonly string[]): Promise<boolean[]> {
     return fingerprints.map((fp) => {
       if (this.#seen.has(fp)) return false
-      this.#seen.set(fp, true)
+      this.#seen.set(fp, DONE)
       return true
     })
   }
 
   async delete (fingerprints: readonly string[]): Promise<void> {
     for (const fp of fingerprints) this.#seen.delete(fp)
+  }
+
+  async claim (fingerprints: readonly string[], lifetimeSeconds: number): Promise<EventClaimResult[]> {
+    checkTtl(lifetimeSeconds, 'lifetimeSeconds')
+    return fingerprints.map((fingerprint): EventClaimResult => {
+      const entry = this.#seen.get(fingerprint)
+      if (entry !== undefined) return entry.done ? 'done' : 'processing'
+      const token = claimToken()
+      this.#seen.set(fingerprint, { done: false, token }, { ttl: lifetimeSeconds * 1000 })
+      return { fingerprint, token }
+    })
+  }
+
+  async complete (claims: readonly EventClaim[]): Promise<void> {
+    for (const c of claims) this.#seen.set(c.fingerprint, DONE, { ttl: this.#ttlMs })
+  }
+
+  async release (claims: readonly EventClaim[]): Promise<void> {
+    for (const c of claims) if (this.#holds(c)) this.#seen.delete(c.fingerprint)
+  }
+
+  async extend (claims: readonly EventClaim[], lifetimeSeconds: number): Promise<void> {
+    checkTtl(lifetimeSeconds, 'lifetimeSeconds')
+    for (const c of claims) if (this.#holds(c)) this.#seen.set(c.fingerprint, { done: false, token: c.token }, { ttl: lifetimeSeconds * 1000 })
+  }
+
+  #holds (claim: EventClaim): boolean {
+    const entry = this.#seen.get(claim.fingerprint)
+    return entry !== undefined && !entry.done && entry.token === claim.token
   }
 }
 
@@ -78,16 +151,42 @@ export interface RedisSeenEventsStoreOptions extends SeenEventsStoreOptions, Red
   prefix?: string
 }
 
-// SET NX EX per key, all in one atomic step; 1 where this call set the key.
-const ADD = new LuaScript(`local out = {}
-for i, key in ipairs(KEYS) do
-  if redis.call('SET', key, '1', 'NX', 'EX', ARGV[1]) then out[i] = 1 else out[i] = 0 end
+// Layout: one key per fingerprint (a Redis Cluster routes each command by its one key).
+// Its value is the done mark '1' (the only value the first version wrote), or a claim
+// 'c:<token>' with a short PX lifetime. A claim is never a done mark, so a claim that runs
+// late (offline queue, timeout) can delay an event by its lifetime, never make it look done.
+const CLAIM_PREFIX = 'c:'
+
+// Claims the key unless it holds anything (a done mark or a live claim).
+const CLAIM = new LuaScript(`local v = redis.call('GET', KEYS[1])
+if not v then
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  return 'claimed'
 end
-return out`)
+if string.sub(v, 1, 2) == 'c:' then return 'processing' end
+return 'done'`)
+
+// The done mark, whatever the key held (a claim that expired meanwhile is done all the same).
+const MARK = new LuaScript(`return redis.call('SET', KEYS[1], '1', 'EX', ARGV[1])`)
+
+// SET NX EX: 1 where this call marked the key (a live claim counts as taken).
+const ADD = new LuaScript(`if redis.call('SET', KEYS[1], '1', 'NX', 'EX', ARGV[1]) then return 1 end
+return 0`)
+
+// Compare-and-delete: only this token's claim.
+const RELEASE = new LuaScript(`if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0`)
+
+// Compare-and-expire: only this token's claim.
+const EXTEND = new LuaScript(`if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+return 0`)
 
 /**
- * A seen-events store shared by every instance (`SET key 1 NX EX ttl`). Pass your own
- * ioredis client, configured as for `RedisReplayStore`. Failures reject with `ReplayStoreError`.
+ * A seen-events store shared by every instance, on one Redis or a Redis Cluster: one key per
+ * fingerprint and one key per command (so no command spans cluster slots), the commands of a
+ * batch sent together (ioredis pipelines them; a Cluster client groups them per node), so a
+ * batch costs about one round trip per node. Pass your own ioredis `Redis` or `Cluster`,
+ * configured to fail fast as for `RedisReplayStore`. Failures reject with `ReplayStoreError`.
  */
 export class RedisSeenEventsStore implements SeenEventsStore {
   readonly #client: RedisClientLike
@@ -106,28 +205,88 @@ export class RedisSeenEventsStore implements SeenEventsStore {
 
   async has (fingerprints: readonly string[]): Promise<boolean[]> {
     if (fingerprints.length === 0) return []
-    const reply = await guarded('has', this.#timeout, async () => await this.#client.mget(...this.#keys(fingerprints)))
-    if (!Array.isArray(reply) || reply.length !== fingerprints.length) throw new ReplayStoreError('has', 'Redis answered has with an unexpected reply.')
-    return reply.map((v) => v !== null)
+    const replies = await guarded('has', this.#timeout, async () => await Promise.all(fingerprints.map(async (fp) => await this.#client.get(this.#prefix + fp))))
+    return replies.map((v) => {
+      if (v !== null && typeof v !== 'string') throw new ReplayStoreError('has', 'Redis answered has with an unexpected reply.')
+      return v !== null && !v.startsWith(CLAIM_PREFIX)
+    })
   }
 
   async add (fingerprints: readonly string[]): Promise<boolean[]> {
     if (fingerprints.length === 0) return []
     // Not queued while disconnected: a late add would mark events seen that were never processed.
     assertConnected(this.#client, 'add')
-    const reply = await guarded('add', this.#timeout, async () => await ADD.run(this.#client, this.#keys(fingerprints), [this.#ttl]))
-    if (!Array.isArray(reply) || reply.length !== fingerprints.length) throw new ReplayStoreError('add', 'Redis answered add with an unexpected reply.')
-    return reply.map((v) => v === 1)
+    const replies = await this.#each('add', ADD, fingerprints, [this.#ttl])
+    return replies.map((v) => {
+      if (v !== 0 && v !== 1) throw new ReplayStoreError('add', 'Redis answered add with an unexpected reply.')
+      return v === 1
+    })
   }
 
   async delete (fingerprints: readonly string[]): Promise<void> {
     if (fingerprints.length === 0) return
-    await guarded('delete', this.#timeout, async () => await this.#client.del(...this.#keys(fingerprints)))
+    await guarded('delete', this.#timeout, async () => await Promise.all(fingerprints.map(async (fp) => await this.#client.del(this.#prefix + fp))))
   }
 
-  #keys (fingerprints: readonly string[]): string[] {
-    return fingerprints.map((fp) => this.#prefix + fp)
+  async claim (fingerprints: readonly string[], lifetimeSeconds: number): Promise<EventClaimResult[]> {
+    checkTtl(lifetimeSeconds, 'lifetimeSeconds')
+    if (fingerprints.length === 0) return []
+    // Not queued while disconnected; one that still runs late holds the event for its lifetime at most.
+    assertConnected(this.#client, 'claim')
+    const mine: EventClaim[] = fingerprints.map((fingerprint) => ({ fingerprint, token: claimToken() }))
+    let replies: unknown[]
+    try {
+      replies = await this.#each('claim', CLAIM, fingerprints, (i) => [CLAIM_PREFIX + mine[i]!.token, lifetimeSeconds * 1000])
+    } catch (err) {
+      // Some claims may have been taken (or may still be): give them back, best effort.
+      this.#releaseQuietly(mine)
+      throw err
+    }
+    if (!replies.every((v) => v === 'claimed' || v === 'processing' || v === 'done')) {
+      this.#releaseQuietly(mine)
+      throw new ReplayStoreError('claim', 'Redis answered claim with an unexpected reply.')
+    }
+    return replies.map((v, i) => v === 'claimed' ? mine[i]! : v as 'processing' | 'done')
   }
+
+  async complete (claims: readonly EventClaim[]): Promise<void> {
+    if (claims.length === 0) return
+    const replies = await this.#each('complete', MARK, claims.map((c) => c.fingerprint), [this.#ttl])
+    if (!replies.every(isOk)) throw new ReplayStoreError('complete', 'Redis answered complete with an unexpected reply.')
+  }
+
+  async release (claims: readonly EventClaim[]): Promise<void> {
+    if (claims.length === 0) return
+    await this.#each('release', RELEASE, claims.map((c) => c.fingerprint), (i) => [CLAIM_PREFIX + claims[i]!.token])
+  }
+
+  async extend (claims: readonly EventClaim[], lifetimeSeconds: number): Promise<void> {
+    checkTtl(lifetimeSeconds, 'lifetimeSeconds')
+    if (claims.length === 0) return
+    await this.#each('extend', EXTEND, claims.map((c) => c.fingerprint), (i) => [CLAIM_PREFIX + claims[i]!.token, lifetimeSeconds * 1000])
+  }
+
+  /** Runs `script` once per fingerprint (one key each), all sent in the same tick. */
+  async #each (operation: string, script: LuaScript, fingerprints: readonly string[], args: Array<string | number> | ((i: number) => Array<string | number>)): Promise<unknown[]> {
+    // Once the caller gave up, a NOSCRIPT is not retried with EVAL, so nothing runs late.
+    let abandoned = false
+    const sha1 = await script.sha1()
+    try {
+      return await guarded(operation, this.#timeout, async () => await Promise.all(fingerprints.map(async (fp, i) =>
+        await script.run(this.#client, [this.#prefix + fp], typeof args === 'function' ? args(i) : args, () => abandoned, sha1))), () => { abandoned = true })
+    } catch (err) {
+      abandoned = true
+      throw err
+    }
+  }
+
+  #releaseQuietly (claims: EventClaim[]): void {
+    this.release(claims).catch(() => {})
+  }
+}
+
+function isOk (reply: unknown): boolean {
+  return reply === 'OK' || (typeof reply === 'object' && reply !== null && (reply as { ok?: unknown }).ok === 'OK')
 }
 
 /** The events whose fingerprints `store` has not seen (order kept). Read-only: call `markSeen` once they are processed. */

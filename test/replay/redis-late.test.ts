@@ -95,7 +95,6 @@ t.test('a claim that reaches Redis after its cancellation (reordered on the way)
   let delayNext = true
   const delayed: RedisClientLike = {
     get: async (k) => await real.get(k),
-    mget: async (...k) => await real.mget(...k),
     del: async (...k) => await real.del(...k),
     eval: async (script, n, ...args) => await real.eval(script, n, ...args),
     evalsha: async (sha, n, ...args) => {

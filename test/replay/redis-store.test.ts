@@ -97,7 +97,6 @@ t.test('against a real redis-server', async (t) => {
 t.test('a client that never answers: the timeout guard rejects', async (t) => {
   const silent: RedisClientLike = {
     get: async () => await new Promise(() => {}),
-    mget: async () => await new Promise(() => {}),
     del: async () => await new Promise(() => {}),
     eval: async () => await new Promise(() => {}),
     evalsha: async () => await new Promise(() => {}),

@@ -1,10 +1,13 @@
 import t, { type Test } from 'tap'
 import {
   MemorySeenEventsStore, RedisSeenEventsStore, ReplayStoreError, claimUnseen, eventFingerprint, filterUnseen, markSeen,
-  type SeenEventsStore, type WebhookEvent,
+  type EventClaim, type EventClaimResult, type SeenEventsStore, type WebhookEvent,
 } from '../../src/index.js'
 import { toEvent } from '../../src/events/parse-events.js'
 import { startRedisServer } from './helpers/redis-server.js'
+
+const sleep = async (ms: number): Promise<void> => { await new Promise((resolve) => setTimeout(resolve, ms)) }
+const isClaim = (r: EventClaimResult | undefined): r is EventClaim => typeof r === 'object'
 
 const ev = (n: number): WebhookEvent => toEvent({ event: 'delivered', customer_handle: 'acct_1', timestamp: 1700000000 + n, request_id: `req-${n}` }, 0)
 
@@ -27,6 +30,71 @@ async function behavesAsASeenStore (t: Test, make: () => Promise<SeenEventsStore
     t.same(await claimUnseen(batch, store), [])
     await store.delete([eventFingerprint(ev(11))])
     t.same(await claimUnseen(batch, store), [ev(11)], 'a deleted fingerprint (processing failed) is handled again')
+  })
+
+  t.test('claim, complete, release: the exactly-once life of an event', async (t) => {
+    const store = await make()
+    const [a, b, c] = await store.claim(['a', 'b', 'c'], 30)
+    t.ok(isClaim(a) && a.fingerprint === 'a' && isClaim(b) && b.fingerprint === 'b' && isClaim(c), 'fresh fingerprints are ours')
+    if (!isClaim(a) || !isClaim(b) || !isClaim(c)) return
+    t.not(a.token, b.token, 'every claim has its own token')
+    t.same(await store.claim(['a', 'b', 'c'], 30), ['processing', 'processing', 'processing'], 'a live claim is someone else\'s')
+    t.same(await store.has(['a', 'b']), [false, false], 'a claim is not a done mark')
+    t.same(await store.add(['a']), [false], 'add treats a live claim as taken')
+    await store.complete([a])
+    await store.release([b])
+    t.same(await store.has(['a', 'b']), [true, false])
+    const again = await store.claim(['a', 'b', 'c'], 30)
+    t.equal(again[0], 'done', 'a completed event answers done')
+    t.ok(isClaim(again[1]) && again[1].token !== b.token, 'a released event is claimed anew')
+    t.equal(again[2], 'processing')
+    t.same(await store.claim([], 30), [])
+    await store.complete([])
+    await store.release([])
+    await store.extend([], 30)
+  })
+
+  t.test('release and extend act on their own token only; complete marks done whatever held the key', async (t) => {
+    const store = await make()
+    const [mine] = await store.claim(['k'], 30)
+    if (!isClaim(mine)) return t.fail('claimed')
+    await store.release([{ fingerprint: 'k', token: 'someone-else' }])
+    t.same(await store.claim(['k'], 30), ['processing'], 'a foreign token releases nothing')
+    await store.complete([mine])
+    await store.release([mine])
+    t.same(await store.claim(['k'], 30), ['done'], 'release after complete leaves the done mark')
+    await store.delete(['k'])
+    t.ok(isClaim((await store.claim(['k'], 30))[0]), 'delete forgets done marks')
+    await store.delete(['k'])
+  })
+
+  t.test('of 20 concurrent claimers each event is claimed once', async (t) => {
+    const store = await make()
+    const fps = ['p1', 'p2', 'p3', 'p4', 'p5']
+    const results = await Promise.all(Array.from({ length: 20 }, async () => await store.claim(fps, 30)))
+    const won = results.flat().filter(isClaim).map((c) => c.fingerprint).sort()
+    t.same(won, fps, 'every fingerprint exactly once over all callers')
+    t.ok(results.flat().every((r) => isClaim(r) || r === 'processing'), 'the others see processing')
+  })
+
+  t.test('an orphaned claim expires; extend keeps a live one', async (t) => {
+    const store = await make()
+    const [held, orphan] = await store.claim(['held', 'orphan'], 1)
+    if (!isClaim(held) || !isClaim(orphan)) return t.fail('claimed')
+    await sleep(500)
+    await store.extend([held], 3)
+    await store.extend([{ fingerprint: 'orphan', token: 'someone-else' }], 3)
+    await sleep(700)
+    t.same(await store.claim(['held'], 1), ['processing'], 'extended past its first lifetime')
+    const [retaken] = await store.claim(['orphan'], 30)
+    t.ok(isClaim(retaken), 'the orphaned claim expired (a foreign extend did not keep it)')
+    t.same(await store.has(['orphan', 'held']), [false, false], 'an expired claim never looks done')
+  })
+
+  t.test('lifetimes are validated', async (t) => {
+    const store = await make()
+    await t.rejects(store.claim(['v'], 0), { name: 'TypeError', message: /lifetimeSeconds/ })
+    await t.rejects(store.extend([{ fingerprint: 'v', token: 'x' }], 1.5), { name: 'TypeError', message: /lifetimeSeconds/ })
   })
 
   t.test('add reports which fingerprints were new; duplicates within a batch count once', async (t) => {
@@ -75,10 +143,55 @@ t.test('RedisSeenEventsStore against a real redis-server', async (t) => {
     t.ok(await admin.ttl('short:x') <= 60)
   })
 
+  t.test('a done mark written by the first version (value 1) reads as done', async (t) => {
+    const store = new RedisSeenEventsStore(client, { prefix: 'v1:' })
+    await admin.set('v1:old', '1', 'EX', 60)
+    t.same(await store.claim(['old', 'new'], 30).then((r) => r.map((x) => isClaim(x) ? 'claimed' : x)), ['done', 'claimed'])
+    t.same(await store.has(['old', 'new']), [true, false])
+    t.equal(await admin.get('v1:old'), '1', 'the claim did not overwrite it')
+  })
+
+  t.test('a claim lives its lifetime, a done mark the store ttl', async (t) => {
+    const store = new RedisSeenEventsStore(client, { prefix: 'ttl:', ttl: 600 })
+    const [c] = await store.claim(['e'], 5)
+    const pttl = await admin.pttl('ttl:e')
+    t.ok(pttl > 0 && pttl <= 5000, `claim PTTL ${pttl}`)
+    if (!isClaim(c)) return t.fail('claimed')
+    await store.extend([c], 20)
+    const extended = await admin.pttl('ttl:e')
+    t.ok(extended > 5000 && extended <= 20_000, `extended PTTL ${extended}`)
+    await store.complete([c])
+    const ttl = await admin.ttl('ttl:e')
+    t.ok(ttl > 590 && ttl <= 600, `done mark TTL ${ttl}`)
+  })
+
+  t.test('a frozen Redis: a claim that timed out never makes an event look done', async (t) => {
+    const slow = await redis.client({ commandTimeout: undefined })
+    const store = new RedisSeenEventsStore(slow, { prefix: 'frozen:', timeout: 150 })
+    await store.claim(['warm'], 30)
+    redis.pause()
+    const err = await store.claim(['late-1', 'late-2'], 2).then(() => null, (e: unknown) => e)
+    redis.resume()
+    t.ok(err instanceof ReplayStoreError, `the claim fails: ${String(err)}`)
+    await sleep(200)
+    t.same(await store.has(['late-1', 'late-2']), [false, false], 'not done')
+    // It ran late, then its release (best effort); at worst it holds the event for its lifetime.
+    let retaken: EventClaimResult[] = []
+    for (let i = 0; i < 30; i++) {
+      retaken = await store.claim(['late-1', 'late-2'], 30)
+      if (retaken.every(isClaim)) break
+      await sleep(100)
+    }
+    t.ok(retaken.every(isClaim), 'the next attempt claims both events')
+  })
+
   t.test('Redis down: every call rejects with ReplayStoreError', async (t) => {
     const store = new RedisSeenEventsStore(client, { prefix: 'down:' })
+    const [held] = await store.claim(['held'], 30)
+    if (!isClaim(held)) return t.fail('claimed')
     await redis.stop()
-    for (const call of [() => store.has(['a']), () => store.add(['a']), () => store.delete(['a']), () => filterUnseen([ev(1)], store)]) {
+    for (const call of [() => store.has(['a']), () => store.add(['a']), () => store.delete(['a']), () => filterUnseen([ev(1)], store),
+      () => store.claim(['a'], 30), () => store.complete([held]), () => store.release([held]), () => store.extend([held], 30)]) {
       const err = await call().then(() => null, (e: unknown) => e)
       t.ok(err instanceof ReplayStoreError, String(err))
     }

@@ -1,0 +1,208 @@
+// WebhookEventRouter with a seen-events store (MemorySeenEventsStore): claim before handlers,
+// done mark after, release on failure, renewal while handlers run, store failures.
+// The same scenarios across two instances sharing a real Redis are in redis.test.ts.
+import t from 'tap'
+import { MemorySeenEventsStore, ReplayStoreError, WebhookEventRouter, eventFingerprint, type Logger } from '../../src/index.js'
+import { ev, sleep } from './helpers/events.js'
+import { concurrentDeliveries, retryCompletesTheRest } from './helpers/scenarios.js'
+import { SpyStore } from './helpers/spy-store.js'
+
+function recordingLogger (): Logger & { lines: Array<{ level: string, obj: object, msg: string }> } {
+  const lines: Array<{ level: string, obj: object, msg: string }> = []
+  const at = (level: string) => (obj: object, msg?: string): void => { lines.push({ level, obj, msg: msg ?? '' }) }
+  return { lines, debug: at('debug'), info: at('info'), warn: at('warn'), error: at('error') }
+}
+
+t.test('handled, then skipped on a resend; unhandled events are never claimed; one claim call per dispatch', async (t) => {
+  const store = new SpyStore()
+  let runs = 0
+  const router = new WebhookEventRouter({ seenEvents: store }).on(['delivered', 'open'], () => { runs++ })
+  const events = [ev('delivered', 1), ev('click', 2), ev('open', 3)]
+  const first = await router.dispatch(events)
+  t.same(first.outcomes.map((o) => o.status), ['handled', 'unhandled', 'handled'])
+  t.equal(store.count('claim'), 1, 'all fingerprints claimed in one call')
+  t.same(store.fingerprints('claim'), [eventFingerprint(events[0]!), eventFingerprint(events[2]!)], 'the unhandled click is not claimed')
+  t.same(store.fingerprints('complete').sort(), store.fingerprints('claim').sort(), 'both marked done')
+  t.same(await store.has(store.fingerprints('claim')), [true, true])
+
+  const resend = await router.dispatch(events.map((e) => structuredClone(e)))
+  t.same(resend.outcomes.map((o) => o.status), ['skipped', 'unhandled', 'skipped'])
+  t.match(resend, { handled: 0, skipped: 2, unhandled: 1, ok: true })
+  t.equal(runs, 2, 'handlers ran once per event')
+})
+
+t.test('an event another dispatch is handling is deferred, not run', async (t) => {
+  const store = new MemorySeenEventsStore()
+  let release!: () => void
+  const gate = new Promise<void>((resolve) => { release = resolve })
+  let runs = 0
+  const router = new WebhookEventRouter({ seenEvents: store }).on('delivered', async () => { runs++; await gate })
+  const events = [ev('delivered', 1)]
+  const slow = router.dispatch(events)
+  await sleep(10)
+  const meanwhile = await router.dispatch(events)
+  t.same(meanwhile.outcomes.map((o) => o.status), ['deferred'])
+  t.match(meanwhile, { deferred: 1, ok: false })
+  release()
+  t.equal((await slow).handled, 1)
+  t.equal((await router.dispatch(events)).skipped, 1, 'once done, it is skipped')
+  t.equal(runs, 1)
+})
+
+t.test('a failed handler releases its claim, so the retry runs it; the others are not repeated', async (t) => {
+  const store = new MemorySeenEventsStore()
+  await retryCompletesTheRest(t, store, store)
+})
+
+t.test('many concurrent identical deliveries and resends, some handlers failing once: every effect exactly once', async (t) => {
+  const store = new MemorySeenEventsStore()
+  await concurrentDeliveries(t, { stores: [store, store] }, { events: 40, deliveries: 25, rounds: 60, failures: 6 })
+})
+
+t.test('the seen-events store cannot claim: the events to run fail with a ReplayStoreError, no handler runs', async (t) => {
+  const down = new ReplayStoreError('claim', 'Redis did not answer claim in time.')
+  const store = new SpyStore()
+  store.fail.claim = down
+  let runs = 0
+  const router = new WebhookEventRouter({ seenEvents: store }).on('delivered', () => { runs++ })
+  const report = await router.dispatch([ev('delivered', 1), ev('open', 2), ev('delivered', 3)])
+  t.same(report.outcomes.map((o) => o.status), ['failed', 'unhandled', 'failed'])
+  t.same(report.outcomes.filter((o) => o.status === 'failed').map((o) => o.status === 'failed' && o.error), [down, down])
+  t.equal(runs, 0)
+  t.notOk(report.ok)
+
+  // A custom store rejecting with anything: still a ReplayStoreError (so receivers answer 503), cause kept.
+  const odd = new SpyStore()
+  const cause = new Error('socket closed')
+  odd.fail.claim = cause
+  const r2 = await new WebhookEventRouter({ seenEvents: odd }).on('delivered', () => { runs++ }).dispatch([ev('delivered', 1)])
+  const o = r2.outcomes[0]!
+  t.ok(o.status === 'failed' && o.error instanceof ReplayStoreError)
+  t.match(o.status === 'failed' && o.error, { operation: 'claim', cause })
+  t.equal(runs, 0)
+})
+
+t.test('a store answering claim wrongly: events fail with a ReplayStoreError, claims it did give are released', async (t) => {
+  const inner = new MemorySeenEventsStore()
+  const events = [ev('delivered', 1), ev('delivered', 2)]
+  const fps = events.map(eventFingerprint)
+  const short = new SpyStore(inner)
+  short.claim = async (f, l) => (await inner.claim(f, l)).slice(0, 1)
+  let runs = 0
+  const report = await new WebhookEventRouter({ seenEvents: short }).on('delivered', () => { runs++ }).dispatch(events)
+  t.same(report.outcomes.map((o) => o.status === 'failed' && o.error instanceof ReplayStoreError), [true, true])
+  t.equal(runs, 0)
+  const again = await inner.claim(fps, 5)
+  t.ok(typeof again[0] === 'object', 'the claim the store did give was released')
+  t.equal(again[1], 'processing', 'the one the reply dropped stays claimed until it expires (never wrongly released)')
+})
+
+t.test('the done mark cannot be written after the handlers succeeded: reported handled, logged, never re-run meanwhile', async (t) => {
+  const store = new SpyStore()
+  store.fail.complete = new ReplayStoreError('complete', 'Redis did not answer complete in time.')
+  const log = recordingLogger()
+  let runs = 0
+  const router = new WebhookEventRouter({ seenEvents: store }).on('delivered', () => { runs++ })
+  const events = [ev('delivered', 1)]
+  const report = await router.dispatch(events, { log })
+  t.match(report, { handled: 1, ok: true })
+  t.equal(runs, 1)
+  t.match(log.lines, [{ level: 'error', msg: /handled but could not be marked done/, obj: { fingerprints: [eventFingerprint(events[0]!)], err: { type: 'ReplayStoreError' } } }])
+  // The claim was not released: a retry meanwhile defers instead of running the handler again.
+  delete store.fail.complete
+  t.same((await router.dispatch(events)).outcomes.map((o) => o.status), ['deferred'])
+  t.equal(runs, 1)
+  t.equal(store.count('release'), 0)
+})
+
+t.test('a failed release is logged; the event is still reported failed', async (t) => {
+  const store = new SpyStore()
+  store.fail.release = new ReplayStoreError('release', 'Redis is down.')
+  const log = recordingLogger()
+  const report = await new WebhookEventRouter({ seenEvents: store }).on('delivered', () => { throw new Error('x') }).dispatch([ev('delivered', 1)], { log })
+  t.match(report.outcomes, [{ status: 'failed', error: { message: 'x' } }])
+  t.match(log.lines, [{ level: 'warn', msg: /could not be released/ }])
+})
+
+t.test('done marks and releases are grouped: a 100-event dispatch costs a few store calls', async (t) => {
+  const store = new SpyStore()
+  // As over a network: each write takes a while.
+  store.delayMs.complete = 5
+  store.delayMs.release = 5
+  const router = new WebhookEventRouter({ seenEvents: store })
+    .on('delivered', () => {})
+    .on('dropped', () => { throw new Error('no') })
+  const events = Array.from({ length: 100 }, (_, i) => ev(i % 10 === 0 ? 'dropped' : 'delivered', i))
+  const report = await router.dispatch(events)
+  t.match(report, { handled: 90, failed: 10 })
+  t.equal(store.count('claim'), 1)
+  t.ok(store.count('complete') <= 3, `complete called ${store.count('complete')} times for 90 events`)
+  t.ok(store.count('release') <= 3, `release called ${store.count('release')} times for 10 events`)
+  t.equal(store.fingerprints('complete').length, 90)
+  t.equal(store.fingerprints('release').length, 10)
+  t.equal(store.count('extend'), 0, 'nothing to renew in a quick dispatch')
+})
+
+t.test('claims are renewed while a slow handler runs; another dispatch meanwhile is deferred', async (t) => {
+  const store = new SpyStore()
+  const log = recordingLogger()
+  let runs = 0
+  let aborted = false
+  const router = new WebhookEventRouter({ seenEvents: store, claimLifetime: 1 })
+    .on('delivered', async (_e, { signal }) => { runs++; await sleep(1500); aborted = signal.aborted })
+  const events = [ev('delivered', 1)]
+  const slow = router.dispatch(events, { log })
+  // Past the claim's first lifetime: without renewal it would have expired by now.
+  await sleep(1200)
+  const meanwhile = await router.dispatch(events)
+  t.same(meanwhile.outcomes.map((o) => o.status), ['deferred'], 'the claim is still held')
+  const report = await slow
+  t.equal(report.handled, 1)
+  t.equal(runs, 1, 'the handler ran once')
+  t.notOk(aborted)
+  t.ok(store.count('extend') >= 2, `extended ${store.count('extend')} times`)
+  const extends0 = store.count('extend')
+  await sleep(700)
+  t.equal(store.count('extend'), extends0, 'renewal stops with the dispatch')
+  t.same(log.lines, [])
+  t.equal((await router.dispatch(events)).skipped, 1)
+})
+
+t.test('renewal fails: the signal is aborted, events not started fail and are released', async (t) => {
+  const store = new SpyStore()
+  const down = new ReplayStoreError('extend', 'Redis is down.')
+  store.fail.extend = down
+  const log = recordingLogger()
+  let reason: unknown
+  const ran: number[] = []
+  const router = new WebhookEventRouter({ seenEvents: store, claimLifetime: 1 })
+    .on('delivered', async (e, { signal }) => {
+      ran.push(e.timestamp)
+      // A cooperative handler stops when the signal aborts (bounded wait).
+      for (let i = 0; i < 100 && !signal.aborted; i++) await sleep(20)
+      reason = signal.reason
+      throw signal.reason
+    })
+  const events = [ev('delivered', 1), ev('delivered', 2)]
+  const report = await router.dispatch(events, { log })
+  t.equal(ran.length, 1, 'the second event was not started')
+  t.equal(reason, down, 'the handler saw the signal aborted with the store error')
+  t.same(report.outcomes.map((o) => o.status === 'failed' && o.error), [down, down])
+  t.match(log.lines, [{ level: 'error', msg: /could not be renewed/ }])
+  t.same(store.fingerprints('release').sort(), events.map(eventFingerprint).sort(), 'both claims released')
+  delete store.fail.extend
+  let runs = 0
+  const retry = await new WebhookEventRouter({ seenEvents: store }).on('delivered', () => { runs++ }).dispatch(events)
+  t.equal(retry.handled, 2, 'a retry handles them')
+  t.equal(runs, 2)
+})
+
+t.test('duplicates in one delivery are claimed once', async (t) => {
+  const store = new SpyStore()
+  let runs = 0
+  const router = new WebhookEventRouter({ seenEvents: store, concurrency: 3 }).on('open', () => { runs++ })
+  const report = await router.dispatch([ev('open', 1), ev('open', 1), ev('open', 2)])
+  t.same(report.outcomes.map((o) => o.status), ['handled', 'skipped', 'handled'])
+  t.equal(store.fingerprints('claim').length, 2)
+  t.equal(runs, 2)
+})

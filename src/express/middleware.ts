@@ -2,7 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http'
 import { VerificationError } from '../errors.js'
 import type { WebhookEvent } from '../events/types.js'
 import type { Logger } from '../logger.js'
-import { createStandaloneReceiver, tooLarge, type AcceptedOutcome, type ReceiveOutcome, type WebhookReceiverOptions } from '../receiver/index.js'
+import { answerDelivery, createStandaloneReceiver, tooLarge, type AcceptedOutcome, type ReceiveOutcome, type WebhookReceiverOptions } from '../receiver/index.js'
 import { readStream } from '../receiver/node/read-stream.js'
 import { writeReply } from '../receiver/node/reply.js'
 
@@ -73,6 +73,11 @@ function settleOnEnd (res: ServerResponse, outcome: AcceptedOutcome, settle: (o:
  * 403, 413, 415, 500 `configuration_error` (body already consumed) or 503 + Retry-After.
  * An exact resend is answered `200 { duplicate: true }` without calling `next`.
  *
+ * With `handlers` (a `WebhookEventRouter`) or `enqueue`, the middleware answers the delivery
+ * itself after verification (no handler after it: `app.post(path, mailchannelsWebhook({ ..., handlers: router }))`):
+ * 200 `{ handled, skipped, unhandled }` or `{ queued }`, 500 `handler_error`, or 503 with
+ * `Retry-After`; its answer settles the replay claim.
+ *
  * Only POST requests are verified; any other method goes to `next()` untouched, so
  * `app.use('/webhooks', mailchannelsWebhook(options))` verifies every POST under that path and
  * leaves the rest alone (mounted with `app.use` at the root, it verifies every POST of the app).
@@ -86,6 +91,7 @@ function settleOnEnd (res: ServerResponse, outcome: AcceptedOutcome, settle: (o:
  */
 export function mailchannelsWebhook (options: MailChannelsWebhookOptions): WebhookMiddleware {
   const { receiver, log } = createStandaloneReceiver(options)
+  const answer = receiver.options.answer
   let serverChecked = false
 
   function apply (req: WebhookRequest, res: ServerResponse, next: (err?: unknown) => void, outcome: ReceiveOutcome): void {
@@ -95,9 +101,17 @@ export function mailchannelsWebhook (options: MailChannelsWebhookOptions): Webho
       return
     }
     ;(req as { [kVerified]?: true })[kVerified] = true
+    req.webhookEvents = outcome.events
+    if (answer !== null) {
+      // Answered here (handlers or enqueue); the claim is settled by this answer, even when the client has gone.
+      answerDelivery(answer, outcome, log).then((reply) => {
+        if (res.headersSent) res.destroy()
+        else writeReply(res, reply)
+      }).catch((err: unknown) => { log.error({ err }, 'mailchannels webhook: failed to answer the delivery') })
+      return
+    }
     // Even when the client has gone: the delivery is verified and claimed, so it is handled and its answer settles the claim.
     if (outcome.claim !== null) settleOnEnd(res, outcome, receiver.settle)
-    req.webhookEvents = outcome.events
     next()
   }
 

@@ -1,7 +1,7 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction, RouteOptions } from 'fastify'
 import { VerificationError } from '../errors.js'
 import type { WebhookEvent } from '../events/types.js'
-import { rejection, settle, tooLarge, type AcceptedOutcome, type ReceiveOutcome, type Receiver } from '../receiver/index.js'
+import { answerDelivery, rejection, settle, tooLarge, type AcceptedOutcome, type ReceiveOutcome, type Receiver } from '../receiver/index.js'
 
 // The request flow of a webhook route: Fastify's hooks translated to the receiver's steps.
 // Registration and the route checks are in ./routes.ts.
@@ -12,10 +12,10 @@ export interface RouteState { receiver: Receiver }
 export const kRoute = Symbol('mailchannels-webhooks.route')
 export const kActive = Symbol('mailchannels-webhooks.active')
 export const kEvents = Symbol('mailchannels-webhooks.events')
-const kClaim = Symbol('mailchannels-webhooks.claim')
+const kAccepted = Symbol('mailchannels-webhooks.accepted')
 const EMPTY = new Uint8Array(0)
 
-export type ActiveRequest = FastifyRequest & { [kActive]: RouteState | null, [kEvents]: WebhookEvent[] | null, [kClaim]?: AcceptedOutcome }
+export type ActiveRequest = FastifyRequest & { [kActive]: RouteState | null, [kEvents]: WebhookEvent[] | null, [kAccepted]?: AcceptedOutcome }
 
 /** The verified events of a request, or `undefined` when it was not a verified delivery (never throws). */
 export function webhookEventsOf (request: FastifyRequest): WebhookEvent[] | undefined {
@@ -25,8 +25,8 @@ export function webhookEventsOf (request: FastifyRequest): WebhookEvent[] | unde
 /** Answers an outcome: runs the handler (accepted: decorate, continue) or sends the receiver's reply. */
 function apply (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction, outcome: ReceiveOutcome): void {
   if (outcome.kind === 'accepted') {
-    // Settled by the handler's answer (settleOnSend), never by the connection.
-    if (outcome.claim !== null) (request as ActiveRequest)[kClaim] = outcome
+    // Its claim is settled by the handler's answer (settleOnSend), never by the connection.
+    ;(request as ActiveRequest)[kAccepted] = outcome
     ;(request as ActiveRequest)[kEvents] = outcome.events
     done()
     return
@@ -62,10 +62,21 @@ export function verifyHook (this: unknown, request: FastifyRequest, reply: Fasti
 
 /** onSend of a webhook route (the last one): the handler's answer, whatever the socket's state, settles the claim. */
 export function settleOnSend (request: FastifyRequest, reply: FastifyReply, payload: unknown, done: (err: null, payload: unknown) => void): void {
-  const claimed = (request as ActiveRequest)[kClaim]
+  const claimed = (request as ActiveRequest)[kAccepted]
   // A fetch Response payload carries its own status, applied after the onSend hooks.
   if (claimed !== undefined) settle(claimed, payload instanceof Response ? payload.status : reply.statusCode)
   done(null, payload)
+}
+
+/**
+ * The handler of a route answered by the plugin (`handlers` or `enqueue`): dispatches or
+ * enqueues the verified events and answers with the outcome; never throws.
+ */
+export async function answerHandler (this: unknown, request: FastifyRequest, reply: FastifyReply): Promise<unknown> {
+  const r = request as ActiveRequest
+  const answered = await answerDelivery(r[kActive]!.receiver.options.answer!, r[kAccepted]!, request.log)
+  reply.code(answered.status).headers(answered.headers)
+  return answered.body
 }
 
 type ErrorHandler = NonNullable<RouteOptions['errorHandler']>

@@ -17,7 +17,7 @@ import {
   type WebhookRouteOptions,
 } from '../receiver/index.js'
 import { readStream } from '../receiver/node/read-stream.js'
-import { kActive, kEvents, kRoute, refuse, settleOnSend, transportHook, verifyHook, wrapErrorHandler, type ActiveRequest, type RouteState } from './plugin.js'
+import { answerHandler, kActive, kEvents, kRoute, refuse, settleOnSend, transportHook, verifyHook, wrapErrorHandler, type ActiveRequest, type RouteState } from './plugin.js'
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -34,7 +34,9 @@ declare module 'fastify' {
     /**
      * In the plugin's scope every POST route is a webhook route, verified before its handler
      * runs. `false` marks a route that is not one (its body is parsed as usual); an options
-     * object overrides the plugin's options for the route; `true` says it explicitly.
+     * object overrides the plugin's options for the route; `true` says it explicitly. With
+     * `handlers` or `enqueue` (here or in the plugin's options) the plugin answers the delivery
+     * itself and the route's own handler does not run.
      * @default true for POST routes in the plugin's scope
      */
     mailchannelsWebhook?: boolean | WebhookRouteOptions
@@ -43,12 +45,24 @@ declare module 'fastify' {
 
 /**
  * Options of the Fastify plugin: everything `verify` takes, plus `bodyLimit`, `contentTypes`,
- * `replay` and `verifyOnThreadPool`. `customerHandles` is required (or `'any'`).
+ * `replay`, `verifyOnThreadPool`, `handlers` / `enqueue` and `path`. `customerHandles` is
+ * required (or `'any'`).
  */
-export type MailChannelsWebhooksOptions = WebhookReceiverOptions
+export interface MailChannelsWebhooksOptions extends WebhookReceiverOptions {
+  /**
+   * Declare the webhook route here: `POST <path>` in the scope the plugin is registered in,
+   * answered by `handlers` or `enqueue` (one of them is required with `path`), so there is no
+   * route to write: `app.register(mailchannelsWebhooks, { path: '/webhooks/mailchannels', customerHandles, handlers: router })`.
+   * @default undefined (declare webhook routes yourself)
+   */
+  path?: string
+}
 
 /** Options Fastify itself may pass to a plugin along with ours. */
-const FASTIFY_REGISTER_OPTIONS = ['prefix', 'logLevel', 'logSerializers']
+const FASTIFY_REGISTER_OPTIONS = ['prefix', 'logLevel', 'logSerializers', 'path']
+
+/** The options that say who answers a delivery: a route that sets one of them replaces the plugin's. */
+const ANSWER_OPTIONS = ['handlers', 'enqueue', 'enqueueTimeout'] as const
 
 type RouteConfig = Record<string | symbol, unknown> & { mailchannelsWebhook?: unknown, [kRoute]?: RouteState }
 
@@ -147,14 +161,19 @@ function mailchannelsWebhooks (fastify: FastifyInstance, options: MailChannelsWe
   done()
 }
 
-function setup (fastify: FastifyInstance, options: MailChannelsWebhooksOptions): void {
+function setup (fastify: FastifyInstance, registration: MailChannelsWebhooksOptions): void {
   if (fastify.hasRequestDecorator('webhookEvents')) {
     throw new Error('mailchannels-webhooks is already registered in this scope or a parent one; use config.mailchannelsWebhook options to configure routes differently')
   }
-  rejectUnknownOptions(options, FASTIFY_REGISTER_OPTIONS)
+  rejectUnknownOptions(registration, FASTIFY_REGISTER_OPTIONS)
+  const { path, ...options } = registration
   if ((options as { logger?: unknown }).logger !== undefined) throw new TypeError('logger is not an option of the Fastify plugin: it logs through request.log')
   const keyStoreFor = keyStoreFactory(fastify.log)
   const base = resolveReceiverOptions(options, keyStoreFor)
+  if (path !== undefined) {
+    if (typeof path !== 'string' || !path.startsWith('/')) throw new TypeError("path must be a URL path starting with '/', such as '/webhooks/mailchannels'")
+    if (base.answer === null) throw new TypeError('path declares a route the plugin answers itself: give handlers (a WebhookEventRouter) or enqueue too, or leave path out and declare the route yourself')
+  }
 
   const root = rootOf(fastify)
   if (!watched.has(root) && fastify.printRoutes() !== '(empty tree)') {
@@ -180,6 +199,7 @@ function setup (fastify: FastifyInstance, options: MailChannelsWebhooksOptions):
   const replaced = addParsers(fastify)
 
   const verified: string[] = []
+  const answered: string[] = []
   fastify.addHook('onRoute', (routeOptions) => {
     const opt = (routeOptions.config as RouteConfig | undefined)?.mailchannelsWebhook
     if (opt === false || (opt === undefined && !asArray(routeOptions.method).includes('POST'))) {
@@ -206,7 +226,9 @@ function setup (fastify: FastifyInstance, options: MailChannelsWebhooksOptions):
     if (opt !== undefined && opt !== true) {
       rejectUnknownOptions(opt)
       const routeOpt = opt as WebhookRouteOptions
-      r = resolveReceiverOptions({ ...options, ...routeOpt, replay: 'replay' in routeOpt ? routeOpt.replay : base.replay ?? false } as WebhookReceiverOptions, keyStoreFor)
+      // handlers, enqueue (and its timeout) of the route replace the plugin's: never both.
+      const ownAnswer = ANSWER_OPTIONS.some((name) => name in routeOpt) ? { handlers: undefined, enqueue: undefined, enqueueTimeout: undefined } : {}
+      r = resolveReceiverOptions({ ...options, ...ownAnswer, ...routeOpt, replay: 'replay' in routeOpt ? routeOpt.replay : base.replay ?? false } as WebhookReceiverOptions, keyStoreFor)
       if (r.anyCustomer && !base.anyCustomer) {
         fastify.log.warn({ url: routeOptions.url }, "mailchannels-webhooks: customerHandles is 'any' on this route: deliveries signed for any MailChannels customer are accepted")
       }
@@ -219,11 +241,18 @@ function setup (fastify: FastifyInstance, options: MailChannelsWebhooksOptions):
     routeOptions.preValidation = [verifyHook, ...asArray(routeOptions.preValidation)] as RouteOptions['preValidation']
     routeOptions.onSend = [...asArray(routeOptions.onSend), settleOnSend] as RouteOptions['onSend']
     routeOptions.errorHandler = wrapErrorHandler(routeOptions.errorHandler as Parameters<typeof wrapErrorHandler>[0])
+    if (r.answer !== null) {
+      // The plugin answers: dispatch or enqueue in the handler's place, after the route's own hooks.
+      routeOptions.handler = answerHandler as RouteOptions['handler']
+      answered.push(`POST ${routeOptions.url}`)
+    }
     verified.push(`POST ${routeOptions.url}`)
   })
+  if (path !== undefined) fastify.post(path, answerHandler)
 
   fastify.addHook('onReady', function (ready) {
     fastify.log.info({ routes: verified }, 'mailchannels-webhooks: verifying MailChannels deliveries on these routes')
+    if (answered.length > 0) fastify.log.info({ routes: answered }, 'mailchannels-webhooks: these routes are answered by handlers or enqueue (their own handler does not run)')
     const server = fastify.server as { requestTimeout?: number } | undefined
     if (server?.requestTimeout === 0) {
       fastify.log.warn('mailchannels-webhooks: requestTimeout is 0, so a client can trickle a request body forever; set Fastify({ requestTimeout: 30000, connectionTimeout: 60000 })')
@@ -289,6 +318,11 @@ const BODY_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS', 'QUER
  * makes `ready()` reject with a message saying where to register.
  * Replies: 400, 401, 403, 413, 415, 503 (+ Retry-After) as `{ statusCode, code, error, message }`;
  * an exact resend is answered `200 { duplicate: true }` without running the handler.
+ *
+ * With `handlers` (a `WebhookEventRouter`) or `enqueue`, the plugin answers verified deliveries
+ * itself: 200 `{ handled, skipped, unhandled }` or `{ queued }`, 500 `handler_error`, 503 with
+ * `Retry-After`. With `path` it also declares the route:
+ * `await app.register(mailchannelsWebhooks, { path: '/webhooks/mailchannels', customerHandles: ['acct_1'], handlers: router })`.
  *
  * Set server timeouts against slow bodies: `Fastify({ requestTimeout: 30_000, connectionTimeout: 60_000 })`
  * (and keep Node's `headersTimeout` ≤ 60 s, `keepAliveTimeout` a few seconds); a warning is

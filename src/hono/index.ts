@@ -3,10 +3,12 @@
 import type { MiddlewareHandler } from 'hono'
 import type { WebhookEvent } from '../events/types.js'
 import type { Logger } from '../logger.js'
-import type { WebhookReceiverOptions } from '../receiver/index.js'
-import { createFetchReceiver, errorMessage, readBodyAtMost, replyResponse } from '../web/fetch.js'
+import { answerDelivery, errorMessage, type WebhookReceiverOptions } from '../receiver/index.js'
+import { createFetchReceiver, readBodyAtMost, replyResponse } from '../web/fetch.js'
 
 export type { WebhookEvent } from '../events/types.js'
+export type { ReceiverContext, DeliveryErrorCode, DispatchedBody, QueuedBody } from '../receiver/dispatch.js'
+export type { EnqueueEvents, EnqueueContext } from '../dispatch/types.js'
 
 /**
  * The Hono environment the middleware sets: `c.get('webhookEvents')` is typed once the app (or
@@ -44,11 +46,15 @@ export interface MailChannelsWebhookOptions extends WebhookReceiverOptions {
  * The handler's answer settles the replay claim: a 2xx marks the delivery handled; any other
  * status, or a thrown error, releases it so MailChannels' retry is handled.
  *
+ * With `handlers` (a `WebhookEventRouter`) or `enqueue`, the middleware answers the delivery
+ * itself and the next handler does not run: `app.post(path, mailchannelsWebhook({ ..., handlers: router }))`.
+ *
  * Options are validated here, once (a `TypeError` names the option; `customerHandles` is required).
  * The keys listed in `keyIds` are fetched when the first delivery arrives, not at creation.
  */
 export function mailchannelsWebhook (options: MailChannelsWebhookOptions): MiddlewareHandler<MailChannelsWebhookEnv> {
   const { receiver, log, warm } = createFetchReceiver(options, [])
+  const answer = receiver.options.answer
 
   return async function mailchannelsWebhookMiddleware (c, next) {
     const request = c.req.raw
@@ -61,6 +67,7 @@ export function mailchannelsWebhook (options: MailChannelsWebhookOptions): Middl
     const outcome = await receiver.handle({ headers: request.headers, readBody: (limit) => readBodyAtMost(request, limit) }, log)
     if (outcome.kind !== 'accepted') return replyResponse(outcome.reply)
     c.set('webhookEvents', outcome.events)
+    if (answer !== null) return replyResponse(await answerDelivery(answer, outcome, log))
     let status = 500
     try {
       await next()

@@ -26,3 +26,18 @@ export {
 } from './options.js'
 export { tooLarge } from './transport.js'
 export { errorReply, reasonPhrase, JSON_CONTENT_TYPE, NO_STORE, type ErrorBody, type Reply } from './reply.js'
+export {
+  answerDelivery,
+  dispatchReply,
+  errorMessage,
+  handlerErrorReply,
+  resolveEventAnswer,
+  DEFAULT_ENQUEUE_TIMEOUT,
+  type DeliveryErrorCode,
+  type DeliveryReply,
+  type DispatchedBody,
+  type EventAnswer,
+  type QueuedBody,
+  type ReceiverContext,
+  type WebhookEventDispatcher,
+} from './dispatch.js'

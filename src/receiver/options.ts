@@ -4,7 +4,9 @@ import { noopLogger, type Logger } from '../logger.js'
 import { readClock, resolveVerifyConfig, type Clock, type ResolvedVerifyConfig, type VerifyConfig } from '../verify/options.js'
 import { MemoryReplayStore } from '../replay/memory-store.js'
 import type { ReplayStore } from '../replay/types.js'
+import type { EnqueueEvents } from '../dispatch/types.js'
 import { SteadyClock } from './clock.js'
+import { resolveEventAnswer, type EventAnswer, type WebhookEventDispatcher } from './dispatch.js'
 import { resolveContentTypes } from './transport.js'
 
 /** Default body limit of the plugin and the middleware: 1 MiB. */
@@ -59,6 +61,33 @@ export interface WebhookReceiverOptions extends Omit<VerifyConfig, 'customerHand
    * @default 'auto'
    */
   verifyOnThreadPool?: boolean | 'auto'
+  /**
+   * Handle the events here, and answer the delivery without any code of yours: a
+   * `WebhookEventRouter`, whose `dispatch(events, { keyId, log })` runs after verification.
+   * Answers 200 `{ handled, skipped, unhandled }` when every event was handled, skipped (already
+   * handled, per the router's seen-events store) or unhandled; 500 `handler_error` when a
+   * handler failed; 503 with `Retry-After` when the seen-events store failed
+   * (`replay_store_unavailable`) or another delivery is handling one of the events
+   * (`event_in_progress`). MailChannels retries every 5xx, and the router skips the events
+   * already handled. Not together with `enqueue`.
+   * @default undefined (your handler answers the delivery)
+   */
+  handlers?: WebhookEventDispatcher
+  /**
+   * Hand the events to a durable queue and answer the delivery without any code of yours
+   * (BullMQ with `bullmqEnqueue` from `mailchannels-webhooks/bullmq`, Cloudflare Queues, SQS...):
+   * called after verification with the events and `{ keyId, log }`. Resolved: 200 `{ queued }`
+   * (the number of events). Rejected, thrown or slower than `enqueueTimeout`: 503
+   * `queue_unavailable` with `Retry-After`, so MailChannels retries. Not together with `handlers`.
+   * @default undefined (your handler answers the delivery)
+   */
+  enqueue?: EnqueueEvents
+  /**
+   * Milliseconds `enqueue` has to resolve before the delivery is answered 503 (the queue may
+   * still accept the events later: key jobs by `eventFingerprint` so the retry adds no duplicate).
+   * @default 10000
+   */
+  enqueueTimeout?: number
 }
 
 /** Per-route overrides (Fastify `config.mailchannelsWebhook`): any receiver option. */
@@ -79,11 +108,13 @@ export interface ResolvedReceiver {
   anyCustomer: boolean
   /** Accepted media types; null: any (or none). */
   contentTypes: ReadonlySet<string> | null
+  /** How the receiver answers a verified delivery itself (`handlers` or `enqueue`); null: the application's handler answers. */
+  answer: EventAnswer | null
 }
 
 const KNOWN_OPTIONS = new Set([
   'publicKey', 'cache', 'baseUrl', 'customerHandles', 'maxAge', 'clockSkew', 'maxEvents', 'keyIds', 'keyStore',
-  'now', 'bodyLimit', 'contentTypes', 'replay', 'verifyOnThreadPool', 'logger',
+  'now', 'bodyLimit', 'contentTypes', 'replay', 'verifyOnThreadPool', 'logger', 'handlers', 'enqueue', 'enqueueTimeout',
 ])
 
 /** Throws a TypeError naming the first unknown option (a typo like `customerHandle` must not pass silently). */
@@ -158,6 +189,7 @@ export function resolveReceiverOptions (
 
   if (options.now !== undefined) readClock(options.now)
   const contentTypes = resolveContentTypes(options.contentTypes)
+  const answer = resolveEventAnswer(options)
 
   const verifyConfig: VerifyConfig = {
     publicKey: options.publicKey,
@@ -187,5 +219,6 @@ export function resolveReceiverOptions (
     clock: new SteadyClock(options.now),
     anyCustomer,
     contentTypes,
+    answer,
   }
 }

@@ -6,6 +6,7 @@ import type { Logger } from '../logger.js'
 import {
   createStandaloneReceiver,
   errorReply,
+  handlerErrorReply,
   JSON_CONTENT_TYPE,
   tooLarge,
   type Receiver,
@@ -76,7 +77,7 @@ export function methodNotAllowed (): Response {
 
 /** The 500 answered when the application's handler throws: no internals in the body. */
 export function handlerFailed (): Response {
-  return replyResponse(errorReply(500, 'handler_error', 'The webhook handler failed; the delivery can be retried.'))
+  return replyResponse(handlerErrorReply())
 }
 
 /**
@@ -124,9 +125,3 @@ export function createFetchReceiver (options: WebhookReceiverOptions & { logger?
   const { receiver, log } = createStandaloneReceiver(options, extra, (logger) => (baseUrl) => (store ??= new FirstRequestPrefetchKeyStore({ baseUrl, logger })))
   return { receiver, log, warm: () => store?.warm() }
 }
-
-/** Message of an `onEvents` failure for the log: its message only, never a body or a stack. */
-export function errorMessage (err: unknown): string {
-  return err instanceof Error ? err.message : String(err)
-}
-

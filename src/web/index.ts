@@ -4,16 +4,18 @@
 import type { Result } from '../errors.js'
 import type { WebhookEvent } from '../events/types.js'
 import type { Logger } from '../logger.js'
-import { DEFAULT_BODY_LIMIT, tooLarge, type WebhookReceiverOptions } from '../receiver/index.js'
+import { answerDelivery, DEFAULT_BODY_LIMIT, errorMessage, tooLarge, type WebhookReceiverOptions } from '../receiver/index.js'
 import { toErrorResponse } from '../verify/index.js'
 import { readClock, resolveVerifyConfig, type Clock, type VerifyConfig } from '../verify/options.js'
 import { verifyDelivery } from '../verify/verify-webhook.js'
-import { createFetchReceiver, errorMessage, handlerFailed, methodNotAllowed, readBodyAtMost, replyResponse } from './fetch.js'
+import { createFetchReceiver, handlerFailed, methodNotAllowed, readBodyAtMost, replyResponse } from './fetch.js'
 
 export type { WebhookEvent } from '../events/types.js'
 export type { ErrorResponse, Result } from '../errors.js'
 export type { ReplayStore, ClaimState } from '../replay/types.js'
 export type { Logger } from '../logger.js'
+export type { ReceiverContext, DeliveryErrorCode, DispatchedBody, QueuedBody } from '../receiver/dispatch.js'
+export type { EnqueueEvents, EnqueueContext } from '../dispatch/types.js'
 export { MemoryReplayStore } from '../replay/memory-store.js'
 
 /** Options of `verifyWebhookRequest`: everything `Webhooks.verify` takes but the delivery, plus a body limit. */
@@ -66,16 +68,21 @@ export async function verifyWebhookRequest (request: Request, options: VerifyWeb
 /** What `onEvents` may answer: a `Response` (its status settles the replay claim), or nothing for `204 No Content`. */
 export type OnEventsResult = Response | undefined | void
 
-/** Options of `createWebhookHandler`: the Node receivers' options, a logger, and the events callback. */
+/**
+ * Options of `createWebhookHandler`: the Node receivers' options, a logger, and exactly one of
+ * `onEvents` (your callback answers), `handlers` (a `WebhookEventRouter` answers) or `enqueue`
+ * (a durable queue takes the events).
+ */
 export interface WebhookHandlerOptions extends WebhookReceiverOptions {
   /**
    * Called with the verified, typed events of each new delivery (never for a rejected or a
    * duplicate one). Its answer is the handler's: a `Response`, or nothing for `204 No Content`.
    * A 2xx marks the delivery handled; any other status, or a throw (answered 500 with code
    * `handler_error` and no detail; the error's message goes to `logger`), releases it so
-   * MailChannels' retry is handled.
+   * MailChannels' retry is handled. Exactly one of `onEvents`, `handlers` and `enqueue`.
+   * @default undefined
    */
-  onEvents: (events: WebhookEvent[], request: Request) => OnEventsResult | Promise<OnEventsResult>
+  onEvents?: (events: WebhookEvent[], request: Request) => OnEventsResult | Promise<OnEventsResult>
   /**
    * Where rejections, duplicates, key-fetch failures, replay-store failures and `onEvents`
    * errors are logged (the same lines as the Node receivers). Any pino-compatible logger,
@@ -92,10 +99,11 @@ export type WebhookHandler = (request: Request) => Promise<Response>
  * A MailChannels webhook endpoint as a fetch handler: `(request: Request) => Promise<Response>`.
  * For each POST it checks the transport, reads at most `bodyLimit` bytes, verifies the delivery
  * (Content-Digest, Ed25519 signature with the key named by `keyid`, freshness, the allowed
- * customers), claims it in the replay store, then calls `onEvents`. Answers like the Node
- * receivers: `{ statusCode, code, error, message }` with 400, 401, 403, 413, 415, 500, or 503
- * with `Retry-After`; `405` with `Allow: POST` for other methods; `200 { duplicate: true }` for
- * an exact resend, without calling `onEvents`.
+ * customers), claims it in the replay store, then calls `onEvents` (or, instead, dispatches the
+ * events to `handlers`, or hands them to `enqueue`, and answers as the Node receivers do). Answers
+ * like the Node receivers: `{ statusCode, code, error, message }` with 400, 401, 403, 413, 415,
+ * 500, or 503 with `Retry-After`; `405` with `Allow: POST` for other methods;
+ * `200 { duplicate: true }` for an exact resend, without calling `onEvents`.
  *
  * Create it once (at module scope): options are validated here (a `TypeError` names the
  * option; `customerHandles` is required), and fetched keys are cached in the handler's key
@@ -105,13 +113,21 @@ export type WebhookHandler = (request: Request) => Promise<Response>
  * ```ts
  * const handler = createWebhookHandler({ customerHandles: ['acct_1'], onEvents: async (events) => { await save(events) } })
  * export default { fetch: handler }
+ * // or: createWebhookHandler({ customerHandles: ['acct_1'], handlers: router })
  * ```
  */
 export function createWebhookHandler (options: WebhookHandlerOptions): WebhookHandler {
   if (options === null || typeof options !== 'object') throw new TypeError('options must be an object')
   const { onEvents } = options
-  if (typeof onEvents !== 'function') throw new TypeError('onEvents is required: a function called with the verified events of each delivery')
+  const given = (['onEvents', 'handlers', 'enqueue'] as const).filter((name) => options[name] !== undefined)
+  if (given.length !== 1) {
+    throw new TypeError(given.length === 0
+      ? 'onEvents, handlers or enqueue is required: a function called with the verified events of each delivery, a WebhookEventRouter, or a function handing the events to a queue'
+      : `${given.join(' and ')} cannot be given together: pass exactly one of onEvents, handlers and enqueue`)
+  }
+  if (onEvents !== undefined && typeof onEvents !== 'function') throw new TypeError('onEvents must be a function called with the verified events of each delivery')
   const { receiver, log, warm } = createFetchReceiver(options, ['onEvents'])
+  const answer = receiver.options.answer
 
   return async function mailchannelsWebhookHandler (request: Request): Promise<Response> {
     if (request.method !== 'POST') return methodNotAllowed()
@@ -119,10 +135,11 @@ export function createWebhookHandler (options: WebhookHandlerOptions): WebhookHa
     if (warming !== undefined) await warming
     const outcome = await receiver.handle({ headers: request.headers, readBody: (limit) => readBodyAtMost(request, limit) }, log)
     if (outcome.kind !== 'accepted') return replyResponse(outcome.reply)
+    if (answer !== null) return replyResponse(await answerDelivery(answer, outcome, log))
     let status = 500
     try {
-      const answer = await onEvents(outcome.events, request)
-      const response = answer instanceof Response ? answer : new Response(null, { status: 204 })
+      const result = await onEvents!(outcome.events, request)
+      const response = result instanceof Response ? result : new Response(null, { status: 204 })
       status = response.status
       return response
     } catch (err) {

@@ -1,0 +1,177 @@
+// How a receiver answers a verified delivery itself, with the `handlers` (a WebhookEventRouter)
+// or `enqueue` option: once for every adapter (Fastify, Express, the web handler, Hono). The
+// answer is a `Reply`, and the delivery's replay claim is settled with its status before it is
+// returned. Runtime-neutral: no node: import.
+import type { WebhookEventRouter } from '../dispatch/router.js'
+import type { DispatchReport, EnqueueEvents } from '../dispatch/types.js'
+import type { Logger } from '../logger.js'
+import { ReplayStoreError } from '../replay/errors.js'
+import { settle, type AcceptedOutcome } from './receiver.js'
+import { errorReply, type ErrorBody, type Reply } from './reply.js'
+
+/** What the receivers add to every handler's context: `context.keyId`, the key the delivery was verified with. */
+export interface ReceiverContext {
+  /** The key id the delivery was verified with. */
+  readonly keyId: string
+}
+
+/**
+ * What the `handlers` option takes: a `WebhookEventRouter` (declare it
+ * `new WebhookEventRouter<ReceiverContext>()` to read `context.keyId` in handlers). The
+ * receivers call `dispatch(events, { keyId, log })`.
+ */
+export type WebhookEventDispatcher = Pick<WebhookEventRouter<ReceiverContext>, 'dispatch'>
+
+/** Seconds a sender should wait after a seen-events store or queue failure. */
+export const STORE_RETRY_AFTER = 10
+/** Seconds a sender should wait when another delivery holds an event's claim, when the router does not say its claim lifetime. */
+const DEFAULT_CLAIM_LIFETIME = 30
+/** Default `enqueueTimeout`, in milliseconds. */
+export const DEFAULT_ENQUEUE_TIMEOUT = 10_000
+
+/** How a receiver answers a verified delivery itself; validated once (`resolveEventAnswer`). */
+export type EventAnswer =
+  | { readonly kind: 'handlers', readonly router: WebhookEventDispatcher, readonly retryAfter: number }
+  | { readonly kind: 'enqueue', readonly enqueue: EnqueueEvents, readonly timeout: number }
+
+/** Body of a delivery the router handled: the counts of its events. */
+export interface DispatchedBody { handled: number, skipped: number, unhandled: number }
+/** Body of a delivery handed to the queue: how many events it accepted. */
+export interface QueuedBody { queued: number }
+
+/**
+ * The `code` of a failed answer of `handlers` or `enqueue`: `handler_error` (500, a handler
+ * failed), `event_in_progress` (503, another delivery is handling an event), `queue_unavailable`
+ * (503, the queue did not accept the events), `replay_store_unavailable` (503, the seen-events
+ * store could not answer). MailChannels retries each of them.
+ */
+export type DeliveryErrorCode = 'handler_error' | 'event_in_progress' | 'queue_unavailable' | 'replay_store_unavailable'
+
+/** What `answerDelivery` resolves: the reply to send (the claim is already settled with its status). */
+export type DeliveryReply = Reply<DispatchedBody | QueuedBody | ErrorBody<DeliveryErrorCode>>
+
+function isDispatcher (v: unknown): v is WebhookEventDispatcher {
+  return v !== null && typeof v === 'object' && typeof (v as WebhookEventDispatcher).dispatch === 'function'
+}
+
+/**
+ * Validates `handlers`, `enqueue` and `enqueueTimeout` once: at most one of `handlers` and
+ * `enqueue`. Null when neither is given (the application's own handler answers). Throws a
+ * `TypeError` naming the option.
+ */
+export function resolveEventAnswer (options: { handlers?: unknown, enqueue?: unknown, enqueueTimeout?: unknown }): EventAnswer | null {
+  const { handlers, enqueue, enqueueTimeout } = options
+  if (handlers !== undefined && enqueue !== undefined) {
+    throw new TypeError('handlers and enqueue cannot both be given: handle events here with handlers (a WebhookEventRouter), or hand them to a queue with enqueue')
+  }
+  if (enqueueTimeout !== undefined) {
+    if (enqueue === undefined) throw new TypeError('enqueueTimeout applies to enqueue only: give enqueue, or leave enqueueTimeout out')
+    if (typeof enqueueTimeout !== 'number' || !Number.isSafeInteger(enqueueTimeout) || enqueueTimeout < 1) {
+      throw new TypeError('enqueueTimeout must be a positive integer number of milliseconds')
+    }
+  }
+  if (handlers !== undefined) {
+    if (!isDispatcher(handlers)) throw new TypeError('handlers must be a WebhookEventRouter (an object with a dispatch method)')
+    // Another delivery holds the claim for at most the router's claim lifetime: retry after it.
+    const lifetime = (handlers as { claimLifetime?: unknown }).claimLifetime
+    const retryAfter = typeof lifetime === 'number' && Number.isFinite(lifetime) && lifetime > 0 ? Math.ceil(lifetime) : DEFAULT_CLAIM_LIFETIME
+    return { kind: 'handlers', router: handlers, retryAfter }
+  }
+  if (enqueue !== undefined) {
+    if (typeof enqueue !== 'function') throw new TypeError('enqueue must be a function (events, context) that resolves once the queue accepted the events')
+    return { kind: 'enqueue', enqueue: enqueue as EnqueueEvents, timeout: (enqueueTimeout as number | undefined) ?? DEFAULT_ENQUEUE_TIMEOUT }
+  }
+  return null
+}
+
+/** The message of an error for a log line: its message only, never a body or a stack. */
+export function errorMessage (err: unknown): string {
+  return err instanceof Error ? err.message : String(err)
+}
+
+/** The 500 answered when the application's handler failed: no internals in the body. */
+export function handlerErrorReply (): Reply<ErrorBody<'handler_error'>> {
+  return errorReply(500, 'handler_error', 'The webhook handler failed; the delivery can be retried.')
+}
+
+/**
+ * The reply for a dispatch report: 200 with the counts when every event was handled, skipped or
+ * unhandled; 500 `handler_error` when a handler failed (whatever else happened); otherwise 503
+ * with `Retry-After`: `replay_store_unavailable` when the seen-events store could not answer,
+ * `event_in_progress` when another delivery holds an event's claim. Logs each failure (the
+ * error's message and the event's fingerprint and type, never the body).
+ */
+export function dispatchReply (report: DispatchReport, claimRetryAfter: number, keyId: string, log: Logger): DeliveryReply {
+  if (report.ok) return { status: 200, headers: {}, body: { handled: report.handled, skipped: report.skipped, unhandled: report.unhandled } }
+  let handlerFailed = false
+  let storeFailed = false
+  for (const outcome of report.outcomes) {
+    if (outcome.status !== 'failed') continue
+    const store = outcome.error instanceof ReplayStoreError
+    if (store) storeFailed = true
+    else handlerFailed = true
+    log[store ? 'warn' : 'error']({ err: errorMessage(outcome.error), keyId, fingerprint: outcome.fingerprint, event: outcome.event.event },
+      store ? 'mailchannels webhook: the seen-events store failed; the event is left for the retry' : 'mailchannels webhook: an event handler failed; the event is left for the retry')
+  }
+  if (handlerFailed) return handlerErrorReply()
+  if (storeFailed) return errorReply(503, 'replay_store_unavailable', 'The seen-events store is unavailable; MailChannels will retry the delivery.', STORE_RETRY_AFTER)
+  log.info({ keyId, deferred: report.deferred }, 'mailchannels webhook: events in progress in another delivery; answered 503 so MailChannels retries')
+  return errorReply(503, 'event_in_progress', 'Some events of this delivery are being handled by another delivery; MailChannels will retry it.', claimRetryAfter)
+}
+
+/** Settles when `promise` does, or rejects after `ms`; a late rejection of `promise` is logged, never unhandled. */
+async function withTimeout (promise: Promise<void>, ms: number, log: Logger): Promise<void> {
+  let timer: ReturnType<typeof setTimeout> | undefined
+  const timeout = new Promise<never>((_resolve, reject) => {
+    timer = setTimeout(() => { reject(new Error(`the queue did not accept the events within ${ms} ms`)) }, ms)
+  })
+  try {
+    await Promise.race([promise, timeout])
+  } finally {
+    clearTimeout(timer)
+    promise.catch((err: unknown) => { log.debug({ err: errorMessage(err) }, 'mailchannels webhook: enqueue failed after its timeout') })
+  }
+}
+
+async function dispatchEvents (answer: EventAnswer & { kind: 'handlers' }, outcome: AcceptedOutcome, log: Logger): Promise<DeliveryReply> {
+  let report: DispatchReport
+  try {
+    report = await answer.router.dispatch(outcome.events, { keyId: outcome.keyId, log })
+  } catch (err) {
+    // A router never rejects; anything else given as `handlers` may.
+    log.error({ err: errorMessage(err), keyId: outcome.keyId }, 'mailchannels webhook: dispatch failed')
+    return handlerErrorReply()
+  }
+  return dispatchReply(report, answer.retryAfter, outcome.keyId, log)
+}
+
+async function enqueueEvents (answer: EventAnswer & { kind: 'enqueue' }, outcome: AcceptedOutcome, log: Logger): Promise<DeliveryReply> {
+  const { events, keyId } = outcome
+  // Nothing to hand on: no job to add.
+  if (events.length === 0) return { status: 200, headers: {}, body: { queued: 0 } }
+  try {
+    // A synchronous throw is a rejection too.
+    await withTimeout(Promise.resolve().then(() => answer.enqueue(events, { keyId, log })), answer.timeout, log)
+  } catch (err) {
+    log.warn({ err: errorMessage(err), keyId, events: events.length }, 'mailchannels webhook: the queue did not accept the events; answered 503 so MailChannels retries')
+    return errorReply(503, 'queue_unavailable', 'The queue is unavailable; MailChannels will retry the delivery.', STORE_RETRY_AFTER)
+  }
+  return { status: 200, headers: {}, body: { queued: events.length } }
+}
+
+/**
+ * Answers an accepted delivery with `handlers` or `enqueue` and settles its replay claim with
+ * the reply's status (a 2xx completes it; anything else releases it, so MailChannels' retry is
+ * handled). Never rejects: a handler or a queue that throws becomes a 500 or a 503.
+ */
+export async function answerDelivery (answer: EventAnswer, outcome: AcceptedOutcome, log: Logger): Promise<DeliveryReply> {
+  let reply: DeliveryReply
+  try {
+    reply = answer.kind === 'handlers' ? await dispatchEvents(answer, outcome, log) : await enqueueEvents(answer, outcome, log)
+  } catch (err) {
+    log.error({ err: errorMessage(err), keyId: outcome.keyId }, 'mailchannels webhook: failed after verification')
+    reply = handlerErrorReply()
+  }
+  settle(outcome, reply.status)
+  return reply
+}

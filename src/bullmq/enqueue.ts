@@ -1,0 +1,115 @@
+// The producer side: a receiver's `enqueue` hook that adds one BullMQ job per event.
+// Only BullMQ's types are imported here: the caller brings the Queue.
+import type { JobsOptions, Queue } from 'bullmq'
+import type { WebhookEvent } from '../events/types.js'
+import type { EnqueueEvents } from '../dispatch/types.js'
+import { eventFingerprint } from '../replay/fingerprint.js'
+import { EnqueueTimeoutError } from './errors.js'
+
+/** What every job carries: the verified event (as JSON) and the key id its delivery was verified with. */
+export interface WebhookEventJobData {
+  readonly event: WebhookEvent
+  readonly keyId: string
+}
+
+/** Job options this hook may set; `jobId` is not among them: it is always the event's `eventFingerprint`. */
+export type WebhookEventJobOptions = Omit<JobsOptions, 'jobId'>
+
+/** Seconds a completed job is kept: as long as a seen-events store remembers an event by default. */
+const THREE_DAYS = 3 * 24 * 60 * 60
+
+/**
+ * The job options `bullmqEnqueue` applies unless the queue's `defaultJobOptions` or the
+ * `jobOptions` option set them:
+ * - `attempts: 10` with exponential `backoff` from 2 s (2 s, 4 s ... about 17 minutes in all), so a
+ *   failing handler is retried by the queue, not by MailChannels;
+ * - `removeOnComplete: { age: 3 days }`: a job's id is its event's fingerprint, and BullMQ adds no
+ *   second job while one with that id exists, so a completed job is kept as long as a resend may
+ *   come. Completed jobs hold their event (about 0.5 KiB each): at high volume, lower the age and
+ *   let the worker's seen-events store (small done marks) skip the rest;
+ * - `removeOnFail: false`: a job that used up its attempts stays in the failed set, to be
+ *   inspected and retried (`job.retry()`); while it is there a resend adds no new job.
+ */
+export const DEFAULT_JOB_OPTIONS: Readonly<WebhookEventJobOptions> = Object.freeze({
+  attempts: 10,
+  backoff: Object.freeze({ type: 'exponential', delay: 2000 }),
+  removeOnComplete: Object.freeze({ age: THREE_DAYS }),
+  removeOnFail: false,
+})
+
+export interface BullmqEnqueueOptions {
+  /**
+   * Options of every job, over `DEFAULT_JOB_OPTIONS` and the queue's own `defaultJobOptions`.
+   * `jobId` cannot be set. Keep `removeOnComplete` long enough for resends (see `DEFAULT_JOB_OPTIONS`).
+   * @default {} (DEFAULT_JOB_OPTIONS, then the queue's defaultJobOptions)
+   */
+  jobOptions?: WebhookEventJobOptions
+  /**
+   * Milliseconds to wait for BullMQ to accept a delivery's jobs before giving up (the receiver then
+   * answers 503 with `Retry-After` and MailChannels retries). Bounds the wait when Redis is down,
+   * unreachable or frozen, whatever the connection's options. A job added after the timeout is
+   * harmless: the retried delivery finds it by id and adds no second one.
+   * @default 3000
+   */
+  timeout?: number
+}
+
+const MAX_TIMER = 2 ** 31 - 1
+
+/**
+ * An `enqueue` hook for the receivers that adds each verified event to a BullMQ queue as its own
+ * job, and resolves once BullMQ has accepted them all (the delivery is then answered 2xx).
+ *
+ * - Job id: the event's `eventFingerprint` (43 base64url characters), so a resend, a retry after a
+ *   503 or two receivers racing on one delivery never create a second job while the first is kept.
+ * - Job name: the event type (`'hard-bounced'`...); job data: `{ event, keyId }` (`WebhookEventJobData`).
+ * - Rejects (the receiver answers 503, nothing is lost) when BullMQ refuses the jobs or does not
+ *   answer within `timeout`. Give the queue a fail-fast connection (`enableOfflineQueue: false`)
+ *   so that a Redis that is down is answered at once rather than at the timeout.
+ *
+ * @example
+ * const queue = createWebhookEventQueue({ connection: new Redis(url, { enableOfflineQueue: false }) })
+ * await app.register(mailchannelsWebhooks, { customerHandles: ['acct_1'], enqueue: bullmqEnqueue(queue) })
+ */
+export function bullmqEnqueue (queue: Queue, options: BullmqEnqueueOptions = {}): EnqueueEvents {
+  if (typeof queue !== 'object' || queue === null || typeof (queue as Partial<Queue>).addBulk !== 'function') {
+    throw new TypeError('bullmqEnqueue: queue must be a BullMQ Queue (new Queue(name, { connection }) or createWebhookEventQueue()).')
+  }
+  if (typeof options !== 'object' || options === null) throw new TypeError('bullmqEnqueue: options must be an object.')
+  const timeout = options.timeout ?? 3000
+  if (typeof timeout !== 'number' || !Number.isFinite(timeout) || timeout <= 0 || timeout > MAX_TIMER) {
+    throw new RangeError(`bullmqEnqueue: timeout must be a number of milliseconds between 1 and ${MAX_TIMER}.`)
+  }
+  const jobOptions = options.jobOptions ?? {}
+  if (typeof jobOptions !== 'object' || jobOptions === null) throw new TypeError('bullmqEnqueue: jobOptions must be an object of BullMQ job options.')
+  if ('jobId' in jobOptions) {
+    throw new TypeError('bullmqEnqueue: jobOptions.jobId cannot be set: each job\'s id is its event\'s eventFingerprint, which is what keeps a resend from adding a second job.')
+  }
+  // The queue's own defaults win over ours (BullMQ would apply them anyway), the option over both.
+  const opts: JobsOptions = { ...DEFAULT_JOB_OPTIONS, ...queue.defaultJobOptions, ...jobOptions }
+  delete opts.jobId
+
+  return async (events, context) => {
+    if (events.length === 0) return
+    const jobs = events.map((event) => ({
+      name: event.event,
+      data: { event, keyId: context.keyId } satisfies WebhookEventJobData,
+      opts: { ...opts, jobId: eventFingerprint(event) },
+    }))
+    await withTimeout(queue.addBulk(jobs), timeout, events.length)
+  }
+}
+
+/** Races `work` against a timer; a late settlement of `work` is swallowed (never an unhandled rejection). */
+async function withTimeout (work: Promise<unknown>, ms: number, count: number): Promise<void> {
+  let timer: ReturnType<typeof setTimeout> | undefined
+  const late = new Promise<never>((_resolve, reject) => {
+    timer = setTimeout(() => reject(new EnqueueTimeoutError(count, ms)), ms)
+  })
+  work.catch(() => {})
+  try {
+    await Promise.race([work, late])
+  } finally {
+    clearTimeout(timer)
+  }
+}

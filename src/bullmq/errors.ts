@@ -1,0 +1,30 @@
+/**
+ * BullMQ did not accept a delivery's jobs within `bullmqEnqueue`'s `timeout` (Redis down,
+ * unreachable or frozen). The receiver answers 503 with `Retry-After`; MailChannels retries.
+ */
+export class EnqueueTimeoutError extends Error {
+  override readonly name = 'EnqueueTimeoutError'
+  /** The timeout that ran out, in milliseconds. */
+  readonly timeout: number
+
+  constructor (count: number, timeout: number) {
+    super(`BullMQ did not accept ${count} job${count === 1 ? '' : 's'} within ${timeout} ms (is Redis reachable?).`)
+    this.timeout = timeout
+  }
+}
+
+/**
+ * Thrown by the worker's processor when another dispatch holds a live claim on the job's event
+ * (a seen-events store says it is being handled right now): BullMQ retries the job with its backoff,
+ * and the retry skips the event once that other dispatch has handled it.
+ */
+export class EventInProgressError extends Error {
+  override readonly name = 'EventInProgressError'
+  /** The event's `eventFingerprint`. */
+  readonly fingerprint: string
+
+  constructor (fingerprint: string) {
+    super(`Event ${fingerprint} is being handled by another dispatch; the job is retried later.`)
+    this.fingerprint = fingerprint
+  }
+}

@@ -1,0 +1,147 @@
+// The consumer side: a BullMQ Worker that runs a WebhookEventRouter over the jobs of bullmqEnqueue.
+import { UnrecoverableError, Worker, type Job, type WorkerOptions } from 'bullmq'
+import type { WebhookEventRouter } from '../dispatch/router.js'
+import { WEBHOOK_EVENT_TYPES, type WebhookEvent } from '../events/types.js'
+import { noopLogger, type Logger } from '../logger.js'
+import type { WebhookEventJobData } from './enqueue.js'
+import { EventInProgressError } from './errors.js'
+import { DEFAULT_PREFIX, DEFAULT_QUEUE_NAME } from './queue.js'
+
+/** What a job resolves (its `returnvalue`): what became of its event. */
+export type WebhookEventJobResult = 'handled' | 'skipped' | 'unhandled'
+
+/** The job of a webhook event, as the worker's handlers receive it. */
+export type WebhookEventJob = Job<WebhookEventJobData, WebhookEventJobResult>
+
+/**
+ * What the worker adds to every handler's context (besides `fingerprint`, `signal` and `log`):
+ * type your router `new WebhookEventRouter<WebhookEventJobContext>()` to read them.
+ */
+export interface WebhookEventJobContext {
+  /** The BullMQ job (`job.id` is the event's fingerprint, `job.attemptsMade` the attempts so far). */
+  readonly job: WebhookEventJob
+  /** The key id the event's delivery was verified with. */
+  readonly keyId: string
+}
+
+export interface WebhookEventWorkerOptions extends Omit<WorkerOptions, 'prefix' | 'autorun'> {
+  /**
+   * The queue to work on: the name given to `createWebhookEventQueue` (or to your `new Queue`).
+   * @default 'mailchannels-events'
+   */
+  queueName?: string
+  /**
+   * BullMQ's key prefix: the same as the queue's. Its `{hash tag}` keeps every key of the queue in
+   * one Redis Cluster slot, which BullMQ needs on a cluster.
+   * @default '{mailchannels-webhooks}'
+   */
+  prefix?: string
+  /**
+   * Start taking jobs at once; with `false`, call `worker.run()` yourself.
+   * @default true
+   */
+  autorun?: boolean
+  /**
+   * Where the worker logs connection errors and failed events (messages only, never event data),
+   * and what handlers get as `context.log`.
+   * @default a logger that logs nothing
+   */
+  log?: Logger
+}
+
+const EVENT_NAMES: ReadonlySet<string> = new Set<string>([...WEBHOOK_EVENT_TYPES, 'unknown'])
+
+/**
+ * A BullMQ `Worker` that takes the jobs added by `bullmqEnqueue` and runs `router.dispatch([event])`
+ * for each, with `{ job, keyId }` in the handlers' context. BullMQ retries a job whose event failed
+ * (a handler threw, the seen-events store failed) or was deferred (another dispatch holds its claim)
+ * with the job's `attempts` and `backoff`, so a failing handler is retried by the queue, not by
+ * MailChannels. A job that completes returns `'handled'`, `'skipped'` or `'unhandled'`.
+ *
+ * Give the router a shared seen-events store (`RedisSeenEventsStore`) so that a job run again (a
+ * worker crashed after the handlers resolved, a stalled job, a resend after the job was removed)
+ * does not repeat a handled effect. The connection must suit a worker: options (BullMQ sets
+ * `maxRetriesPerRequest: null`) or an ioredis instance created with `maxRetriesPerRequest: null`.
+ *
+ * @example
+ * const router = new WebhookEventRouter<WebhookEventJobContext>({ seenEvents: new RedisSeenEventsStore({ client: redis }) })
+ *   .on('hard-bounced', async (event, { fingerprint }) => { await suppress(event.email, fingerprint) })
+ * const worker = createWebhookEventWorker(router, { connection: { host: 'redis' }, concurrency: 10 })
+ * process.on('SIGTERM', () => { void worker.close() })
+ */
+export function createWebhookEventWorker (
+  router: WebhookEventRouter<WebhookEventJobContext> | WebhookEventRouter,
+  options: WebhookEventWorkerOptions,
+): Worker<WebhookEventJobData, WebhookEventJobResult> {
+  if (typeof router !== 'object' || router === null || typeof (router as Partial<WebhookEventRouter>).dispatch !== 'function') {
+    throw new TypeError('createWebhookEventWorker: router must be a WebhookEventRouter (new WebhookEventRouter().on(...)).')
+  }
+  if (typeof options !== 'object' || options === null) {
+    throw new TypeError('createWebhookEventWorker: options are required, with at least connection (the Redis the queue lives on).')
+  }
+  const { queueName = DEFAULT_QUEUE_NAME, prefix = DEFAULT_PREFIX, log = noopLogger, ...workerOptions } = options
+  if (typeof queueName !== 'string' || queueName === '' || queueName.includes(':')) {
+    throw new TypeError('createWebhookEventWorker: queueName must be a non-empty string without ":" (the name of the queue the events are added to).')
+  }
+  if (typeof prefix !== 'string' || prefix === '') {
+    throw new TypeError('createWebhookEventWorker: prefix must be a non-empty string, the same as the queue\'s (e.g. \'{mailchannels-webhooks}\').')
+  }
+  if (workerOptions.connection === undefined || workerOptions.connection === null) {
+    throw new TypeError('createWebhookEventWorker: connection is required: Redis connection options ({ host, port }) or an ioredis instance created with maxRetriesPerRequest: null.')
+  }
+  if (!isLogger(log)) throw new TypeError('createWebhookEventWorker: log must be a logger (debug, info, warn and error methods), e.g. a pino instance.')
+  const dispatcher = router as WebhookEventRouter<WebhookEventJobContext>
+
+  const processor = async (job: WebhookEventJob, _token?: string, signal?: AbortSignal): Promise<WebhookEventJobResult> => {
+    const { event, keyId } = readJobData(job)
+    const report = await dispatcher.dispatch([event], signal === undefined ? { job, keyId, log } : { job, keyId, log, signal })
+    const outcome = report.outcomes[0]!
+    switch (outcome.status) {
+      case 'handled':
+      case 'skipped':
+      case 'unhandled':
+        return outcome.status
+      case 'deferred':
+        throw new EventInProgressError(outcome.fingerprint)
+      case 'failed': {
+        const last = job.attemptsMade + 1 >= (job.opts.attempts ?? 1)
+        log[last ? 'error' : 'warn']({ jobId: job.id, attempt: job.attemptsMade + 1, err: errorMessage(outcome.error) },
+          last ? 'mailchannels webhook event failed on its last attempt; the job stays in the failed set' : 'mailchannels webhook event failed; BullMQ retries it')
+        throw outcome.error instanceof Error ? outcome.error : new Error(errorMessage(outcome.error))
+      }
+    }
+  }
+
+  const worker = new Worker<WebhookEventJobData, WebhookEventJobResult>(queueName, processor, { ...workerOptions, prefix })
+  // Without a listener BullMQ writes connection errors to the console.
+  worker.on('error', (err) => { log.warn({ err: errorMessage(err) }, 'mailchannels webhook worker: BullMQ error') })
+  return worker
+}
+
+/**
+ * The job's event, checked: jobs come back from JSON, and a queue may hold a job that
+ * `bullmqEnqueue` did not add. Such a job fails at once, without retries.
+ */
+function readJobData (job: WebhookEventJob): WebhookEventJobData {
+  const data = job.data as unknown
+  const event = (data !== null && typeof data === 'object' ? (data as { event?: unknown }).event : undefined) as Partial<WebhookEvent> | undefined
+  const keyId = (data as { keyId?: unknown } | null)?.keyId
+  if (event === null || typeof event !== 'object' || Array.isArray(event) ||
+    typeof event.event !== 'string' || !EVENT_NAMES.has(event.event) ||
+    typeof event.customerHandle !== 'string' || typeof event.timestamp !== 'number' ||
+    (event.event === 'unknown' && (typeof event.eventName !== 'string' || event.fields === null || typeof event.fields !== 'object')) ||
+    typeof keyId !== 'string') {
+    throw new UnrecoverableError('The job does not hold a webhook event ({ event, keyId } as added by bullmqEnqueue); it is not retried.')
+  }
+  return { event: event as WebhookEvent, keyId }
+}
+
+function errorMessage (err: unknown): string {
+  return err instanceof Error ? err.message : String(err)
+}
+
+function isLogger (l: unknown): l is Logger {
+  if (l === null || typeof l !== 'object') return false
+  const x = l as Record<string, unknown>
+  return typeof x.debug === 'function' && typeof x.info === 'function' && typeof x.warn === 'function' && typeof x.error === 'function'
+}

@@ -1,0 +1,62 @@
+// Two router "instances", each with its own ioredis client and RedisSeenEventsStore, sharing one
+// real redis-server: concurrent identical deliveries and resends, injected handler failures,
+// claim renewal across instances, Redis going down and coming back.
+import t from 'tap'
+import { RedisSeenEventsStore, ReplayStoreError, WebhookEventRouter, eventFingerprint } from '../../src/index.js'
+import { startRedisServer } from '../replay/helpers/redis-server.js'
+import { ev, sleep } from './helpers/events.js'
+import { concurrentDeliveries, retryCompletesTheRest } from './helpers/scenarios.js'
+
+const redis = await startRedisServer()
+t.teardown(async () => { await redis.close() })
+
+let n = 0
+/** A fresh instance: its own client, its own store object, a prefix shared with its sibling. */
+async function instances (count: number): Promise<RedisSeenEventsStore[]> {
+  const prefix = `router-test-${++n}:`
+  return await Promise.all(Array.from({ length: count }, async () => new RedisSeenEventsStore(await redis.client(), { prefix })))
+}
+
+t.test('two instances, many concurrent identical deliveries and resends, handlers failing once: every effect exactly once', async (t) => {
+  await concurrentDeliveries(t, { stores: await instances(2) }, { events: 60, deliveries: 30, rounds: 80, failures: 8 })
+})
+
+t.test('a retry on the other instance completes only the failed events', async (t) => {
+  const [a, b] = await instances(2)
+  await retryCompletesTheRest(t, a!, b!)
+})
+
+t.test('a claim renewed on one instance keeps the other one off the event', async (t) => {
+  const [a, b] = await instances(2)
+  let runs = 0
+  const handler = async (): Promise<void> => { runs++; await sleep(1500) }
+  const one = new WebhookEventRouter({ seenEvents: a!, claimLifetime: 1 }).on('delivered', handler)
+  const two = new WebhookEventRouter({ seenEvents: b!, claimLifetime: 1 }).on('delivered', handler)
+  const events = [ev('delivered', 1)]
+  const slow = one.dispatch(events)
+  await sleep(1200)
+  t.same((await two.dispatch(events)).outcomes.map((o) => o.status), ['deferred'], 'still claimed past its first lifetime')
+  t.equal((await slow).handled, 1)
+  t.equal((await two.dispatch(events)).skipped, 1)
+  t.equal(runs, 1)
+})
+
+t.test('Redis down: events fail with a ReplayStoreError and nothing runs; back up, a retry handles them once', async (t) => {
+  const [a] = await instances(1)
+  let runs = 0
+  const router = new WebhookEventRouter({ seenEvents: a! }).on('*', () => { runs++ })
+  const events = [ev('hard-bounced', 1, { status: '5.1.1' }), ev('dropped', 2)]
+  await redis.stop()
+  t.teardown(async () => { await redis.start() })
+  const report = await router.dispatch(events)
+  t.equal(report.failed, 2)
+  t.ok(report.outcomes.every((o) => o.status === 'failed' && o.error instanceof ReplayStoreError), 'every failure is a ReplayStoreError (answered 503)')
+  t.equal(runs, 0)
+  await redis.start()
+  let retry = await router.dispatch(events)
+  // The client reconnects on its own schedule: retry like a sender does, a bounded number of times.
+  for (let i = 0; i < 100 && retry.failed > 0; i++) { await sleep(50); retry = await router.dispatch(events) }
+  t.equal(retry.handled, 2)
+  t.equal(runs, 2)
+  t.same(await a!.has(events.map(eventFingerprint)), [true, true])
+})

@@ -47,6 +47,8 @@ export const ApiErrorType = {
   internalServerError: 'internal_server_error',
   apiError: 'api_error',
   applicationError: 'application_error',
+  /** A resend reached the API, but the webhook endpoint did not answer it with a 2xx (or did not answer). */
+  deliveryFailed: 'delivery_failed',
 } as const
 export type ApiErrorType = (typeof ApiErrorType)[keyof typeof ApiErrorType]
 

@@ -65,6 +65,28 @@ export function errorTypeForStatus (status: number): ApiErrorType {
   return TYPE_BY_STATUS[status] ?? 'api_error'
 }
 
+/** One API call as `requestJson` makes it. */
+export interface ApiRequest {
+  method: 'GET' | 'POST' | 'DELETE'
+  url: URL
+  /** A JSON body (sent with `content-type: application/json`); none when undefined. */
+  body?: unknown
+  /** Extra request headers (lower-case names). */
+  headers?: Readonly<Record<string, string>>
+  /** The statuses that mean success. Default `[200]`. */
+  ok?: readonly number[]
+  /** Whether a successful reply must be JSON (otherwise its body is read and dropped). Default true. */
+  json?: boolean
+  /**
+   * Whether the call may be repeated after a 5xx: true for GET and DELETE, and for a POST only
+   * when the caller opted in. A 429 is retried either way (the API refused the call without
+   * acting on it). Default true.
+   */
+  idempotent?: boolean
+  /** The message start for some statuses, replacing the generic one (e.g. 404 of validate). */
+  statusText?: Readonly<Record<number, string>>
+}
+
 /**
  * GETs `url` and parses a JSON reply. Retries 429 and 5xx up to `maxRetries` times with
  * exponential backoff and jitter, honouring `Retry-After` up to `maxRetryDelay`; never
@@ -73,15 +95,26 @@ export function errorTypeForStatus (status: number): ApiErrorType {
  * follows, and the outcome is an "aborted" `application_error`. Never throws.
  */
 export async function getJson (transport: Transport, url: URL, what: string, signal?: AbortSignal): Promise<JsonOutcome> {
+  return requestJson(transport, { method: 'GET', url }, what, signal)
+}
+
+/**
+ * Makes one API call as `getJson` does, with any method: 429 is always retried, 5xx only when
+ * `request.idempotent` (a POST that may have taken effect is not repeated unless the caller
+ * opted in). A successful reply without a body (201, 204) gives `body: undefined`. Never throws.
+ */
+export async function requestJson (transport: Transport, request: ApiRequest, what: string, signal?: AbortSignal): Promise<JsonOutcome> {
   // A function, so that TypeScript does not narrow `aborted` across the awaits.
   const aborted = (): boolean => signal?.aborted === true
+  const idempotent = request.idempotent ?? true
   for (let attempt = 0; ; attempt++) {
     if (aborted()) return { ok: false, error: abortedError(what) }
-    const outcome = await attemptOnce(transport, url, what, signal)
+    const outcome = await attemptOnce(transport, request, what, signal)
     if (outcome.ok) return outcome
     if (aborted()) return { ok: false, error: abortedError(what) }
-    if (outcome.retryable === null || attempt >= transport.maxRetries) return stripRetry(outcome)
-    const wait = outcome.retryable.retryAfterMs ?? backoff(attempt, transport.maxRetryDelay)
+    const retryable = outcome.retryable !== null && (idempotent || outcome.error.statusCode === 429)
+    if (!retryable || attempt >= transport.maxRetries) return stripRetry(outcome)
+    const wait = outcome.retryable!.retryAfterMs ?? backoff(attempt, transport.maxRetryDelay)
     if (wait > transport.maxRetryDelay) return stripRetry(outcome)
     await sleep(wait, signal)
   }
@@ -139,23 +172,28 @@ function stripRetry (o: AttemptOutcome): JsonOutcome {
   return o.ok ? o : { ok: false, error: o.error }
 }
 
-async function attemptOnce (t: Transport, url: URL, what: string, outer: AbortSignal | undefined): Promise<AttemptOutcome> {
+async function attemptOnce (t: Transport, request: ApiRequest, what: string, outer: AbortSignal | undefined): Promise<AttemptOutcome> {
   const attempt = attemptSignal(t.timeout, outer)
   try {
-    return await exchange(t, url, what, attempt, outer)
+    return await exchange(t, request, what, attempt, outer)
   } finally {
     attempt.done()
   }
 }
 
-async function exchange (t: Transport, url: URL, what: string, attempt: AttemptSignal, outer: AbortSignal | undefined): Promise<AttemptOutcome> {
-  const headers: Record<string, string> = { accept: 'application/json', 'user-agent': USER_AGENT }
+async function exchange (t: Transport, request: ApiRequest, what: string, attempt: AttemptSignal, outer: AbortSignal | undefined): Promise<AttemptOutcome> {
+  const headers: Record<string, string> = { ...request.headers, accept: 'application/json', 'user-agent': USER_AGENT }
   if (t.apiKey !== null) headers['x-api-key'] = t.apiKey
+  let body: string | undefined
+  if (request.body !== undefined) {
+    body = JSON.stringify(request.body)
+    headers['content-type'] = 'application/json'
+  }
   let res: Response
   try {
     // 'manual', not 'error': Cloudflare workerd refuses 'error'. Any 3xx (or an opaque redirect,
     // status 0) is refused below, so a redirect never carries the API key elsewhere.
-    res = await t.fetch(url, { method: 'GET', headers, redirect: 'manual', signal: attempt.signal })
+    res = await t.fetch(request.url, { method: request.method, headers, ...(body !== undefined ? { body } : {}), redirect: 'manual', signal: attempt.signal })
   } catch (err) {
     return { ok: false, error: transportError(err, attempt, outer, t, what), retryable: null }
   }
@@ -164,7 +202,7 @@ async function exchange (t: Transport, url: URL, what: string, attempt: AttemptS
     const status = res.status === 0 ? '' : ` (HTTP ${res.status})`
     return { ok: false, error: localError('application_error', `Failed to ${what}: the MailChannels API answered with a redirect${status}, which the client refuses to follow.`), retryable: null }
   }
-  if (res.status !== 200) {
+  if (!(request.ok ?? [200]).includes(res.status)) {
     const retryable = res.status === 429 || res.status >= 500 ? { retryAfterMs: parseRetryAfter(res.headers.get('retry-after')) } : null
     let text = ''
     try {
@@ -172,7 +210,12 @@ async function exchange (t: Transport, url: URL, what: string, attempt: AttemptS
     } catch {
       // The status alone still describes the failure.
     }
-    return { ok: false, error: httpError(res.status, text, t.secret), retryable }
+    return { ok: false, error: httpError(res.status, text, t.secret, request.statusText), retryable }
+  }
+  if (request.json === false || res.status === 204) {
+    // Read and dropped (bounded), so the connection can be reused; the status says it all.
+    await readCapped(res, MAX_ERROR_BODY_BYTES).catch(() => {})
+    return { ok: true, body: undefined }
   }
   let text: string
   try {
@@ -208,7 +251,7 @@ function transportError (err: unknown, attempt: AttemptSignal, outer: AbortSigna
 }
 
 /** Builds the ErrorResponse of an upstream HTTP error. */
-export function httpError (status: number, text: string, secret: string): ErrorResponse {
+export function httpError (status: number, text: string, secret: string, statusText?: Readonly<Record<number, string>>): ErrorResponse {
   let body: unknown = null
   try {
     body = text === '' ? null : JSON.parse(text)
@@ -228,14 +271,14 @@ export function httpError (status: number, text: string, secret: string): ErrorR
   }
   details = scrub(details.replace(/[\u0000-\u001f\u007f]+/g, ' ').trim(), secret)
   if (details.length > MAX_DETAIL_CHARS) details = `${details.slice(0, MAX_DETAIL_CHARS)}...`
-  const statusText = TEXT_BY_STATUS[status] ?? `Unknown error (HTTP ${status}).`
+  const start = statusText?.[status] ?? TEXT_BY_STATUS[status] ?? `Unknown error (HTTP ${status}).`
   let response = isRecord(body) ? body : null
   if (response !== null && secret !== '') {
     // The key may appear JSON-escaped (a key with '"' or '\\') as well as verbatim.
     const json = JSON.stringify(response)
     if (json.includes(secret) || json.includes(JSON.stringify(secret).slice(1, -1))) response = null
   }
-  return { message: details === '' ? statusText : `${statusText} ${details}`, statusCode: status, type: errorTypeForStatus(status), response }
+  return { message: details === '' ? start : `${start} ${details}`, statusCode: status, type: errorTypeForStatus(status), response }
 }
 
 /** Seconds or an HTTP date; `null` when absent or unreadable. */

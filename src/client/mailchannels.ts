@@ -7,7 +7,10 @@ import { MAX_KEY_RESPONSE_BYTES, publicKeyUrl } from '../keys/fetch-public-key.j
 import { importEd25519PublicKey, KeyRejectedError } from '../keys/public-key.js'
 import { isKeyId } from '../keys/key-id.js'
 import { buildBatchesQuery, MAX_LIMIT, mapBatchesResponse, type BatchesOptions, type WebhooksBatch } from './batches.js'
-import { abortedError, getJson, isAbortSignal, isRecord, type Transport } from './http.js'
+import { abortedError, getJson, isRecord, type Transport } from './http.js'
+import { checkRequestOptions, type RequestOptions } from './request-options.js'
+import { createWebhookLifecycle, type WebhookLifecycleApi } from './webhooks.js'
+import { reconcile, type ReconcileOptions, type ReconcileReport } from './reconcile.js'
 
 export const DEFAULT_TIMEOUT = 30_000
 export const DEFAULT_MAX_RETRIES = 2
@@ -30,19 +33,7 @@ export interface MailChannelsOptions {
   maxRetryDelay?: number
 }
 
-/**
- * Per-call options of every client method (the second argument), next to the operation's own
- * options.
- */
-export interface RequestOptions {
-  /**
-   * Cancels the call: the HTTP attempt in flight is aborted (its connection closed), no retry
-   * follows, and the call resolves an `application_error` saying the request was aborted
-   * (`iterateBatches` rejects with it). Combined with the client's `timeout`, which still
-   * applies to each attempt. Default: none.
-   */
-  signal?: AbortSignal
-}
+export type { RequestOptions } from './request-options.js'
 
 // MailChannels keys are tokens of visible ASCII. Anything else is refused rather than cleaned:
 // fetch strips surrounding whitespace from header values, so a key kept with a trailing newline
@@ -57,7 +48,7 @@ export interface SigningKey {
 }
 
 /** The webhook operations of a client. */
-export interface WebhooksApi {
+export interface WebhooksApi extends WebhookLifecycleApi {
   /** Same as `Webhooks.verify`, with keys fetched from the client's `baseUrl` (never with the API key). */
   verify (options: VerifyOptions): Promise<Result<WebhookEvent[]>>
   /**
@@ -79,6 +70,14 @@ export interface WebhooksApi {
    * `request.signal` cancels the call. Never throws.
    */
   getSigningKey (id: string, request?: RequestOptions): Promise<Result<SigningKey>>
+  /**
+   * Lists every batch of a window whose delivery failed (every page) and resends each one once,
+   * at `rate` per second with `concurrency` in flight; `exclude` skips batches an earlier run
+   * resent. Stops on 401/403 or repeated failures and says so in `data.stopped`. Invalid
+   * options, a failed listing or an abort during the listing resolve `{ data: null, error }`.
+   * Never throws.
+   */
+  reconcile (options?: ReconcileOptions): Promise<Result<ReconcileReport>>
 }
 
 /** Thrown by `iterateBatches` (only); carries the `ErrorResponse`. */
@@ -131,10 +130,11 @@ export class MailChannels {
         if (built.error !== null) return { data: null, error: built.error }
         const req = checkRequestOptions(request)
         if (req.error !== null) return { data: null, error: req.error }
-        if (req.signal?.aborted === true) return { data: null, error: abortedError('fetch webhook batches') }
+        const { signal } = req.request
+        if (signal?.aborted === true) return { data: null, error: abortedError('fetch webhook batches') }
         const url = new URL(`${baseUrl}/tx/v1/webhook-batch`)
         for (const [k, v] of built.query) url.searchParams.append(k, v)
-        const outcome = await getJson(transport(true), url, 'fetch webhook batches', req.signal)
+        const outcome = await getJson(transport(true), url, 'fetch webhook batches', signal)
         if (!outcome.ok) return { data: null, error: outcome.error }
         return mapBatchesResponse(outcome.body)
       } catch {
@@ -162,9 +162,10 @@ export class MailChannels {
         }
         const req = checkRequestOptions(request)
         if (req.error !== null) return { data: null, error: req.error }
-        if (req.signal?.aborted === true) return { data: null, error: abortedError('fetch the signing key') }
+        const { signal } = req.request
+        if (signal?.aborted === true) return { data: null, error: abortedError('fetch the signing key') }
         // The public-key endpoint takes no API key: never send it where it is not needed.
-        const outcome = await getJson({ ...transport(false), maxRetries: 0 }, publicKeyUrl(baseUrl, id), 'fetch the signing key', req.signal)
+        const outcome = await getJson({ ...transport(false), maxRetries: 0 }, publicKeyUrl(baseUrl, id), 'fetch the signing key', signal)
         if (!outcome.ok) return { data: null, error: outcome.error }
         const body = outcome.body
         if (!isRecord(body) || typeof body.id !== 'string' || typeof body.key !== 'string' || body.key.length > MAX_KEY_RESPONSE_BYTES) {
@@ -184,12 +185,16 @@ export class MailChannels {
       }
     }
 
-    this.webhooks = Object.freeze({
+    const lifecycle = createWebhookLifecycle(transport, baseUrl)
+    const webhooks: WebhooksApi = {
       verify: (opts: VerifyOptions) => verifyWebhook(opts, { baseUrl }),
       batches,
       iterateBatches,
       getSigningKey,
-    })
+      ...lifecycle,
+      reconcile: (opts?: ReconcileOptions) => reconcile(webhooks, opts),
+    }
+    this.webhooks = Object.freeze(webhooks)
   }
 
   toJSON (): object {
@@ -199,18 +204,4 @@ export class MailChannels {
   [Symbol.for('nodejs.util.inspect.custom')] (): string {
     return `MailChannels { baseUrl: '${this.baseUrl}', apiKey: '[redacted]' }`
   }
-}
-
-/** Validates the per-call options (the second argument of every method). */
-function checkRequestOptions (request: unknown): { signal: AbortSignal | undefined, error: null } | { signal: null, error: ErrorResponse } {
-  const bad = (message: string): { signal: null, error: ErrorResponse } => ({ signal: null, error: localError('validation_error', message) })
-  if (request === undefined || request === null) return { signal: undefined, error: null }
-  if (!isRecord(request)) return bad('Request options must be an object.')
-  for (const key of Object.keys(request)) {
-    if (key !== 'signal') return bad(`Unknown request option '${key.slice(0, 40)}'. Valid options are: signal.`)
-  }
-  const { signal } = request
-  if (signal === undefined) return { signal: undefined, error: null }
-  if (!isAbortSignal(signal)) return bad('The signal option must be an AbortSignal.')
-  return { signal, error: null }
 }

@@ -141,7 +141,7 @@ t.test('request options are validated like the other options', async (t) => {
     [{ signal: 'x' }, /^The signal option must be an AbortSignal\.$/],
     [{ signal: {} }, /^The signal option must be an AbortSignal\.$/],
     [{ signal: null }, /^The signal option must be an AbortSignal\.$/],
-    [{ timeout: 5 }, /^Unknown request option 'timeout'\. Valid options are: signal\.$/],
+    [{ timeout: 5 }, /^Unknown request option 'timeout'\. Valid options are: signal, retryNonIdempotent\.$/],
     ['x', /^Request options must be an object\.$/],
   ]
   for (const [request, message] of cases) {

@@ -3,7 +3,9 @@ import type { AddressInfo, Socket } from 'node:net'
 
 // A loopback stand-in for the MailChannels API (wire-format.md §1.4, §3, §4): the batch
 // listing with X-Api-Key, real filtering and the real 400 {"errors":[...]} shape, the
-// public-key endpoint, switchable failure modes, and a record of every request.
+// public-key endpoint, the webhook lifecycle (enroll 201 / 409, list, delete 204, validate,
+// resend, as the API reference describes them), switchable failure modes, and a record of
+// every request (with its time and body).
 
 export interface FakeBatch {
   batch_id: number
@@ -23,6 +25,10 @@ export interface RecordedRequest {
   /** The raw query string (without `?`). */
   query: string
   headers: IncomingHttpHeaders
+  /** The request body as received so far (complete once the request ended). */
+  body: string
+  /** `performance.now()` when the request arrived. */
+  at: number
   /** Settles when the connection that carried the request closes (the client left, or the fake closed it). */
   socketClosed: Promise<void>
 }
@@ -38,6 +44,12 @@ export interface FakeApi {
   batchRequests (): RecordedRequest[]
   batches: FakeBatch[]
   keys: Map<string, string>
+  /** Enrolled endpoints, in enrolment order. */
+  webhooks: string[]
+  /** What validate reports per endpoint (default: passed, 200 `ok`). */
+  validateAnswers: Map<string, { status: number, body: string } | null>
+  /** What a resend reports as the endpoint's answer, per batch id (default 200; `null`: no answer). */
+  resendAnswers: Map<number, number | null>
   /** Behaviours consumed in order by the next requests (any path). */
   queue: Behaviour[]
   /** A behaviour for every request while set. */
@@ -74,6 +86,7 @@ export function sampleBatches (): FakeBatch[] {
 export async function startFakeApi (options: { apiKey?: string } = {}): Promise<FakeApi> {
   const apiKey = options.apiKey ?? FAKE_API_KEY
   const sockets = new Set<Socket>()
+  const records = new WeakMap<IncomingMessage, RecordedRequest>()
   const api: FakeApi = {
     url: '',
     port: 0,
@@ -81,6 +94,9 @@ export async function startFakeApi (options: { apiKey?: string } = {}): Promise<
     batchRequests: () => api.requests.filter((r) => r.url.startsWith('/tx/v1/webhook-batch')),
     batches: sampleBatches(),
     keys: new Map(),
+    webhooks: [],
+    validateAnswers: new Map(),
+    resendAnswers: new Map(),
     queue: [],
     always: null,
     answer: (req, res) => normal(req, res, req.url ?? '/'),
@@ -94,7 +110,11 @@ export async function startFakeApi (options: { apiKey?: string } = {}): Promise<
     const q = url.indexOf('?')
     const socket = req.socket
     const socketClosed = socket.destroyed ? Promise.resolve() : new Promise<void>((resolve) => socket.once('close', () => resolve()))
-    api.requests.push({ method: req.method ?? '', url, query: q === -1 ? '' : url.slice(q + 1), headers: { ...req.headers }, socketClosed })
+    const record: RecordedRequest = { method: req.method ?? '', url, query: q === -1 ? '' : url.slice(q + 1), headers: { ...req.headers }, body: '', at: performance.now(), socketClosed }
+    req.setEncoding('utf8')
+    req.on('data', (chunk: string) => { record.body += chunk })
+    api.requests.push(record)
+    records.set(req, record)
     const behaviour = api.queue.shift() ?? api.always
     if (behaviour !== null) {
       behaviour(req, res)
@@ -145,7 +165,69 @@ export async function startFakeApi (options: { apiKey?: string } = {}): Promise<
         .filter((b) => webhook === null || b.webhook === webhook)
       return json(res, 200, { webhook_batches: list.slice(offset, offset + limit) })
     }
+    if (parsed.pathname === '/tx/v1/webhook' || parsed.pathname === '/tx/v1/webhook/validate' || /^\/tx\/v1\/webhook-batch\/[^/]+\/resend$/.test(parsed.pathname)) {
+      if (req.headers['x-api-key'] !== apiKey) return json(res, 401, { errors: ['Unauthorized: a valid X-Api-Key header is required.'] })
+      return lifecycle(req, res, parsed)
+    }
     json(res, 404, { errors: ['Not found'] })
+  }
+
+  function lifecycle (req: IncomingMessage, res: ServerResponse, parsed: URL): void {
+    const route = `${req.method} ${parsed.pathname.replace(/webhook-batch\/[^/]+\//, 'webhook-batch/{id}/')}`
+    if (route === 'POST /tx/v1/webhook') {
+      const endpoint = parsed.searchParams.get('endpoint')
+      if (endpoint === null || endpoint === '' || endpoint.length > 8000) return json(res, 400, { errors: ['endpoint: required, at most 8000 characters'] })
+      if (api.webhooks.includes(endpoint)) return json(res, 409, { errors: ["There's already a webhook endpoint for this customer"] })
+      api.webhooks.push(endpoint)
+      res.writeHead(201).end()
+      return
+    }
+    if (route === 'GET /tx/v1/webhook') return json(res, 200, api.webhooks.map((webhook) => ({ webhook })))
+    if (route === 'DELETE /tx/v1/webhook') {
+      api.webhooks.length = 0
+      res.writeHead(204).end()
+      return
+    }
+    if (route === 'POST /tx/v1/webhook/validate') {
+      const answer = (): void => {
+        const text = records.get(req)?.body ?? ''
+        let body: unknown = {}
+        try {
+          body = text === '' ? {} : JSON.parse(text)
+        } catch {
+          return json(res, 400, { errors: ['Bad Request: the body is not JSON'] })
+        }
+        const requestId = (body as { request_id?: unknown }).request_id
+        if (requestId !== undefined && (typeof requestId !== 'string' || requestId.length > 28)) return json(res, 400, { errors: ['request_id: at most 28 characters'] })
+        if (api.webhooks.length === 0) return json(res, 404, { errors: ['No webhooks found for the account'] })
+        const results = api.webhooks.map((webhook) => {
+          const answer = api.validateAnswers.has(webhook) ? api.validateAnswers.get(webhook)! : { status: 200, body: 'ok' }
+          return { result: answer !== null && answer.status >= 200 && answer.status < 300 ? 'passed' : 'failed', webhook, response: answer }
+        })
+        json(res, 200, { all_passed: results.every((r) => r.result === 'passed'), results })
+      }
+      if (req.readableEnded) answer()
+      else req.once('end', answer)
+      return
+    }
+    if (route === 'POST /tx/v1/webhook-batch/{id}/resend') {
+      const raw = /webhook-batch\/([^/]+)\/resend$/.exec(parsed.pathname)![1]!
+      if (!/^\d{1,15}$/.test(raw)) return json(res, 400, { errors: ['batch_id: must be an integer'] })
+      const batch = api.batches.find((b) => b.batch_id === Number(raw))
+      const handle = req.headers['x-customer-handle']
+      if (batch === undefined || (handle !== undefined && handle !== batch.customer_handle)) return json(res, 404, { errors: ['Batch not found'] })
+      const code = api.resendAnswers.has(batch.batch_id) ? api.resendAnswers.get(batch.batch_id)! : 200
+      return json(res, 200, {
+        batch_id: batch.batch_id,
+        customer_handle: batch.customer_handle,
+        webhook: batch.webhook,
+        created_at: new Date(FAKE_NOW).toISOString(),
+        event_count: batch.event_count,
+        duration_in_ms: code === null ? null : 12,
+        status_code: code,
+      })
+    }
+    json(res, 405, { errors: ['Method not allowed'] })
   }
 
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))

@@ -69,8 +69,8 @@ const DEFAULT_CLAIM_LIFETIME = 30
  *   .on(['open', 'click'], async (event, { fingerprint }) => { await track(fingerprint, event) })
  *   .on('unknown', (event, { log }) => { log.info({ type: event.eventName }, 'new event type') })
  *
- * const report = await router.dispatch(events)
- * if (!report.ok) console.error(report.outcomes.filter((o) => o.status === 'failed'))
+ * const report = await router.dispatch(events, { log })
+ * for (const o of report.outcomes) if (o.status === 'failed') log.error({ err: o.error, type: o.event.event }, 'event failed')
  * ```
  * @typeParam C - What the caller of `dispatch` adds to every handler's context.
  */

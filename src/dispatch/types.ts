@@ -29,7 +29,8 @@ export type WebhookEventHandler<N extends WebhookEventName, C extends object = o
 /**
  * Where one event stands after a dispatch:
  * - `handled`: every handler registered for it resolved (and, with a seen-events store, it is marked done);
- * - `skipped`: a seen-events store says it was already handled (a resend, a retry);
+ * - `skipped`: a seen-events store says it was already handled (a resend, a retry), or it is an
+ *   identical copy (same `eventFingerprint`) of an event handled earlier in the same dispatch;
  * - `unhandled`: no handler is registered for its type (nothing ran; not an error);
  * - `deferred`: another dispatch holds a live claim on it right now, so it was left to that one (answer 5xx so the sender retries);
  * - `failed`: a handler threw, or the seen-events store could not be reached (`error` says which).

@@ -292,8 +292,18 @@ export async function reconcile (client: ReconcileClient, options?: ReconcileOpt
     let stopped: ReconcileStop | null = null
     let done = 0
     let failuresInARow = 0
-    let nextStart = 0
     let cursor = 0
+    // Start times at least `intervalMs` apart, measured from when each resend really started:
+    // acquisitions queue behind each other, so a late timer never lets the next one bunch up.
+    let lastStart = -Infinity
+    let queue: Promise<void> = Promise.resolve()
+    const startSlot = (): Promise<void> => {
+      queue = queue.then(async () => {
+        await pause(lastStart + p.intervalMs - performance.now(), p.signal)
+        lastStart = performance.now()
+      })
+      return queue
+    }
 
     const settle = (i: number, result: ReconcileBatchResult): void => {
       results[i] = result
@@ -313,10 +323,7 @@ export async function reconcile (client: ReconcileClient, options?: ReconcileOpt
     }
 
     const resendOne = async (i: number, batch: WebhooksBatch): Promise<void> => {
-      // Spaced start times: each resend reserves the next slot at once, so concurrency cannot beat the rate.
-      const at = Math.max(performance.now(), nextStart)
-      nextStart = at + p.intervalMs
-      await pause(at - performance.now(), p.signal)
+      await startSlot()
       if (halted()) return
       const resendOptions: ResendBatchOptions = /^[\x21-\x7e]{1,255}$/.test(batch.customerHandle) ? { customerHandle: batch.customerHandle } : {}
       // No signal: a resend the API has started is left to finish, so its outcome is known.

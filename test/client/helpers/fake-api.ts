@@ -40,7 +40,7 @@ export interface FakeApi {
   url: string
   port: number
   requests: RecordedRequest[]
-  /** Batch-listing requests only. */
+  /** Batch-listing requests only (not resends). */
   batchRequests (): RecordedRequest[]
   batches: FakeBatch[]
   keys: Map<string, string>
@@ -91,7 +91,7 @@ export async function startFakeApi (options: { apiKey?: string } = {}): Promise<
     url: '',
     port: 0,
     requests: [],
-    batchRequests: () => api.requests.filter((r) => r.url.startsWith('/tx/v1/webhook-batch')),
+    batchRequests: () => api.requests.filter((r) => /^\/tx\/v1\/webhook-batch(\?|$)/.test(r.url)),
     batches: sampleBatches(),
     keys: new Map(),
     webhooks: [],

@@ -2,7 +2,7 @@
 // Only BullMQ's types are imported here: the caller brings the Queue.
 import type { JobsOptions, Queue } from 'bullmq'
 import type { WebhookEvent } from '../events/types.js'
-import type { EnqueueEvents } from '../dispatch/types.js'
+import type { EnqueueContext } from '../dispatch/types.js'
 import { eventFingerprint } from '../replay/fingerprint.js'
 import { EnqueueTimeoutError } from './errors.js'
 
@@ -57,6 +57,12 @@ export interface BullmqEnqueueOptions {
 const MAX_TIMER = 2 ** 31 - 1
 
 /**
+ * What `bullmqEnqueue` returns: an `EnqueueEvents` hook for the receivers' `enqueue` option,
+ * also callable directly (only `keyId` of the context is used).
+ */
+export type BullmqEnqueueEvents = (events: readonly WebhookEvent[], context: Pick<EnqueueContext, 'keyId'> & Partial<EnqueueContext>) => Promise<void>
+
+/**
  * An `enqueue` hook for the receivers that adds each verified event to a BullMQ queue as its own
  * job, and resolves once BullMQ has accepted them all (the delivery is then answered 2xx).
  *
@@ -71,7 +77,7 @@ const MAX_TIMER = 2 ** 31 - 1
  * const queue = createWebhookEventQueue({ connection: new Redis(url, { enableOfflineQueue: false }) })
  * await app.register(mailchannelsWebhooks, { customerHandles: ['acct_1'], enqueue: bullmqEnqueue(queue) })
  */
-export function bullmqEnqueue (queue: Queue, options: BullmqEnqueueOptions = {}): EnqueueEvents {
+export function bullmqEnqueue (queue: Queue, options: BullmqEnqueueOptions = {}): BullmqEnqueueEvents {
   if (typeof queue !== 'object' || queue === null || typeof (queue as Partial<Queue>).addBulk !== 'function') {
     throw new TypeError('bullmqEnqueue: queue must be a BullMQ Queue (new Queue(name, { connection }) or createWebhookEventQueue()).')
   }

@@ -2,9 +2,9 @@
 // BullMQ queue as its own job (`bullmqEnqueue`); workers run a WebhookEventRouter over the jobs
 // (`createWebhookEventWorker`) with BullMQ's retries. Needs `bullmq` (an optional peer dependency).
 export { bullmqEnqueue, DEFAULT_JOB_OPTIONS } from './enqueue.js'
-export type { BullmqEnqueueOptions, WebhookEventJobData, WebhookEventJobOptions } from './enqueue.js'
+export type { BullmqEnqueueEvents, BullmqEnqueueOptions, WebhookEventJobData, WebhookEventJobOptions } from './enqueue.js'
 export { createWebhookEventQueue, DEFAULT_QUEUE_NAME, DEFAULT_PREFIX } from './queue.js'
 export type { WebhookEventQueueOptions } from './queue.js'
 export { createWebhookEventWorker } from './worker.js'
-export type { WebhookEventWorkerOptions, WebhookEventJobContext, WebhookEventJob, WebhookEventJobResult } from './worker.js'
+export type { WebhookEventJobDispatcher, WebhookEventWorkerOptions, WebhookEventJobContext, WebhookEventJob, WebhookEventJobResult } from './worker.js'
 export { EnqueueTimeoutError, EventInProgressError } from './errors.js'

@@ -24,6 +24,12 @@ export interface WebhookEventJobContext {
   readonly keyId: string
 }
 
+/**
+ * What the worker takes: a `WebhookEventRouter` (declare it `new WebhookEventRouter<WebhookEventJobContext>()`
+ * to read `context.job` and `context.keyId` in handlers). The worker calls `dispatch([event], { job, keyId, log, signal })`.
+ */
+export type WebhookEventJobDispatcher = Pick<WebhookEventRouter<WebhookEventJobContext>, 'dispatch'>
+
 export interface WebhookEventWorkerOptions extends Omit<WorkerOptions, 'prefix' | 'autorun'> {
   /**
    * The queue to work on: the name given to `createWebhookEventQueue` (or to your `new Queue`).
@@ -70,10 +76,10 @@ const EVENT_NAMES: ReadonlySet<string> = new Set<string>([...WEBHOOK_EVENT_TYPES
  * process.on('SIGTERM', () => { void worker.close() })
  */
 export function createWebhookEventWorker (
-  router: WebhookEventRouter<WebhookEventJobContext> | WebhookEventRouter,
+  router: WebhookEventJobDispatcher,
   options: WebhookEventWorkerOptions,
 ): Worker<WebhookEventJobData, WebhookEventJobResult> {
-  if (typeof router !== 'object' || router === null || typeof (router as Partial<WebhookEventRouter>).dispatch !== 'function') {
+  if (typeof router !== 'object' || router === null || typeof (router as Partial<WebhookEventJobDispatcher>).dispatch !== 'function') {
     throw new TypeError('createWebhookEventWorker: router must be a WebhookEventRouter (new WebhookEventRouter().on(...)).')
   }
   if (typeof options !== 'object' || options === null) {
@@ -90,11 +96,10 @@ export function createWebhookEventWorker (
     throw new TypeError('createWebhookEventWorker: connection is required: Redis connection options ({ host, port }) or an ioredis instance created with maxRetriesPerRequest: null.')
   }
   if (!isLogger(log)) throw new TypeError('createWebhookEventWorker: log must be a logger (debug, info, warn and error methods), e.g. a pino instance.')
-  const dispatcher = router as WebhookEventRouter<WebhookEventJobContext>
 
   const processor = async (job: WebhookEventJob, _token?: string, signal?: AbortSignal): Promise<WebhookEventJobResult> => {
     const { event, keyId } = readJobData(job)
-    const report = await dispatcher.dispatch([event], signal === undefined ? { job, keyId, log } : { job, keyId, log, signal })
+    const report = await router.dispatch([event], signal === undefined ? { job, keyId, log } : { job, keyId, log, signal })
     const outcome = report.outcomes[0]!
     switch (outcome.status) {
       case 'handled':

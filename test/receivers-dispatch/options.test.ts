@@ -31,7 +31,7 @@ t.test('bad handlers / enqueue options throw a TypeError naming the option, on e
     t.throws(() => expressWebhook({ ...base, ...options } as never), { name: 'TypeError', message }, `express: ${name}`)
     t.throws(() => honoWebhook({ ...base, ...options } as never), { name: 'TypeError', message }, `hono: ${name}`)
     const app = Fastify()
-    await t.rejects(app.register(plugin, { ...base, ...options } as never).ready(), { name: 'TypeError', message }, `fastify: ${name}`)
+    await t.rejects(async () => { await app.register(plugin, { ...base, ...options } as never).ready() }, { name: 'TypeError', message }, `fastify: ${name}`)
     await app.close()
     const route = Fastify()
     await route.register(plugin, base)
@@ -80,7 +80,7 @@ t.test('fastify path: needs handlers or enqueue, and a path; route config takes 
   ]
   for (const [options, message] of cases) {
     const app = Fastify()
-    await t.rejects(app.register(plugin, { ...base, ...options } as never).ready(), { name: 'TypeError', message })
+    await t.rejects(async () => { await app.register(plugin, { ...base, ...options } as never).ready() }, { name: 'TypeError', message })
     await app.close()
   }
   const app = Fastify()
@@ -114,7 +114,7 @@ t.test('fastify: fail-closed routing still holds with handlers: a route that opt
   const app = Fastify()
   app.register(async (scope) => { await scope.register(plugin, { ...base, handlers: router, path: '/hook' }) })
   app.post('/elsewhere', { config: { mailchannelsWebhook: { handlers: router } } }, () => {})
-  await t.rejects(app.ready(), /POST \/elsewhere opts in with config.mailchannelsWebhook, but no mailchannels-webhooks registration reaches its scope/)
+  await t.rejects(async () => { await app.ready() }, /POST \/elsewhere opts in with config.mailchannelsWebhook, but no mailchannels-webhooks registration reaches its scope/)
   await app.close()
 })
 

@@ -68,21 +68,8 @@ export async function verifyWebhookRequest (request: Request, options: VerifyWeb
 /** What `onEvents` may answer: a `Response` (its status settles the replay claim), or nothing for `204 No Content`. */
 export type OnEventsResult = Response | undefined | void
 
-/**
- * Options of `createWebhookHandler`: the Node receivers' options, a logger, and exactly one of
- * `onEvents` (your callback answers), `handlers` (a `WebhookEventRouter` answers) or `enqueue`
- * (a durable queue takes the events).
- */
-export interface WebhookHandlerOptions extends WebhookReceiverOptions {
-  /**
-   * Called with the verified, typed events of each new delivery (never for a rejected or a
-   * duplicate one). Its answer is the handler's: a `Response`, or nothing for `204 No Content`.
-   * A 2xx marks the delivery handled; any other status, or a throw (answered 500 with code
-   * `handler_error` and no detail; the error's message goes to `logger`), releases it so
-   * MailChannels' retry is handled. Exactly one of `onEvents`, `handlers` and `enqueue`.
-   * @default undefined
-   */
-  onEvents?: (events: WebhookEvent[], request: Request) => OnEventsResult | Promise<OnEventsResult>
+/** Options every `createWebhookHandler` takes: the Node receivers' options and a logger. */
+export interface WebhookHandlerCommonOptions extends Omit<WebhookReceiverOptions, 'handlers' | 'enqueue' | 'enqueueTimeout'> {
   /**
    * Where rejections, duplicates, key-fetch failures, replay-store failures and `onEvents`
    * errors are logged (the same lines as the Node receivers). Any pino-compatible logger,
@@ -91,6 +78,34 @@ export interface WebhookHandlerOptions extends WebhookReceiverOptions {
    */
   logger?: Logger
 }
+
+/** Your callback answers each delivery. */
+export interface OnEventsOptions {
+  /**
+   * Called with the verified, typed events of each new delivery (never for a rejected or a
+   * duplicate one). Its answer is the handler's: a `Response`, or nothing for `204 No Content`.
+   * A 2xx marks the delivery handled; any other status, or a throw (answered 500 with code
+   * `handler_error` and no detail; the error's message goes to `logger`), releases it so
+   * MailChannels' retry is handled.
+   */
+  onEvents: (events: WebhookEvent[], request: Request) => OnEventsResult | Promise<OnEventsResult>
+  handlers?: undefined
+  enqueue?: undefined
+  enqueueTimeout?: undefined
+}
+
+/** A `WebhookEventRouter` handles the events and the handler answers for it. */
+export type HandlersOptions = Required<Pick<WebhookReceiverOptions, 'handlers'>> & { onEvents?: undefined, enqueue?: undefined, enqueueTimeout?: undefined }
+
+/** A durable queue takes the events and the handler answers once it accepted them. */
+export type EnqueueOptions = Required<Pick<WebhookReceiverOptions, 'enqueue'>> & Pick<WebhookReceiverOptions, 'enqueueTimeout'> & { onEvents?: undefined, handlers?: undefined }
+
+/**
+ * Options of `createWebhookHandler`: the Node receivers' options, a logger, and exactly one of
+ * `onEvents` (your callback answers), `handlers` (a `WebhookEventRouter` answers) or `enqueue`
+ * (a durable queue takes the events).
+ */
+export type WebhookHandlerOptions = WebhookHandlerCommonOptions & (OnEventsOptions | HandlersOptions | EnqueueOptions)
 
 /** A fetch handler: `export default { fetch: handler }`, `Deno.serve(handler)`, `export const POST = handler`. */
 export type WebhookHandler = (request: Request) => Promise<Response>

@@ -44,8 +44,8 @@ t.test('bad handlers / enqueue options throw a TypeError naming the option, on e
 
 t.test('the web handler takes exactly one of onEvents, handlers and enqueue', async (t) => {
   t.throws(() => createWebhookHandler(base as never), { name: 'TypeError', message: /^onEvents, handlers or enqueue is required/ })
-  t.throws(() => createWebhookHandler({ ...base, onEvents: () => {}, handlers: router }), { name: 'TypeError', message: /^onEvents and handlers cannot be given together/ })
-  t.throws(() => createWebhookHandler({ ...base, handlers: router, enqueue: async () => {} }), { name: 'TypeError', message: /^handlers and enqueue cannot be given together/ })
+  t.throws(() => createWebhookHandler({ ...base, onEvents: () => {}, handlers: router } as never), { name: 'TypeError', message: /^onEvents and handlers cannot be given together/ })
+  t.throws(() => createWebhookHandler({ ...base, handlers: router, enqueue: async () => {} } as never), { name: 'TypeError', message: /^handlers and enqueue cannot be given together/ })
   t.throws(() => createWebhookHandler({ ...base, onEvents: 'save' } as never), { name: 'TypeError', message: /^onEvents must be a function/ })
   t.doesNotThrow(() => createWebhookHandler({ ...base, handlers: router }))
   t.doesNotThrow(() => createWebhookHandler({ ...base, enqueue: async () => {} }))

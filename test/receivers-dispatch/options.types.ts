@@ -35,6 +35,12 @@ export async function handlers (): Promise<void> {
   createWebhookHandler({ customerHandles: ['acct_1'], handlers: router })
   // @ts-expect-error a function is not a router
   createWebhookHandler({ customerHandles: ['acct_1'], handlers: async (events: WebhookEvent[]) => events })
+  // @ts-expect-error the web handler needs one of onEvents, handlers and enqueue
+  createWebhookHandler({ customerHandles: ['acct_1'] })
+  // @ts-expect-error and takes only one of them
+  createWebhookHandler({ customerHandles: ['acct_1'], handlers: router, onEvents: () => {} })
+  // @ts-expect-error enqueueTimeout goes with enqueue only
+  createWebhookHandler({ customerHandles: ['acct_1'], handlers: router, enqueueTimeout: 100 })
 }
 
 export function enqueue (): void {

@@ -10,7 +10,7 @@ import type { Test } from 'tap'
 import plugin from '../../../src/fastify/index.js'
 import { mailchannelsWebhook as expressWebhook } from '../../../src/express/index.js'
 import { mailchannelsWebhook as honoWebhook } from '../../../src/hono/index.js'
-import { createWebhookHandler } from '../../../src/web/index.js'
+import { createWebhookHandler, type WebhookHandlerOptions } from '../../../src/web/index.js'
 import type { WebhookReceiverOptions } from '../../../src/receiver/options.js'
 import { generateSigningKeyPair, signWebhook, type SignedWebhook, type WireEvent } from '../../../src/testing/index.js'
 import { logCapture, recordingLogger } from '../../fastify/helpers/fixtures.js'
@@ -92,7 +92,7 @@ export async function endpoint (t: Test, adapter: AdapterName, options: Receiver
   }
   const request = (d: SignedWebhook): Request => new Request('http://127.0.0.1/hook', { method: 'POST', headers: d.headers, body: d.body })
   if (adapter === 'web') {
-    const handler = createWebhookHandler({ ...full, logger })
+    const handler = createWebhookHandler({ ...full, logger } as WebhookHandlerOptions)
     return { post: async (d) => await answerOf(await handler(request(d))), after: () => after, logs }
   }
   const app = new Hono()

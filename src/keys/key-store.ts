@@ -2,6 +2,7 @@ import { sameKey } from '#crypto'
 import type { VerifyKey } from '../crypto/types.js'
 import { LRUCache } from 'lru-cache'
 import { DEFAULT_BASE_URL, parseBaseUrl } from '../base-url.js'
+import { keyFetchEnded, keyFetchStarted } from '../diagnostics/key-fetch.js'
 import { VerificationError } from '../errors.js'
 import { noopLogger, type Logger } from '../logger.js'
 import { KEY_ID_RULE, isKeyId } from './key-id.js'
@@ -283,8 +284,10 @@ export class KeyStore {
   async #refetch (keyId: string, failed: VerifyKey, log: Logger): Promise<VerifyKey | undefined> {
     this.#inFlight++
     this.#stats.fetches++
+    const startedAt = keyFetchStarted()
     try {
       const key = await fetchPublicKey(keyId, { baseUrl: this.#baseUrl, fetch: this.#fetch, signal: AbortSignal.timeout(this.#fetchTimeout) })
+      keyFetchEnded(startedAt, keyId, this.#baseUrl, true, null)
       if (sameKey(key, failed)) {
         this.#keys.set(keyId, { key: failed, fetchedAt: this.#now() })
         return undefined
@@ -293,6 +296,7 @@ export class KeyStore {
       this.#keys.set(keyId, { key, fetchedAt: this.#now() })
       return key
     } catch (err) {
+      keyFetchEnded(startedAt, keyId, this.#baseUrl, true, err)
       // Keep the cached key: the endpoint failing is no reason to drop a key that worked.
       this.#logFailure(log, keyId, err, Math.ceil(this.#refreshCooldown / 1000), 'refreshing the signing key failed; the cached key stays in use')
       return undefined
@@ -378,15 +382,18 @@ export class KeyStore {
     this.#inFlight++
     this.#stats.fetches++
     const limited = withTimeout(signal, this.#fetchTimeout)
+    const startedAt = keyFetchStarted()
     try {
       const key = await fetchPublicKey(keyId, {
         baseUrl: this.#baseUrl,
         fetch: this.#fetch,
         signal: limited.signal,
       })
+      keyFetchEnded(startedAt, keyId, this.#baseUrl, false, null)
       this.#gate.settled(keyId)
       return { key, fetchedAt: this.#now() }
     } catch (err) {
+      keyFetchEnded(startedAt, keyId, this.#baseUrl, false, err)
       const error = err instanceof VerificationError
         ? err
         /* c8 ignore next */

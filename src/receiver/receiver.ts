@@ -1,6 +1,8 @@
 // The webhook request flow, once for every adapter: transport checks, the raw body (through the
 // adapter's readBody port), verification, the replay claim, the outcome the adapter answers, and the
 // settlement of the claim on the handler's own answer. Runtime-neutral: no node: import, no Buffer.
+import { DeliveryObservation, observeRefusal, observing } from '../diagnostics/delivery.js'
+import type { WebhookDeliveryErrorType } from '../diagnostics/types.js'
 import { HTTP_STATUS_BY_TYPE, VerificationError, type VerifyErrorType } from '../errors.js'
 import type { WebhookEvent } from '../events/types.js'
 import type { KeyStore } from '../keys/key-store.js'
@@ -86,7 +88,8 @@ function isHandled (status: number): boolean {
 }
 
 /**
- * Records the outcome of a claimed delivery, once. The claim is settled by the handler's own
+ * Records the outcome of an accepted delivery, once: its replay claim (when replay protection is
+ * on) and its diagnostics (when someone subscribed as it arrived). The claim is settled by the handler's own
  * answer, never by the connection: a 2xx completes it (`done`), anything else (a throw answered
  * 5xx, a 4xx) releases it so the sender's retry is processed. A client that goes away settles
  * nothing: the handler still runs and its answer decides; a handler that never answers leaves the
@@ -95,24 +98,28 @@ function isHandled (status: number): boolean {
  * signed delivery run the handler once per dropped connection.
  */
 export class ClaimSettlement {
-  readonly #store: ReplayStore
+  readonly #store: ReplayStore | null
   readonly #id: string
   readonly #ttl: number
   readonly #log: Logger
+  readonly #observation: DeliveryObservation | null
   #settled = false
 
-  constructor (store: ReplayStore, id: string, ttl: number, log: Logger) {
+  constructor (store: ReplayStore | null, id: string, ttl: number, log: Logger, observation: DeliveryObservation | null = null) {
     this.#store = store
     this.#id = id
     this.#ttl = ttl
     this.#log = log
+    this.#observation = observation
   }
 
-  /** Settles with the status the handler answered; later calls do nothing. */
-  settle (status: number): void {
+  /** Settles with the status the handler answered (and, for diagnostics, the code it answered a failure with); later calls do nothing. */
+  settle (status: number, type?: WebhookDeliveryErrorType): void {
     if (this.#settled) return
     this.#settled = true
-    settleClaim(this.#store, this.#id, this.#ttl, isHandled(status), this.#log)
+    const ok = isHandled(status)
+    if (this.#store !== null) settleClaim(this.#store, this.#id, this.#ttl, ok, this.#log)
+    if (this.#observation !== null) this.#observation.finish(ok ? 'accepted' : 'failed', ok ? null : type ?? 'handler_error', status)
   }
 }
 
@@ -163,7 +170,10 @@ export interface AcceptedOutcome {
   readonly events: WebhookEvent[]
   /** The key id the delivery was verified with. */
   readonly keyId: string
-  /** The replay claim to settle; null without replay protection. */
+  /**
+   * What `settle` records: the replay claim, and the delivery's diagnostics when someone
+   * subscribed to them. Null when there is nothing to record (no replay protection, nobody listening).
+   */
   readonly claim: ClaimSettlement | null
 }
 
@@ -194,10 +204,18 @@ const DUPLICATE: DuplicateOutcome = Object.freeze({
  * such and answered as a generic 500. `headers` (null when there are none to read) only feed the log line.
  */
 export function rejection (err: unknown, headers: HeadersInput | null, log: Logger): RejectedOutcome {
+  const outcome = reject(err, headers, log)
+  if (observing()) observeRefusal(outcome.error.type, outcome.reply.status)
+  return outcome
+}
+
+/** `rejection` for a delivery whose body is in hand: its observation, if any, records the outcome. */
+function reject (err: unknown, headers: HeadersInput | null, log: Logger, observation: DeliveryObservation | null = null): RejectedOutcome {
   const error = asVerificationError(err)
   if (error !== err) log.error({ err }, 'mailchannels webhook: unexpected error while verifying')
   const reply = failureReply(error)
   log[logLevelFor(reply.status)]({ reason: error.type, statusCode: reply.status, keyId: headers === null ? undefined : keyIdForLog(headers) }, 'mailchannels webhook rejected')
+  if (observation !== null) observation.finish('rejected', error.type, reply.status)
   return { kind: 'rejected', reply, error }
 }
 
@@ -205,10 +223,11 @@ export function rejection (err: unknown, headers: HeadersInput | null, log: Logg
  * Reports the handler's answer for an accepted delivery: a 2xx completes the replay claim,
  * anything else releases it so the sender's retry is handled. Only the first call counts; other
  * outcomes are ignored. Call it with the handler's status whether or not the client is still
- * connected (see `ClaimSettlement`).
+ * connected (see `ClaimSettlement`). `type`, for a failure, is the code answered (diagnostics
+ * only; `handler_error` when not given).
  */
-export function settle (outcome: ReceiveOutcome, status: number): void {
-  if (outcome.kind === 'accepted' && outcome.claim !== null) outcome.claim.settle(status)
+export function settle (outcome: ReceiveOutcome, status: number, type?: WebhookDeliveryErrorType): void {
+  if (outcome.kind === 'accepted' && outcome.claim !== null) outcome.claim.settle(status, type)
 }
 
 /**
@@ -238,22 +257,29 @@ export interface Receiver {
   /** The whole flow: `check`, `request.readBody(bodyLimit)`, then `receive`. */
   handle (request: ReceiverRequest, log: Logger): ReceiveOutcome | Promise<ReceiveOutcome>
   /** The same as the module's `settle`. */
-  settle (outcome: ReceiveOutcome, status: number): void
+  settle (outcome: ReceiveOutcome, status: number, type?: WebhookDeliveryErrorType): void
 }
 
 /** Builds the receiver of resolved options. */
 export function createReceiver (r: ResolvedReceiver): Receiver {
   const { replay: store, replayTtl } = r
 
-  function claim (delivery: VerifiedDelivery, headers: HeadersInput, log: Logger): ReceiveOutcome | Promise<ReceiveOutcome> {
-    if (store === null) return { kind: 'accepted', events: delivery.events, keyId: delivery.keyId, claim: null }
+  function claim (delivery: VerifiedDelivery, headers: HeadersInput, log: Logger, observation: DeliveryObservation | null): ReceiveOutcome | Promise<ReceiveOutcome> {
+    if (observation !== null) observation.verified(delivery.events.length, delivery.keyId)
+    if (store === null) {
+      if (observation === null) return { kind: 'accepted', events: delivery.events, keyId: delivery.keyId, claim: null }
+      observation.accepted()
+      return { kind: 'accepted', events: delivery.events, keyId: delivery.keyId, claim: new ClaimSettlement(null, '', 0, log, observation) }
+    }
     return claimDelivery(store, delivery, replayTtl).then((outcome): ReceiveOutcome => {
       if (!outcome.claimed) {
         log.info({ keyId: delivery.keyId, state: outcome.state }, 'mailchannels webhook: duplicate delivery, not handled again')
+        if (observation !== null) observation.finish('duplicate', null, DUPLICATE.reply.status)
         return DUPLICATE
       }
-      return { kind: 'accepted', events: delivery.events, keyId: delivery.keyId, claim: new ClaimSettlement(store, outcome.id, replayTtl, log) }
-    }, (err: unknown) => rejection(err, headers, log))
+      if (observation !== null) observation.accepted()
+      return { kind: 'accepted', events: delivery.events, keyId: delivery.keyId, claim: new ClaimSettlement(store, outcome.id, replayTtl, log, observation) }
+    }, (err: unknown) => reject(err, headers, log, observation))
   }
 
   function check (headers: HeadersInput, log: Logger): RejectedOutcome | null {
@@ -262,14 +288,23 @@ export function createReceiver (r: ResolvedReceiver): Receiver {
   }
 
   function receive (body: Uint8Array, headers: HeadersInput, log: Logger): ReceiveOutcome | Promise<ReceiveOutcome> {
+    // Decided once per delivery: an unobserved one reads no clock and builds no message.
+    if (!observing()) return verifyAndClaim(body, headers, log, null)
+    const observation = new DeliveryObservation(body.byteLength)
+    const outcome = verifyAndClaim(body, headers, log, observation)
+    observation.returned()
+    return outcome
+  }
+
+  function verifyAndClaim (body: Uint8Array, headers: HeadersInput, log: Logger, observation: DeliveryObservation | null): ReceiveOutcome | Promise<ReceiveOutcome> {
     let verified: VerifiedDelivery | Promise<VerifiedDelivery>
     try {
       verified = verifyBody(r, body, headers, log)
     } catch (err) {
-      return rejection(err, headers, log)
+      return reject(err, headers, log, observation)
     }
-    if (verified instanceof Promise) return verified.then((d) => claim(d, headers, log), (err: unknown) => rejection(err, headers, log))
-    return claim(verified, headers, log)
+    if (verified instanceof Promise) return verified.then((d) => claim(d, headers, log, observation), (err: unknown) => reject(err, headers, log, observation))
+    return claim(verified, headers, log, observation)
   }
 
   function handle (request: ReceiverRequest, log: Logger): ReceiveOutcome | Promise<ReceiveOutcome> {

@@ -166,12 +166,30 @@ t.test('#crypto: the Node port for Node, the WebCrypto port everywhere else', as
   t.equal(pick(map, ['mcwh-web-source', 'mcwh-source', 'node', 'import']), './src/crypto/web.ts', 'the web-port test run: the WebCrypto source')
 })
 
+t.test('#diagnostics: node:diagnostics_channel for Node, the silent port everywhere else', async (t) => {
+  const map = PKG.imports['#diagnostics']
+  const runtimes: Record<string, string[]> = {
+    node: ['node', 'import', 'default'],
+    'workerd (Cloudflare)': ['workerd', 'worker', 'browser', 'import', 'default'],
+    'edge-light (Vercel, Next.js edge)': ['edge-light', 'worker', 'browser', 'import', 'default'],
+    browser: ['browser', 'import', 'default'],
+    'unknown runtime': ['import', 'default'],
+  }
+  for (const [runtime, conditions] of Object.entries(runtimes)) {
+    t.equal(pick(map, conditions), runtime === 'node' ? './dist/diagnostics/node.js' : './dist/diagnostics/none.js', runtime)
+  }
+  t.equal(pick(map, ['mcwh-source', 'node', 'import']), './src/diagnostics/node.ts', 'the test runner and tsc: the Node source')
+  t.equal(pick(map, ['mcwh-web-source', 'mcwh-source', 'node', 'import']), './src/diagnostics/none.ts', 'the web-port test run: the silent source')
+})
+
 t.test('the sources reachable from . and ./web use web-standard APIs only', async (t) => {
   const list = entries('source')
   t.ok(list.length >= 1, 'the main entry is walked')
   const { files, findings } = walk(list.map(([, f]) => f), 'source')
   t.ok([...files].some((f) => f.endsWith(path.join('src', 'crypto', 'web.ts'))), 'the WebCrypto port is reached through #crypto')
   t.notOk([...files].some((f) => f.endsWith(path.join('src', 'crypto', 'node.ts'))), 'the Node port is not')
+  t.ok([...files].some((f) => f.endsWith(path.join('src', 'diagnostics', 'none.ts'))), 'the silent diagnostics port is reached through #diagnostics')
+  t.notOk([...files].some((f) => f.endsWith(path.join('src', 'diagnostics', 'node.ts'))), 'node:diagnostics_channel is not')
   t.same(findings, [], `${files.size} modules walked from ${list.map(([s]) => s).join(' and ')}`)
 })
 

@@ -1,0 +1,26 @@
+import diagnosticsChannel from 'node:diagnostics_channel'
+import { performance } from 'node:perf_hooks'
+import { DELIVERY_CHANNEL, KEY_FETCH_CHANNEL, RECEIVE_TRACING_CHANNEL, type KeyFetchMessage, type Publisher, type TracingPublisher, type WebhookDeliveryMessage, type WebhookReceiveContext } from './types.js'
+
+// The Node port: node:diagnostics_channel (also what Deno and Bun resolve through the `node`
+// condition). The channels are held here for the life of the process, so a subscription made by
+// name (`diagnostics_channel.subscribe(DELIVERY_CHANNEL, fn)`) reaches these very objects.
+
+export const delivery: Publisher<WebhookDeliveryMessage> = diagnosticsChannel.channel(DELIVERY_CHANNEL)
+export const keyFetch: Publisher<KeyFetchMessage> = diagnosticsChannel.channel(KEY_FETCH_CHANNEL)
+
+const tracing = diagnosticsChannel.tracingChannel<unknown, WebhookReceiveContext>(RECEIVE_TRACING_CHANNEL)
+// Bun's TracingChannel has no `hasSubscribers`: ask its channels there.
+export const receive: TracingPublisher<WebhookReceiveContext> = typeof (tracing as { hasSubscribers?: unknown }).hasSubscribers === 'boolean'
+  ? tracing
+  : {
+      get hasSubscribers () { return tracing.start.hasSubscribers || tracing.end.hasSubscribers || tracing.asyncStart.hasSubscribers || tracing.asyncEnd.hasSubscribers },
+      start: tracing.start,
+      end: tracing.end,
+      asyncStart: tracing.asyncStart,
+      asyncEnd: tracing.asyncEnd,
+    }
+
+export function now (): number {
+  return performance.now()
+}

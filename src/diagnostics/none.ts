@@ -1,0 +1,14 @@
+import type { KeyFetchMessage, Publisher, TracingPublisher, WebhookDeliveryMessage, WebhookReceiveContext } from './types.js'
+
+// The port for runtimes without node:diagnostics_channel (Workers, browsers, edge runtimes):
+// nobody can subscribe, so the receivers never read a clock or build a message.
+
+const silent: Publisher<never> = Object.freeze({ hasSubscribers: false, publish () {} })
+
+export const delivery: Publisher<WebhookDeliveryMessage> = silent
+export const keyFetch: Publisher<KeyFetchMessage> = silent
+export const receive: TracingPublisher<WebhookReceiveContext> = Object.freeze({ hasSubscribers: false, start: silent, end: silent, asyncStart: silent, asyncEnd: silent })
+
+export function now (): number {
+  return 0
+}

@@ -121,7 +121,7 @@ t.test('public-key endpoint and rotation', async (t) => {
   t.equal(sandbox.stats.publicKeyRequests, 4)
   t.same(await api(sandbox, '/nope'), { status: 404, body: { errors: ['Not found.'] } })
   t.same(await api(sandbox, '/tx/v1/webhook-batch', sandbox.apiKey, 'DELETE'), { status: 405, body: { errors: ['Method not allowed.'] } })
-  t.same(await api(sandbox, '/sandbox/deliver', sandbox.apiKey, 'POST'), { status: 409, body: { errors: ['The sandbox has no target to deliver to.'] } })
+  t.same(await api(sandbox, '/sandbox/deliver', sandbox.apiKey, 'POST'), { status: 409, body: { errors: ['The sandbox has no endpoint enrolled to deliver to.'] } })
 })
 
 t.test('options are validated once, with the option named', async (t) => {

@@ -144,15 +144,22 @@ t.test('close() aborts a delivery in flight and closes promptly', async (t) => {
   await sandbox.close() // idempotent
 })
 
-t.test('deliver needs a target', async (t) => {
-  const sandbox = await testSandbox(t)
+t.test('deliver needs a target; start idles until an endpoint is enrolled', async (t) => {
+  const sandbox = await testSandbox(t, { rate: 50 })
   await t.rejects(sandbox.deliver(), { name: 'TypeError', message: /deliver needs a target/ })
-  t.throws(() => sandbox.start(), { name: 'TypeError', message: /start needs a target/ })
   t.equal(sandbox.target, null)
+  sandbox.start({ count: 3 })
+  await sleep(100)
+  t.equal(sandbox.stats.attempts, 0, 'nothing sent while nothing is enrolled')
   const receiver = await startReceiver(t)
-  sandbox.start({ target: receiver.url })
-  t.equal(sandbox.target, receiver.url, 'start({ target }) sets the target')
-  while (receiver.received.length === 0) await sleep(5)
+  t.equal(sandbox.enroll(receiver.url), true)
+  await sandbox.finished()
+  t.same(receiver.received.map((r) => (JSON.parse(r.body.toString()) as unknown[]).length), [3], 'the count was kept for the endpoint enrolled later')
+  t.equal(sandbox.target, receiver.url, 'the first enrolled endpoint is the target')
+  const other = await startReceiver(t)
+  sandbox.start({ target: other.url })
+  t.same(sandbox.endpoints, [receiver.url, other.url], 'start({ target }) enrolls it besides the others')
+  while (other.received.length === 0) await sleep(5)
   await sandbox.stop()
   await t.rejects(sandbox.deliver(undefined, { target: 'http://192.0.2.1/x' }), { name: 'TypeError', message: /^target/ })
 })

@@ -5,9 +5,13 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import type { WebhookEvent } from '../../events/types.js'
 import { noopLogger, type Logger } from '../../logger.js'
 import { generateSigningKeyPair, signWebhook, type SignedWebhook, type WireEvent } from '../sign-webhook.js'
-import { filterBatches, parseBatchQuery, type SandboxBatch } from './batch-query.js'
+import type { SandboxBatch } from './batch-query.js'
 import { parseTarget, postBatch } from './delivery.js'
-import { sampleEvents } from './sample-events.js'
+import { createApiHandler, type SandboxCore, type SandboxResend, type SandboxValidation } from './routes.js'
+import { sampleEvent, sampleEvents } from './sample-events.js'
+
+export { isLoopbackHostHeader } from './routes.js'
+export type { SandboxResend, SandboxValidation } from './routes.js'
 
 /** How `deliver` can spoil a delivery on purpose, to show a receiver rejecting it. */
 export type TamperKind =
@@ -31,8 +35,10 @@ const PERIODIC_TAMPER_KINDS: readonly TamperKind[] = ['body', 'signature', 'expi
 /** Options of `createSandbox`. Validated once; a bad value throws a TypeError naming the option. */
 export interface SandboxOptions {
   /**
-   * Where deliveries are POSTed: an `http:` URL on a loopback host, or an `https:` URL.
-   * @default none (give it here or to `deliver`)
+   * The first enrolled endpoint, where deliveries are POSTed: an `http:` URL on a loopback
+   * host, or an `https:` URL. More endpoints can be enrolled later (`enroll`, or
+   * `POST /tx/v1/webhook?endpoint=` on the sandbox's API).
+   * @default none (enroll one later, or give `deliver` a target)
    */
   target?: string | URL
   /**
@@ -96,7 +102,7 @@ export interface SandboxOptions {
    */
   maxInFlight?: number
   /**
-   * Called after each attempt is recorded.
+   * Called after each attempt is recorded (resends included; validation requests are not recorded).
    * @default none
    */
   onAttempt?: (batch: SandboxBatch, detail: AttemptDetail) => void
@@ -118,6 +124,8 @@ export interface AttemptDetail {
   tamper: TamperKind | null
   /** Why there was no response, when there was none. */
   error: string | null
+  /** True for an attempt made by a resend request (`resend` or the API's resend route). */
+  resend: boolean
 }
 
 /** Options of one `deliver` call. */
@@ -138,15 +146,19 @@ export interface DeliverOptions {
 export interface SandboxStats {
   publicKeyRequests: number
   batchListRequests: number
-  /** POSTs made to targets (every attempt). */
+  /** POSTs of batches made to endpoints (every attempt, resends included). */
   attempts: number
+  /** Signed `test` events sent by validation requests (one per endpoint). */
+  validations: number
+  /** Resend requests served. */
+  resends: number
 }
 
 /** Options of `Sandbox.start`. */
 export interface StartOptions {
   /**
-   * Sets the sandbox's target first.
-   * @default the target given to `createSandbox`
+   * Enrolls this endpoint first (if it is not enrolled yet).
+   * @default the endpoints already enrolled
    */
   target?: string | URL
   /**
@@ -158,7 +170,7 @@ export interface StartOptions {
   count?: number
 }
 
-/** A local stand-in for MailChannels: signs and delivers webhooks, serves its keys and the batch listing. */
+/** A local stand-in for MailChannels: signs and delivers webhooks, serves its keys, the batch listing and the webhook lifecycle. */
 export interface Sandbox {
   /** Origin of the API server, e.g. `http://127.0.0.1:39123`: pass it as `baseUrl` to the verifier and the client. */
   readonly baseUrl: string
@@ -176,14 +188,38 @@ export interface Sandbox {
    */
   readonly apiKey: string
   readonly customerHandle: string
-  /** Where deliveries go by default (`null` until a `target` is given to `createSandbox` or `start`). */
+  /** The first enrolled endpoint: where `deliver` sends by default (`null` while none is enrolled). */
   readonly target: string | null
+  /** The enrolled endpoints, in enrolment order: the periodic sender delivers each batch to every one. */
+  readonly endpoints: readonly string[]
   /**
    * Every attempt so far, oldest first, as the listing returns them. The retries of a delivery
-   * keep its `batch_id`, so a delivery retried twice shows as three rows with one `batch_id`.
+   * keep its `batch_id`, so a delivery retried twice shows as three rows with one `batch_id`;
+   * a resend adds a row with the batch's `batch_id` too.
    */
   readonly batches: readonly SandboxBatch[]
   readonly stats: Readonly<SandboxStats>
+  /**
+   * Enrolls an endpoint (as `POST /tx/v1/webhook?endpoint=` does): `https:`, or `http:` on a
+   * loopback host. Returns false when it was already enrolled. Throws a TypeError for a bad URL
+   * or past 10 endpoints.
+   */
+  enroll (endpoint: string | URL): boolean
+  /** Removes every enrolled endpoint (as `DELETE /tx/v1/webhook` does). The periodic sender idles until one is enrolled. */
+  removeEndpoints (): void
+  /**
+   * Sends a signed `test` event (its `request_id` is `requestId`, or a new one) to each enrolled
+   * endpoint and reports what each answered, as `POST /tx/v1/webhook/validate` does. Not
+   * recorded as batches. With no endpoint enrolled, `results` is empty.
+   */
+  validate (requestId?: string): Promise<SandboxValidation>
+  /**
+   * Delivers a recorded batch again, signed afresh with the current key, to the endpoint it was
+   * sent to, in one attempt, and records that attempt under the batch's `batch_id` (as
+   * `POST /tx/v1/webhook-batch/{id}/resend` does). Resolves `null` for an unknown batch, or one
+   * older than the last 100,000 events the sandbox keeps.
+   */
+  resend (batchId: number): Promise<SandboxResend | null>
   /**
    * Switches to a new signing key with a new random keyid. The previous keys stay served (up to
    * `maxKeys` in all) so deliveries signed before the rotation still verify.
@@ -192,13 +228,16 @@ export interface Sandbox {
   /** Signs events with the current key (fresh `created`). */
   sign (events: ReadonlyArray<WebhookEvent | WireEvent>): SignedWebhook
   /**
-   * One delivery (a batch) with retries; resolves with the last attempt's record. Without `events`,
-   * `batchSize` sample events. Rejects if the sandbox closes meanwhile.
+   * One delivery (a batch) with retries, to `options.target` or else the first enrolled
+   * endpoint; resolves with the last attempt's record. Without `events`, `batchSize` sample
+   * events. Rejects if the sandbox closes meanwhile.
    */
   deliver (events?: ReadonlyArray<WebhookEvent | WireEvent>, options?: DeliverOptions): Promise<SandboxBatch>
   /**
-   * Starts the periodic sender (`rate` deliveries per second). `target` (optional) sets the
-   * sandbox's target first: handy when the receiver listens on a port chosen after the sandbox started.
+   * Starts the periodic sender (`rate` ticks per second): each tick makes a batch and delivers
+   * it to every enrolled endpoint (one `batch_id` per endpoint). While no endpoint is enrolled
+   * the ticks send nothing and use up no `count`. `target` (optional) enrolls an endpoint
+   * first: handy when the receiver listens on a port chosen after the sandbox started.
    * `count` (optional) stops it after exactly that many events.
    */
   start (options?: StartOptions): void
@@ -229,49 +268,32 @@ function text (value: unknown, option: string, fallback: string): string {
   return value
 }
 
-function sameSecret (a: string, b: string): boolean {
-  return crypto.timingSafeEqual(crypto.hash('sha256', a, 'buffer'), crypto.hash('sha256', b, 'buffer'))
-}
-
-function sendJson (res: http.ServerResponse, status: number, body: unknown): void {
-  const json = JSON.stringify(body)
-  res.writeHead(status, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(json) })
-  res.end(json)
-}
-
 function closedError (): Error {
   return new Error('The sandbox was closed before the delivery finished')
 }
 
-const LOOPBACK_HOST = /^(?:localhost|127\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})|\[::1\])(?::(\d{1,5}))?$/i
-
-/**
- * True when a request names a loopback host in its one `Host` field (with or without a port).
- * A page that rebinds its own domain to 127.0.0.1 reaches the socket, but its requests still
- * carry that domain as `Host`, so they are refused.
- */
-export function isLoopbackHostHeader (rawHeaders: readonly string[]): boolean {
-  const hosts: string[] = []
-  for (let i = 0; i < rawHeaders.length; i += 2) {
-    if (rawHeaders[i]!.toLowerCase() === 'host') hosts.push(rawHeaders[i + 1]!)
-  }
-  if (hosts.length !== 1) return false
-  const m = LOOPBACK_HOST.exec(hosts[0]!)
-  if (m === null) return false
-  const [, a = '0', b = '0', c = '0', port] = m
-  return Number(a) <= 255 && Number(b) <= 255 && Number(c) <= 255 && (port === undefined || Number(port) <= 65535)
-}
-
 const randomKeyId = (): string => `sandbox-${crypto.randomBytes(8).toString('hex')}`
 
+/** Endpoints one sandbox accepts at most. */
+const MAX_ENDPOINTS = 10
+/** Events kept for resends (the most recent batches' events; older batches answer 404). */
+const MAX_KEPT_EVENTS = 100_000
+/** What validation keeps of an endpoint's answer. */
+const MAX_VALIDATION_BODY_BYTES = 1024
+
+/** What the sandbox keeps of a batch to resend it: its events, where it went, and the `created` of its last signature. */
+interface KeptBatch { events: ReadonlyArray<WebhookEvent | WireEvent>, webhook: string, eventCount: number, lastCreated: number }
+
 /**
- * Starts a sandbox: an API server on 127.0.0.1 that serves `GET /tx/v1/webhook/public-key`
- * and `GET /tx/v1/webhook-batch` in the service's wire format (plus `POST /sandbox/rotate-key`
- * and `POST /sandbox/deliver`), and a sender that POSTs signed batches to `target`.
+ * Starts a sandbox: an API server on 127.0.0.1 that serves MailChannels' webhook routes in the
+ * service's wire format (`GET /tx/v1/webhook/public-key`, `GET /tx/v1/webhook-batch`,
+ * `POST|GET|DELETE /tx/v1/webhook`, `POST /tx/v1/webhook/validate`,
+ * `POST /tx/v1/webhook-batch/{id}/resend`, plus `POST /sandbox/rotate-key` and
+ * `POST /sandbox/deliver`), and a sender that POSTs signed batches to the enrolled endpoints.
  */
 export async function createSandbox (options: SandboxOptions = {}): Promise<Sandbox> {
   if (options === null || typeof options !== 'object') throw new TypeError('createSandbox options must be an object')
-  let defaultTarget = options.target === undefined ? null : parseTarget(options.target)
+  const endpoints: string[] = options.target === undefined ? [] : [parseTarget(options.target)]
   const port = number(options.port, 'port', 0, 0, 65535)
   const rate = number(options.rate, 'rate', 1, 0.001, 100, false)
   const batchSize = number(options.batchSize, 'batchSize', 10, 1, 1000)
@@ -304,7 +326,9 @@ export async function createSandbox (options: SandboxOptions = {}): Promise<Sand
   rotateKey()
 
   const batches: SandboxBatch[] = []
-  const stats: SandboxStats = { publicKeyRequests: 0, batchListRequests: 0, attempts: 0 }
+  const kept = new Map<number, KeptBatch>()
+  let keptEvents = 0
+  const stats: SandboxStats = { publicKeyRequests: 0, batchListRequests: 0, attempts: 0, validations: 0, resends: 0 }
   const closing = new AbortController()
   let nextBatchId = 1
   let eventCursor = 0
@@ -315,8 +339,8 @@ export async function createSandbox (options: SandboxOptions = {}): Promise<Sand
   const inFlight = new Set<Promise<unknown>>()
   let idleWaiters: Array<() => void> = []
   /** The last genuine attempt that was answered 2xx, and the last genuine attempt at all: what a replay copies. */
-  let lastAccepted: { signed: SignedWebhook, eventCount: number } | null = null
-  let lastSent: { signed: SignedWebhook, eventCount: number } | null = null
+  let lastAccepted: { signed: SignedWebhook, kept: KeptBatch } | null = null
+  let lastSent: { signed: SignedWebhook, kept: KeptBatch } | null = null
 
   const notifyIdle = (): void => {
     if (timer !== null || inFlight.size > 0) return
@@ -328,6 +352,28 @@ export async function createSandbox (options: SandboxOptions = {}): Promise<Sand
     if (timer !== null) clearInterval(timer)
     timer = null
     notifyIdle()
+  }
+
+  const enroll = (endpoint: string | URL, option = 'endpoint'): boolean => {
+    const href = parseTarget(endpoint, option)
+    // Kept as given when it is clean text: the listing's `webhook` filter matches it exactly.
+    const url = typeof endpoint === 'string' && !/[\u0000-\u0020\u007f]/.test(endpoint) ? endpoint : href
+    if (endpoints.includes(url)) return false
+    if (endpoints.length >= MAX_ENDPOINTS) throw new TypeError(`${option}: the sandbox takes at most ${MAX_ENDPOINTS} endpoints; remove them first`)
+    endpoints.push(url)
+    logger.info({ endpoint: url }, 'sandbox endpoint enrolled')
+    return true
+  }
+
+  /** Keeps a batch's events for resends, forgetting the oldest batches past the event budget. */
+  const keep = (batchId: number, batch: KeptBatch): void => {
+    kept.set(batchId, batch)
+    keptEvents += batch.eventCount
+    for (const [id, old] of kept) {
+      if (keptEvents <= MAX_KEPT_EVENTS || kept.size === 1) break
+      kept.delete(id)
+      keptEvents -= old.eventCount
+    }
   }
 
   const sign = (events: ReadonlyArray<WebhookEvent | WireEvent>, created?: number, privateKey = current.privateKey): SignedWebhook =>
@@ -343,10 +389,43 @@ export async function createSandbox (options: SandboxOptions = {}): Promise<Sand
     return { body: Buffer.from(JSON.stringify(wire), 'utf8'), headers: signed.headers }
   }
 
+  /** Records one attempt (a listing row), logs it and tells `onAttempt`. */
+  const record = (batch: SandboxBatch, detail: AttemptDetail): void => {
+    batches.push(batch)
+    const log = { batchId: batch.batch_id, attempt: detail.attempt, status: batch.status, statusCode: batch.status_code, durationMs: batch.duration.value, tamper: detail.tamper, error: detail.error, resend: detail.resend }
+    if (batch.status === '2xx_response') logger.info(log, 'sandbox delivery')
+    else logger.warn(log, 'sandbox delivery failed')
+    try {
+      onAttempt?.({ ...batch, duration: { ...batch.duration } }, detail)
+    } catch (err) {
+      // A faulty observer must not break the delivery loop.
+      logger.error({ err: (err as Error).message }, 'sandbox onAttempt callback threw')
+    }
+  }
+
+  /** One POST of a signed batch, recorded as a listing row. */
+  const attemptOnce = async (batchId: number, target: string, signed: SignedWebhook, eventCount: number): Promise<{ batch: SandboxBatch, error: string | null }> => {
+    const createdAt = new Date()
+    stats.attempts++
+    const outcome = await postBatch(target, signed, deliveryTimeout, closing.signal)
+    if (closing.signal.aborted) throw closedError()
+    const batch: SandboxBatch = {
+      batch_id: batchId,
+      created_at: createdAt.toISOString(),
+      customer_handle: customerHandle,
+      duration: { unit: 'milliseconds', value: outcome.durationMs },
+      event_count: eventCount,
+      status: outcome.status,
+      status_code: outcome.statusCode,
+      webhook: target,
+    }
+    return { batch, error: outcome.error }
+  }
+
   const deliver = async (events?: ReadonlyArray<WebhookEvent | WireEvent>, opts: DeliverOptions = {}, size = batchSize): Promise<SandboxBatch> => {
     if (closing.signal.aborted) throw closedError()
-    const target = opts.target !== undefined ? parseTarget(opts.target) : defaultTarget
-    if (target === null) throw new TypeError('deliver needs a target: createSandbox({ target }) or deliver(events, { target })')
+    const target = opts.target !== undefined ? parseTarget(opts.target) : endpoints[0] ?? null
+    if (target === null) throw new TypeError('deliver needs a target: createSandbox({ target }), enroll(endpoint) or deliver(events, { target })')
     const tamper = opts.tamper ?? null
     if (tamper !== null && !TAMPER_KINDS.includes(tamper)) throw new TypeError(`tamper must be one of ${TAMPER_KINDS.join(', ')}`)
     const copied = tamper === 'replay' ? lastAccepted ?? lastSent : null
@@ -356,47 +435,27 @@ export async function createSandbox (options: SandboxOptions = {}): Promise<Sand
       list = sampleEvents(size, { customerHandle, startAt: eventCursor })
       eventCursor = (eventCursor + size) % 10
     }
-    const eventCount = copied?.eventCount ?? list!.length
+    const batchEvents = copied?.kept.events ?? list!
+    const eventCount = batchEvents.length
     const attempts = tamper === null ? maxAttempts : 1
     // One batch id for the delivery: its retries are the same batch, signed again.
     const batchId = nextBatchId++
-    let lastCreated = 0
+    const keptBatch: KeptBatch = { events: [...batchEvents], webhook: target, eventCount, lastCreated: 0 }
+    keep(batchId, keptBatch)
     for (let attempt = 1; ; attempt++) {
       // Each attempt is signed afresh, as the real sender does. `created` always moves on, even
       // when a short test backoff lands in the same second, so every retry has a new signature.
-      const created = Math.max(Math.floor(Date.now() / 1000), lastCreated + 1)
-      lastCreated = created
+      const created = Math.max(Math.floor(Date.now() / 1000), keptBatch.lastCreated + 1)
+      keptBatch.lastCreated = created
       const signed = copied !== null ? copied.signed : tamper === null ? sign(list!, created) : tampered(list!, tamper)
-      const createdAt = new Date()
-      stats.attempts++
-      const outcome = await postBatch(target, signed, deliveryTimeout, closing.signal)
-      if (closing.signal.aborted) throw closedError()
-      const batch: SandboxBatch = {
-        batch_id: batchId,
-        created_at: createdAt.toISOString(),
-        customer_handle: customerHandle,
-        duration: { unit: 'milliseconds', value: outcome.durationMs },
-        event_count: eventCount,
-        status: outcome.status,
-        status_code: outcome.statusCode,
-        webhook: target,
-      }
-      batches.push(batch)
+      const { batch, error } = await attemptOnce(batchId, target, signed, eventCount)
       if (tamper === null) {
-        lastSent = { signed, eventCount }
+        lastSent = { signed, kept: keptBatch }
         if (batch.status === '2xx_response') lastAccepted = lastSent
       }
       const willRetry = batch.status !== '2xx_response' && attempt < attempts
       const retryInMs = willRetry ? retryDelay * 2 ** (attempt - 1) : null
-      const log = { batchId, attempt, status: batch.status, statusCode: batch.status_code, durationMs: outcome.durationMs, tamper, error: outcome.error }
-      if (batch.status === '2xx_response') logger.info(log, 'sandbox delivery')
-      else logger.warn(log, 'sandbox delivery failed')
-      try {
-        onAttempt?.({ ...batch, duration: { ...batch.duration } }, { attempt, willRetry, retryInMs, tamper, error: outcome.error })
-      } catch (err) {
-        // A faulty observer must not break the delivery loop.
-        logger.error({ err: (err as Error).message }, 'sandbox onAttempt callback threw')
-      }
+      record(batch, { attempt, willRetry, retryInMs, tamper, error, resend: false })
       if (retryInMs === null) return batch
       try {
         await sleep(retryInMs, undefined, { signal: closing.signal })
@@ -406,16 +465,69 @@ export async function createSandbox (options: SandboxOptions = {}): Promise<Sand
     }
   }
 
+  const resend = async (batchId: number): Promise<SandboxResend | null> => {
+    if (closing.signal.aborted) throw closedError()
+    const batch = kept.get(batchId)
+    if (batch === undefined) return null
+    stats.resends++
+    // Signed afresh with the current key, as the service signs every delivery; a later `created`
+    // than any earlier attempt of the batch, so the signature is new even within the same second.
+    const created = Math.max(Math.floor(Date.now() / 1000), batch.lastCreated + 1)
+    batch.lastCreated = created
+    const { batch: row, error } = await attemptOnce(batchId, batch.webhook, sign(batch.events, created), batch.eventCount)
+    const attempt = batches.filter((b) => b.batch_id === batchId).length + 1
+    record(row, { attempt, willRetry: false, retryInMs: null, tamper: null, error, resend: true })
+    return {
+      batch_id: batchId,
+      customer_handle: customerHandle,
+      webhook: row.webhook,
+      created_at: row.created_at,
+      event_count: row.event_count,
+      duration_in_ms: row.status_code === null ? null : row.duration.value,
+      status_code: row.status_code,
+    }
+  }
+
+  const validate = async (requestId?: string): Promise<SandboxValidation> => {
+    if (closing.signal.aborted) throw closedError()
+    const event = sampleEvent('test', customerHandle)
+    if (requestId !== undefined) {
+      event.request_id = requestId
+      event.smtp_id = `<${requestId}@tx.mailchannels.net>`
+    }
+    const results = await Promise.all([...endpoints].map(async (webhook) => {
+      stats.validations++
+      const outcome = await postBatch(webhook, sign([event]), deliveryTimeout, closing.signal, MAX_VALIDATION_BODY_BYTES)
+      const answered = outcome.statusCode !== null
+      const passed = answered && outcome.statusCode! >= 200 && outcome.statusCode! < 300
+      logger.info({ webhook, statusCode: outcome.statusCode, error: outcome.error }, 'sandbox validation')
+      return {
+        result: passed ? 'passed' as const : 'failed' as const,
+        webhook,
+        response: answered ? { status: outcome.statusCode!, body: outcome.body ?? '' } : null,
+      }
+    }))
+    if (closing.signal.aborted) throw closedError()
+    return { all_passed: results.length > 0 && results.every((r) => r.result === 'passed'), results }
+  }
+
   const tick = (): void => {
-    if (inFlight.size >= maxInFlight || remaining <= 0) return
+    if (inFlight.size >= maxInFlight || remaining <= 0 || endpoints.length === 0) return
     periodicCount++
     const tamper = tamperEvery > 0 && periodicCount % tamperEvery === 0
       ? PERIODIC_TAMPER_KINDS[(periodicCount / tamperEvery - 1) % PERIODIC_TAMPER_KINDS.length]
       : undefined
     const size = Math.min(batchSize, remaining)
     remaining -= size
-    const p: Promise<void> = deliver(undefined, tamper !== undefined ? { tamper } : {}, size)
-      .then(() => {}, (err: Error) => { if (!closing.signal.aborted) logger.error({ err: err.message }, 'sandbox delivery error') })
+    const events = sampleEvents(size, { customerHandle, startAt: eventCursor })
+    eventCursor = (eventCursor + size) % 10
+    // The same events to every enrolled endpoint, one batch each, as the service does.
+    const p: Promise<void> = Promise.allSettled([...endpoints].map((target) => deliver(events, { target, ...(tamper !== undefined ? { tamper } : {}) })))
+      .then((outcomes) => {
+        for (const o of outcomes) {
+          if (o.status === 'rejected' && !closing.signal.aborted) logger.error({ err: (o.reason as Error).message }, 'sandbox delivery error')
+        }
+      })
       .finally(() => {
         inFlight.delete(p)
         notifyIdle()
@@ -434,64 +546,22 @@ export async function createSandbox (options: SandboxOptions = {}): Promise<Sand
     notifyIdle()
   })
 
-  const handle = async (req: http.IncomingMessage, res: http.ServerResponse): Promise<void> => {
-    req.resume()
-    if (!isLoopbackHostHeader(req.rawHeaders)) {
-      return sendJson(res, 421, { errors: ['This sandbox answers only to requests addressed to a loopback host (127.0.0.1, localhost or [::1]).'] })
-    }
-    const url = new URL(req.url ?? '/', 'http://sandbox.invalid')
-    const route = `${req.method} ${url.pathname}`
-    if (url.pathname === '/tx/v1/webhook/public-key' && req.method === 'GET') {
-      // Public, like the real endpoint: no API key.
-      stats.publicKeyRequests++
-      const id = url.searchParams.get('id')
-      if (id === null || id === '') return sendJson(res, 400, { errors: ['id is required.'] })
-      const key = keys.get(id)
-      if (key === undefined) return sendJson(res, 404, { errors: ['Key not found.'] })
-      return sendJson(res, 200, { id: key.id, key: key.publicKey })
-    }
-    const known = ['GET /tx/v1/webhook-batch', 'POST /sandbox/rotate-key', 'POST /sandbox/deliver']
-    if (!known.includes(route)) {
-      const pathKnown = known.some((r) => r.endsWith(` ${url.pathname}`)) || url.pathname === '/tx/v1/webhook/public-key'
-      return sendJson(res, pathKnown ? 405 : 404, { errors: [pathKnown ? 'Method not allowed.' : 'Not found.'] })
-    }
-    const given = req.headers['x-api-key']
-    if (typeof given !== 'string' || !sameSecret(given, apiKey)) {
-      return sendJson(res, 401, { errors: ['Missing or invalid X-Api-Key header.'] })
-    }
-    if (route === 'GET /tx/v1/webhook-batch') {
-      stats.batchListRequests++
-      const parsed = parseBatchQuery(url.searchParams, Date.now())
-      if (parsed.errors !== null) return sendJson(res, 400, { errors: parsed.errors })
-      return sendJson(res, 200, { webhook_batches: filterBatches(batches, parsed.query) })
-    }
-    if (route === 'POST /sandbox/rotate-key') {
-      const { keyId, publicKey } = rotateKey()
-      return sendJson(res, 200, { id: keyId, key: publicKey })
-    }
-    if (defaultTarget === null) return sendJson(res, 409, { errors: ['The sandbox has no target to deliver to.'] })
-    const tamperParam = url.searchParams.get('tamper')
-    if (tamperParam !== null && !TAMPER_KINDS.includes(tamperParam as TamperKind)) {
-      return sendJson(res, 400, { errors: [`tamper must be one of ${TAMPER_KINDS.join(', ')}.`] })
-    }
-    let batch: SandboxBatch
-    try {
-      batch = await deliver(undefined, tamperParam !== null ? { tamper: tamperParam as TamperKind } : {})
-    } catch (err) {
-      // A replay with nothing to copy yet.
-      if (err instanceof TypeError) return sendJson(res, 409, { errors: [`${err.message}.`] })
-      throw err
-    }
-    return sendJson(res, 200, batch)
+  const core: SandboxCore = {
+    apiKey,
+    customerHandle,
+    get batches () { return batches },
+    get endpoints () { return endpoints },
+    publicKey: (id) => keys.get(id)?.publicKey ?? null,
+    countRequest: (kind) => { if (kind === 'publicKey') stats.publicKeyRequests++; else stats.batchListRequests++ },
+    enroll: (endpoint) => enroll(endpoint),
+    removeEndpoints: () => { endpoints.length = 0 },
+    validate,
+    resend,
+    rotateKey,
+    deliverOne: async (tamper) => (endpoints.length === 0 ? null : await deliver(undefined, tamper !== undefined ? { tamper } : {})),
   }
 
-  const server = http.createServer((req, res) => {
-    handle(req, res).catch((err: Error) => {
-      logger.error({ err: err.message }, 'sandbox request failed')
-      if (!res.headersSent) sendJson(res, 500, { errors: ['Internal sandbox error.'] })
-      else res.destroy()
-    })
-  })
+  const server = http.createServer(createApiHandler(core, logger))
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject)
     server.listen(port, '127.0.0.1', () => {
@@ -509,17 +579,27 @@ export async function createSandbox (options: SandboxOptions = {}): Promise<Sand
     get keyId () { return current.id },
     apiKey: '',
     customerHandle,
-    get target () { return defaultTarget },
+    get target () { return endpoints[0] ?? null },
+    get endpoints () { return [...endpoints] },
     get batches () { return batches },
     get stats () { return { ...stats } },
+    enroll: (endpoint) => enroll(endpoint),
+    removeEndpoints: () => { endpoints.length = 0 },
+    validate: async (requestId) => {
+      if (requestId !== undefined && (typeof requestId !== 'string' || requestId === '' || requestId.length > 28)) throw new TypeError('requestId must be a string of 1 to 28 characters')
+      return validate(requestId)
+    },
+    resend: async (batchId) => {
+      if (!Number.isSafeInteger(batchId) || batchId < 1) throw new TypeError('batchId must be a positive integer')
+      return resend(batchId)
+    },
     rotateKey,
     sign: (events) => sign(events),
     deliver,
     start (opts = {}) {
       if (opts === null || typeof opts !== 'object') throw new TypeError('start options must be an object')
       if (opts.count !== undefined && (!Number.isSafeInteger(opts.count) || opts.count < 1)) throw new TypeError('count must be a positive integer')
-      if (opts.target !== undefined) defaultTarget = parseTarget(opts.target)
-      if (defaultTarget === null) throw new TypeError('start needs a target: createSandbox({ target }) or start({ target })')
+      if (opts.target !== undefined) enroll(opts.target, 'target')
       if (closing.signal.aborted) throw closedError()
       remaining = opts.count ?? Infinity
       if (timer === null) timer = setInterval(tick, 1000 / rate)

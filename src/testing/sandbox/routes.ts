@@ -1,0 +1,260 @@
+// The sandbox's HTTP API: MailChannels' routes in its wire format, plus /sandbox/* controls.
+// One table of routes; each handler only parses the request and calls the sandbox core.
+import crypto from 'node:crypto'
+import type http from 'node:http'
+import { checkBatchId, checkEndpoint, MAX_REQUEST_ID_CHARS } from '../../client/webhooks.js'
+import type { Logger } from '../../logger.js'
+import { filterBatches, parseBatchQuery, type SandboxBatch } from './batch-query.js'
+import type { TamperKind } from './sandbox.js'
+
+/** What `POST /tx/v1/webhook/validate` answers (snake_case, as the service does). */
+export interface SandboxValidation {
+  all_passed: boolean
+  results: Array<{ result: 'passed' | 'failed', webhook: string, response: { status: number, body: string } | null }>
+}
+
+/** What `POST /tx/v1/webhook-batch/{id}/resend` answers (snake_case, as the service does). */
+export interface SandboxResend {
+  batch_id: number
+  customer_handle: string
+  webhook: string
+  created_at: string
+  event_count: number
+  duration_in_ms: number | null
+  status_code: number | null
+}
+
+/** The part of the sandbox the routes drive. */
+export interface SandboxCore {
+  readonly apiKey: string
+  readonly customerHandle: string
+  readonly batches: readonly SandboxBatch[]
+  readonly endpoints: readonly string[]
+  publicKey (id: string): string | null
+  countRequest (kind: 'publicKey' | 'batchList'): void
+  enroll (endpoint: string): boolean
+  removeEndpoints (): void
+  validate (requestId?: string): Promise<SandboxValidation>
+  /** `null` when the batch is unknown (or no longer kept). */
+  resend (batchId: number): Promise<SandboxResend | null>
+  rotateKey (): { keyId: string, publicKey: string }
+  /** One delivery to the first endpoint; `null` when none is enrolled. Throws a TypeError for a replay with nothing to copy. */
+  deliverOne (tamper: TamperKind | undefined): Promise<SandboxBatch | null>
+}
+
+const TAMPER_KINDS: readonly TamperKind[] = ['body', 'signature', 'expired', 'replay']
+/** Request bodies the API reads (validate's) are tiny. */
+const MAX_BODY_BYTES = 16 * 1024
+
+interface Exchange {
+  req: http.IncomingMessage
+  res: http.ServerResponse
+  url: URL
+  /** The path parameter of a pattern route (`{id}`). */
+  param: string
+}
+
+interface Route {
+  method: 'GET' | 'POST' | 'DELETE'
+  /** An exact path, or a pattern whose one group is the parameter. */
+  path: string | RegExp
+  /** Public like the real endpoint (no API key)? */
+  public?: boolean
+  handle (x: Exchange, core: SandboxCore): Promise<void> | void
+}
+
+export function sendJson (res: http.ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
+  const json = JSON.stringify(body)
+  res.writeHead(status, { ...headers, 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(json) })
+  res.end(json)
+}
+
+const errors = (res: http.ServerResponse, status: number, ...messages: string[]): void => sendJson(res, status, { errors: messages })
+
+/** Reads a small request body; `null` when it is larger than the API accepts. */
+async function readBody (req: http.IncomingMessage): Promise<string | null> {
+  const chunks: Buffer[] = []
+  let size = 0
+  for await (const chunk of req) {
+    size += (chunk as Buffer).length
+    if (size > MAX_BODY_BYTES) return null
+    chunks.push(chunk as Buffer)
+  }
+  return Buffer.concat(chunks).toString('utf8')
+}
+
+const ROUTES: readonly Route[] = [
+  {
+    method: 'GET',
+    path: '/tx/v1/webhook/public-key',
+    public: true,
+    handle ({ res, url }, core) {
+      core.countRequest('publicKey')
+      const id = url.searchParams.get('id')
+      if (id === null || id === '') return errors(res, 400, 'id is required.')
+      const key = core.publicKey(id)
+      if (key === null) return errors(res, 404, 'Key not found.')
+      sendJson(res, 200, { id, key })
+    },
+  },
+  {
+    method: 'GET',
+    path: '/tx/v1/webhook-batch',
+    handle ({ res, url }, core) {
+      core.countRequest('batchList')
+      const parsed = parseBatchQuery(url.searchParams, Date.now())
+      if (parsed.errors !== null) return errors(res, 400, ...parsed.errors)
+      sendJson(res, 200, { webhook_batches: filterBatches(core.batches, parsed.query) })
+    },
+  },
+  {
+    method: 'POST',
+    path: '/tx/v1/webhook',
+    handle ({ res, url }, core) {
+      const endpoint = url.searchParams.get('endpoint')
+      if (endpoint === null || url.searchParams.getAll('endpoint').length !== 1) return errors(res, 400, 'endpoint is required, once: POST /tx/v1/webhook?endpoint=<url>.')
+      const checked = checkEndpoint(endpoint)
+      if (checked.error !== null) return errors(res, 400, checked.error.message)
+      if (!core.enroll(checked.value)) return errors(res, 409, 'This endpoint is already enrolled.')
+      res.writeHead(201, { 'content-length': '0' }).end()
+    },
+  },
+  {
+    method: 'GET',
+    path: '/tx/v1/webhook',
+    handle ({ res }, core) {
+      sendJson(res, 200, core.endpoints.map((webhook) => ({ webhook })))
+    },
+  },
+  {
+    method: 'DELETE',
+    path: '/tx/v1/webhook',
+    handle ({ res }, core) {
+      core.removeEndpoints()
+      res.writeHead(204).end()
+    },
+  },
+  {
+    method: 'POST',
+    path: '/tx/v1/webhook/validate',
+    async handle ({ req, res }, core) {
+      const text = await readBody(req)
+      if (text === null) return errors(res, 413, 'The request body is too large.')
+      let body: unknown = {}
+      try {
+        if (text.trim() !== '') body = JSON.parse(text)
+      } catch {
+        return errors(res, 400, 'The request body must be JSON: {"request_id": "..."} or {}.')
+      }
+      if (body === null || typeof body !== 'object' || Array.isArray(body)) return errors(res, 400, 'The request body must be a JSON object.')
+      const requestId = (body as { request_id?: unknown }).request_id
+      if (requestId !== undefined && requestId !== null && (typeof requestId !== 'string' || requestId === '' || requestId.length > MAX_REQUEST_ID_CHARS)) {
+        return errors(res, 400, `request_id must be a string of 1 to ${MAX_REQUEST_ID_CHARS} characters.`)
+      }
+      if (core.endpoints.length === 0) return errors(res, 404, 'No webhooks found for the account.')
+      sendJson(res, 200, await core.validate(typeof requestId === 'string' ? requestId : undefined))
+    },
+  },
+  {
+    method: 'POST',
+    path: /^\/tx\/v1\/webhook-batch\/([^/]+)\/resend$/,
+    async handle ({ req, res, param }, core) {
+      const id = checkBatchId(param)
+      if (id.error !== null) return errors(res, 400, 'The batch id must be a positive integer.')
+      // A handle that is not the sandbox's names a customer that has no such batch.
+      const handle = req.headers['x-customer-handle']
+      if (handle !== undefined && handle !== core.customerHandle) return errors(res, 404, 'Batch not found for this customer.')
+      const resent = await core.resend(id.value)
+      if (resent === null) return errors(res, 404, 'Batch not found for this customer.')
+      sendJson(res, 200, resent)
+    },
+  },
+  {
+    method: 'POST',
+    path: '/sandbox/rotate-key',
+    handle ({ res }, core) {
+      const { keyId, publicKey } = core.rotateKey()
+      sendJson(res, 200, { id: keyId, key: publicKey })
+    },
+  },
+  {
+    method: 'POST',
+    path: '/sandbox/deliver',
+    async handle ({ res, url }, core) {
+      const tamper = url.searchParams.get('tamper')
+      if (tamper !== null && !TAMPER_KINDS.includes(tamper as TamperKind)) return errors(res, 400, `tamper must be one of ${TAMPER_KINDS.join(', ')}.`)
+      let batch: SandboxBatch | null
+      try {
+        batch = await core.deliverOne(tamper === null ? undefined : tamper as TamperKind)
+      } catch (err) {
+        // A replay with nothing to copy yet.
+        if (err instanceof TypeError) return errors(res, 409, `${err.message}.`)
+        throw err
+      }
+      if (batch === null) return errors(res, 409, 'The sandbox has no endpoint enrolled to deliver to.')
+      sendJson(res, 200, batch)
+    },
+  },
+]
+
+function sameSecret (a: string, b: string): boolean {
+  return crypto.timingSafeEqual(crypto.hash('sha256', a, 'buffer'), crypto.hash('sha256', b, 'buffer'))
+}
+
+const LOOPBACK_HOST = /^(?:localhost|127\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})|\[::1\])(?::(\d{1,5}))?$/i
+
+/**
+ * True when a request names a loopback host in its one `Host` field (with or without a port).
+ * A page that rebinds its own domain to 127.0.0.1 reaches the socket, but its requests still
+ * carry that domain as `Host`, so they are refused.
+ */
+export function isLoopbackHostHeader (rawHeaders: readonly string[]): boolean {
+  const hosts: string[] = []
+  for (let i = 0; i < rawHeaders.length; i += 2) {
+    if (rawHeaders[i]!.toLowerCase() === 'host') hosts.push(rawHeaders[i + 1]!)
+  }
+  if (hosts.length !== 1) return false
+  const m = LOOPBACK_HOST.exec(hosts[0]!)
+  if (m === null) return false
+  const [, a = '0', b = '0', c = '0', port] = m
+  return Number(a) <= 255 && Number(b) <= 255 && Number(c) <= 255 && (port === undefined || Number(port) <= 65535)
+}
+
+function match (route: Route, pathname: string): string | null {
+  if (typeof route.path === 'string') return route.path === pathname ? '' : null
+  return route.path.exec(pathname)?.[1] ?? null
+}
+
+/** The request listener of the sandbox's API server. Never throws; failures answer 500. */
+export function createApiHandler (core: SandboxCore, logger: Logger): (req: http.IncomingMessage, res: http.ServerResponse) => void {
+  const handle = async (req: http.IncomingMessage, res: http.ServerResponse): Promise<void> => {
+    if (!isLoopbackHostHeader(req.rawHeaders)) {
+      req.resume()
+      return errors(res, 421, 'This sandbox answers only to requests addressed to a loopback host (127.0.0.1, localhost or [::1]).')
+    }
+    const url = new URL(req.url ?? '/', 'http://sandbox.invalid')
+    const onPath = ROUTES.map((route) => ({ route, param: match(route, url.pathname) })).filter((m) => m.param !== null)
+    const found = onPath.find((m) => m.route.method === req.method)
+    if (found === undefined) {
+      req.resume()
+      if (onPath.length === 0) return errors(res, 404, 'Not found.')
+      return sendJson(res, 405, { errors: ['Method not allowed.'] }, { allow: onPath.map((m) => m.route.method).join(', ') })
+    }
+    if (found.route.public !== true) {
+      const given = req.headers['x-api-key']
+      if (typeof given !== 'string' || !sameSecret(given, core.apiKey)) {
+        req.resume()
+        return errors(res, 401, 'Missing or invalid X-Api-Key header.')
+      }
+    }
+    if (found.route.method !== 'POST' || found.route.path !== '/tx/v1/webhook/validate') req.resume()
+    await found.route.handle({ req, res, url, param: found.param! }, core)
+  }
+  return (req, res) => {
+    handle(req, res).catch((err: Error) => {
+      logger.error({ err: err.message }, 'sandbox request failed')
+      if (!res.headersSent) errors(res, 500, 'Internal sandbox error.')
+      else res.destroy()
+    })
+  }
+}

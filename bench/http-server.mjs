@@ -8,13 +8,19 @@
 //   express-middleware  the library's Express middleware (from dist/)
 //   web-handler         the library's fetch handler (createWebhookHandler, mailchannels-webhooks/web,
 //                       from dist/) on node:http through @hono/node-server's serve()
+//   fastify-router      the Fastify plugin answering the route itself with handlers: a WebhookEventRouter
+//                       with a MemorySeenEventsStore and one (empty) handler per event type (200 with counts)
+//   fastify-router-subscribed  the same, with a subscriber on the delivery diagnostics channel
+//                       (GET /published answers how many messages it received)
 // The library gets the key statically (no key fetch on the timed path) and replay protection
 // off. Every variant accepts bodies up to 16 MiB. Prints "READY <port>" once listening.
+import diagnosticsChannel from 'node:diagnostics_channel'
 import { serve } from '@hono/node-server'
 import express from 'express'
 import Fastify from 'fastify'
 import mailchannelsWebhooks from '../dist/fastify/index.js'
 import { mailchannelsWebhook } from '../dist/express/index.js'
+import { DELIVERY_CHANNEL, MemorySeenEventsStore, WEBHOOK_EVENT_TYPES, WebhookEventRouter } from '../dist/index.js'
 import { createWebhookHandler } from '../dist/web/index.js'
 import { CUSTOMER_HANDLE, KEY_ID } from './lib/fixtures.mjs'
 import { createIdealVerifier } from './lib/ideal.mjs'
@@ -79,6 +85,27 @@ switch (variant) {
     const app = fastifyApp()
     await app.register(mailchannelsWebhooks, libraryOptions)
     app.post(PATH, { config: { mailchannelsWebhook: true } }, (request, reply) => { reply.code(204).send() })
+    await app.listen({ host: '127.0.0.1', port: 0 })
+    server = app.server
+    break
+  }
+  case 'fastify-router':
+  case 'fastify-router-subscribed': {
+    const router = new WebhookEventRouter({ seenEvents: new MemorySeenEventsStore() })
+    for (const type of [...WEBHOOK_EVENT_TYPES, 'unknown']) router.on(type, () => {})
+    const app = fastifyApp()
+    if (variant === 'fastify-router-subscribed') {
+      // What a metrics subscriber does at least: look at every message.
+      const published = { messages: 0, accepted: 0, ms: 0 }
+      diagnosticsChannel.subscribe(DELIVERY_CHANNEL, (m) => {
+        published.messages++
+        if (m.outcome === 'accepted') published.accepted++
+        published.ms += m.verifyDurationMs + m.handlerDurationMs
+      })
+      app.get('/published', async () => published)
+    }
+    // The route is the plugin's own (path), answered by the router: no handler to write.
+    await app.register(mailchannelsWebhooks, { ...libraryOptions, path: PATH, handlers: router })
     await app.listen({ host: '127.0.0.1', port: 0 })
     server = app.server
     break

@@ -7,8 +7,9 @@ export const HELP = `npm run bench [-- options]      (or: node bench/run.mjs [op
 What runs
   (default)                    in-process verify bench: the library's Webhooks.verify vs the ideal receiver
   --no-verify                  skip it
-  --http                       also the HTTP bench: Fastify plugin, web handler (on @hono/node-server) and
-                               Express middleware vs the ideal receivers
+  --http                       also the HTTP bench: Fastify plugin (also answering with handlers: a router,
+                               with and without a diagnostics subscriber), web handler (on @hono/node-server)
+                               and Express middleware vs the ideal receivers
   --replay                     also the replay-store bench (bound of the memory store, cost per delivery)
   --json <file>                also write every sample of the verify and HTTP benches to <file>
 
@@ -24,8 +25,8 @@ HTTP bench
   --duration 10                seconds per load run
   --http-reps 3                repetitions (round-robin over the servers)
   --http-warmup 2              seconds of untimed load per server and body size (0: none)
-  --unique 5000                distinct signatures cycled through, so that requests differ as real
-                               deliveries do (0: every request of a run is identical)
+  --unique 5000                distinct deliveries (own events, own signature) per load run, cycled, so
+                               that requests differ as real ones do (0: every request of a run is identical)
   --verify-on-thread-pool auto the receivers' verifyOnThreadPool: auto, true or false
   --pin                        server on CPU 1, load generator on CPU 0 (needs taskset and 2 CPUs);
                                default: unpinned, the server may use every core

@@ -1,6 +1,7 @@
 // `npm run bench` (= `npm run build && node bench/run.mjs`): the library's verify against a
 // hand-written ideal receiver and the installed peers, side by side in one run; with --http the
-// Fastify plugin, the web handler (on @hono/node-server) and the Express middleware against
+// Fastify plugin (also answering with handlers: a WebhookEventRouter, with and without a subscriber
+// on the delivery diagnostics channel), the web handler (on @hono/node-server) and the Express middleware against
 // ideal Fastify / Express receivers under load; with --replay the replay stores. `--help` lists the options; bench/README.md says how
 // to read the tables.
 import { spawn } from 'node:child_process'

@@ -2,7 +2,8 @@ import type { ErrorResponse, Result } from '../errors.js'
 import type { Logger } from '../logger.js'
 import { buildBatchesQuery, MAX_LIMIT, type BatchesOptions, type WebhooksBatch, type WebhooksBatchStatus } from './batches.js'
 import { isTimeoutError } from './http.js'
-import type { RequestOptions } from './mailchannels.js'
+import type { RequestOptions } from './request-options.js'
+import type { ResendBatchOptions, ResentBatch } from './webhooks.js'
 import { errorReply, NO_STORE, type ErrorBody, type Reply } from '../receiver/reply.js'
 
 // The framework-free core of the Fastify and Express batches routes.
@@ -20,10 +21,14 @@ export type BatchesAuthorize<Req> = (request: Req) => boolean | { statusCode: 40
 /**
  * What the routes need of a client: `new MailChannels(apiKey)` fits. The route passes a
  * `signal` that fires when the response closes before it was sent (the client left, or
- * something else answered); a custom client should stop its call then.
+ * something else answered); a custom client should stop its call then. `resendBatch` is
+ * needed only with the `resend` option.
  */
 export interface BatchesClient {
-  webhooks: { batches (options?: BatchesOptions, request?: RequestOptions): Promise<Result<WebhooksBatch[]>> }
+  webhooks: {
+    batches (options?: BatchesOptions, request?: RequestOptions): Promise<Result<WebhooksBatch[]>>
+    resendBatch? (batchId: number | string, options?: ResendBatchOptions, request?: RequestOptions): Promise<Result<ResentBatch>>
+  }
 }
 
 /** Default of the routes' `maxConcurrent`: upstream calls one route keeps in flight at once. */
@@ -35,11 +40,16 @@ export interface BatchesPage {
   pagination: { limit: number, offset: number, nextOffset: number | null }
 }
 
+/** The body of a successful resend reply: the new delivery attempt, `data.statusCode` being what the endpoint answered. */
+export interface BatchResendReply {
+  data: ResentBatch
+}
+
 /** The body of a failed route reply: the error shape of every route of the library. */
 export type BatchesErrorBody = ErrorBody
 
 /** What a batches route answers. */
-export type ProxyReply = Reply<BatchesPage | BatchesErrorBody>
+export type ProxyReply = Reply<BatchesPage | BatchResendReply | BatchesErrorBody>
 
 /** The route settings, validated. */
 export interface ProxyConfig {
@@ -47,6 +57,8 @@ export interface ProxyConfig {
   path: string
   authorize: BatchesAuthorize<any>
   maxConcurrent: number
+  /** Whether `POST <path>/:batchId/resend` is served. */
+  resend: boolean
 }
 
 const ALLOWED = ['createdAfter', 'createdBefore', 'statuses', 'webhook', 'limit', 'offset'] as const
@@ -70,7 +82,12 @@ export function checkProxyOptions (options: unknown, pathOption: 'url' | 'path')
   if (maxConcurrent !== Infinity && !(Number.isInteger(maxConcurrent) && (maxConcurrent as number) >= 1)) {
     throw new TypeError('maxConcurrent must be a positive integer or Infinity (no limit)')
   }
-  return { client, path, authorize: o.authorize as BatchesAuthorize<any>, maxConcurrent: maxConcurrent as number }
+  const resend = o.resend ?? false
+  if (typeof resend !== 'boolean') throw new TypeError('resend must be true or false (true serves POST <path>/:batchId/resend)')
+  if (resend && typeof client.webhooks.resendBatch !== 'function') {
+    throw new TypeError('resend: true needs a client with webhooks.resendBatch (new MailChannels(apiKey))')
+  }
+  return { client, path, authorize: o.authorize as BatchesAuthorize<any>, maxConcurrent: maxConcurrent as number, resend }
 }
 
 /** The part of a node:http `ServerResponse` the route watches (Fastify's `reply.raw`, Express's `res`). */
@@ -93,6 +110,17 @@ export interface ProxyExchange<Req> {
   log: Logger
 }
 
+/** One resend request as an adapter hands it to `serveResend`. */
+export interface ResendExchange<Req> {
+  request: Req
+  /** The `:batchId` path segment, as received (still percent-encoded). */
+  batchId: string
+  /** The request target (path and query); the query is read from it. */
+  target: string
+  response: WatchedResponse
+  log: Logger
+}
+
 /** A route's proxy: one per registration, holding the count of upstream calls in flight. */
 export interface BatchesProxy {
   /**
@@ -101,6 +129,12 @@ export interface BatchesProxy {
    * written, and the upstream call has been cancelled (or never made).
    */
   serve<Req> (exchange: ProxyExchange<Req>): Promise<ProxyReply | null>
+  /**
+   * Authorizes, validates and makes one resend. Resolves the reply to send, or `null` when the
+   * response was closed or answered meanwhile (a resend already under way is left to finish:
+   * cancelling it would not undo it, only hide its outcome, which is logged).
+   */
+  serveResend<Req> (exchange: ResendExchange<Req>): Promise<ProxyReply | null>
 }
 
 export function createBatchesProxy (config: ProxyConfig): BatchesProxy {
@@ -138,7 +172,80 @@ export function createBatchesProxy (config: ProxyConfig): BatchesProxy {
         watch.dispose()
       }
     },
+
+    async serveResend ({ request, batchId, target, response, log }) {
+      const watch = watchResponse(response)
+      try {
+        const denied = await runAuthorize(authorize, request, log)
+        if (watch.gone()) return null
+        if (denied !== null) return denied
+        const parsed = parseResendRequest(batchId, queryOf(target))
+        if (parsed.reply !== null) return parsed.reply
+        if (inFlight >= maxConcurrent) {
+          log.warn({ maxConcurrent }, 'batches route: maxConcurrent upstream calls in flight; resend refused with 503')
+          return proxyError(503, 'overloaded', 'Too many webhook batch requests are in progress; try again shortly.', 1)
+        }
+        inFlight++
+        let reply: ProxyReply
+        try {
+          reply = await proxyResend(client, parsed.batchId, parsed.options, log)
+        } finally {
+          inFlight--
+        }
+        if (watch.gone()) {
+          log.debug({}, 'batches route: the response was closed or answered before the resend finished; nothing sent')
+          return null
+        }
+        return reply
+      } finally {
+        watch.dispose()
+      }
+    },
   }
+}
+
+const RESEND_QUERY = ['customerHandle']
+
+/** The batch id of a resend route (a positive safe integer) and its one optional query parameter. */
+function parseResendRequest (rawId: string, rawQuery: string): { batchId: number, options: ResendBatchOptions, reply: null } | { batchId: null, options: null, reply: ProxyReply } {
+  const bad = (message: string): { batchId: null, options: null, reply: ProxyReply } => ({ batchId: null, options: null, reply: proxyError(400, 'validation_error', message) })
+  if (!/^[1-9]\d{0,15}$/.test(rawId) || !Number.isSafeInteger(Number(rawId))) return bad('The batch id must be a positive integer, e.g. /1234/resend.')
+  if (rawQuery.length > MAX_QUERY_CHARS) return bad('The query string is too long.')
+  const options: ResendBatchOptions = {}
+  const seen = new Set<string>()
+  for (const [key, value] of new URLSearchParams(rawQuery)) {
+    if (!RESEND_QUERY.includes(key)) return bad(`Unknown query parameter '${printable(key)}'. Allowed: ${RESEND_QUERY.join(', ')}.`)
+    if (seen.has(key)) return bad(`The query parameter '${key}' is repeated; give it once.`)
+    seen.add(key)
+    if (!/^[\x21-\x7e]{1,255}$/.test(value)) return bad('The customerHandle value must be 1 to 255 printable ASCII characters without spaces.')
+    options.customerHandle = value
+  }
+  return { batchId: Number(rawId), options, reply: null }
+}
+
+/** Makes the resend through the client and shapes the reply. */
+async function proxyResend (client: BatchesClient, batchId: number, options: ResendBatchOptions, log: Logger): Promise<ProxyReply> {
+  let result: Result<ResentBatch>
+  try {
+    // No signal: once under way, a resend is left to finish so its outcome is known (and logged).
+    result = await client.webhooks.resendBatch!(batchId, options)
+  } catch {
+    log.error({ type: 'application_error' }, 'batches route: the client threw')
+    return proxyError(502, 'application_error', 'Resending the webhook batch failed upstream.')
+  }
+  if (result === null || typeof result !== 'object' || (result.error === null && (result.data === null || typeof result.data !== 'object'))) {
+    log.error({ type: 'application_error' }, 'batches route: the client returned no { data, error } result')
+    return proxyError(502, 'application_error', 'Resending the webhook batch failed upstream.')
+  }
+  if (result.error !== null) {
+    if (result.error.statusCode === 404) {
+      log.info({ batchId }, 'batches route: resend of an unknown batch')
+      return proxyError(404, 'not_found', 'No batch with this id exists for this account.')
+    }
+    return upstreamFailure(result.error, log, 'Resending the webhook batch failed upstream.')
+  }
+  log.info({ batchId, statusCode: result.data.statusCode }, 'batches route: webhook batch resent')
+  return { status: 200, headers: { ...NO_STORE }, body: { data: result.data } }
 }
 
 /**
@@ -251,7 +358,7 @@ async function proxyBatches (client: BatchesClient, options: BatchesOptions, pat
   return { status: 200, headers: { ...NO_STORE, ...headers }, body: { data: result.data, pagination: { limit, offset, nextOffset } } }
 }
 
-function upstreamFailure (error: ErrorResponse, log: Logger): ProxyReply {
+function upstreamFailure (error: ErrorResponse, log: Logger, generic = 'Listing webhook batches failed upstream.'): ProxyReply {
   // Only the type and status are logged: the message may quote upstream text.
   log.warn({ type: error.type, upstreamStatusCode: error.statusCode }, 'batches route: MailChannels API call failed')
   if (error.type === 'validation_error') return proxyError(400, 'validation_error', error.message)
@@ -259,7 +366,7 @@ function upstreamFailure (error: ErrorResponse, log: Logger): ProxyReply {
   if (error.type === 'rate_limit_error' || (error.statusCode !== null && error.statusCode >= 500)) {
     return proxyError(503, error.type, 'The MailChannels API is unavailable; try again later.')
   }
-  return proxyError(502, error.type, 'Listing webhook batches failed upstream.')
+  return proxyError(502, error.type, generic)
 }
 
 function nextLink (path: string, options: BatchesOptions, nextOffset: number): string {

@@ -34,6 +34,15 @@ export interface BatchesRouterOptions {
    * @default nowhere
    */
   logger?: Logger
+  /**
+   * Also serve `POST <path>/:batchId/resend` (optional query `customerHandle`): resends one
+   * batch through `client.webhooks.resendBatch`, behind the same `authorize` (which can tell the
+   * two routes apart by `req.method`). Answers `{ data }` with the new attempt (`data.statusCode`
+   * is what your endpoint answered), 404 for an unknown batch. Use header-based auth, not
+   * cookies: a cross-site form could otherwise trigger resends.
+   * @default false
+   */
+  resend?: boolean
 }
 
 /** A plain `(req, res, next)` middleware: no runtime dependency on Express. */
@@ -41,18 +50,36 @@ export type BatchesMiddleware = (req: BatchesRouterRequest, res: ServerResponse,
 
 /**
  * Middleware serving `GET <path>`: lists webhook delivery batches through `client` behind
- * `authorize` (same contract and replies as the Fastify `batchesRoute`). Other methods and
- * paths go to `next()`. It never writes to a response that something else answered or that
- * closed, and cancels the upstream call when that happens.
+ * `authorize` (same contract and replies as the Fastify `batchesRoute`); with `resend: true`,
+ * also `POST <path>/:batchId/resend`. Other methods and paths go to `next()`. It never writes
+ * to a response that something else answered or that closed, and cancels the upstream listing
+ * when that happens.
  */
 export function batchesRouter (options: BatchesRouterOptions): BatchesMiddleware {
   const config = checkProxyOptions(options, 'path')
   const logger = resolveLogger(options.logger)
   const proxy = createBatchesProxy(config)
   const { path } = config
+  const resendPrefix = `${path.replace(/\/+$/, '')}/`
   return function batchesRouterMiddleware (req, res, next) {
     const target = req.url ?? ''
     const reqPath = pathOf(target)
+    if (config.resend && req.method === 'POST' && reqPath.startsWith(resendPrefix)) {
+      const m = /^([^/]+)\/resend\/?$/.exec(reqPath.slice(resendPrefix.length))
+      if (m !== null) {
+        // Decoded as Fastify decodes its params, so both answer a path the same way.
+        let batchId = m[1]!
+        try {
+          batchId = decodeURIComponent(batchId)
+        } catch {
+          // Left as is: not a valid id either way.
+        }
+        proxy.serveResend({ request: req, batchId, target, response: res, log: logger })
+          .then((reply) => { if (reply !== null) send(res, reply, logger) })
+          .catch((err: unknown) => fail(err, res, next, logger))
+        return
+      }
+    }
     if (req.method !== 'GET' || (reqPath !== path && reqPath !== `${path}/`)) {
       next()
       return

@@ -24,6 +24,15 @@ export interface BatchesRouteOptions {
    * @default 10
    */
   maxConcurrent?: number
+  /**
+   * Also serve `POST <url>/:batchId/resend` (optional query `customerHandle`): resends one batch
+   * through `client.webhooks.resendBatch`, behind the same `authorize` (which can tell the two
+   * routes apart by `request.method`). Answers `{ data }` with the new attempt (`data.statusCode`
+   * is what your endpoint answered), 404 for an unknown batch. Use header-based auth, not
+   * cookies: a cross-site form could otherwise trigger resends.
+   * @default false
+   */
+  resend?: boolean
 }
 
 /**
@@ -33,7 +42,7 @@ export interface BatchesRouteOptions {
  * with a `Link: <...>; rel="next"` header (the path the client used) when there is a next
  * page; upstream failures become 502/503/504 with a generic message. Every reply has
  * `Cache-Control: no-store`. When the client leaves or a hook answers first, the upstream
- * call is cancelled and nothing more is sent.
+ * call is cancelled and nothing more is sent. With `resend: true`, also `POST <url>/:batchId/resend`.
  */
 export const batchesRoute: FastifyPluginAsync<BatchesRouteOptions> = async function batchesRoute (fastify: FastifyInstance, options: BatchesRouteOptions) {
   const config = checkProxyOptions(options, 'url')
@@ -44,6 +53,18 @@ export const batchesRoute: FastifyPluginAsync<BatchesRouteOptions> = async funct
     handler: async function listWebhookBatches (request: FastifyRequest, reply: FastifyReply) {
       const r = await proxy.serve({ request, target: request.raw.url ?? '', originalTarget: request.originalUrl, response: reply.raw, log: request.log })
       // null: answered elsewhere or closed; returning undefined then makes Fastify send nothing.
+      if (r === null || reply.sent || reply.raw.headersSent) return
+      return send(reply, r)
+    },
+  })
+  if (!config.resend) return
+  fastify.route({
+    method: 'POST',
+    url: `${config.path.replace(/\/+$/, '')}/:batchId/resend`,
+    // Not a webhook delivery: the mailchannels-webhooks plugin must not verify it when both share a scope.
+    config: { mailchannelsWebhook: false },
+    handler: async function resendWebhookBatch (request: FastifyRequest<{ Params: { batchId: string } }>, reply: FastifyReply) {
+      const r = await proxy.serveResend({ request, batchId: request.params.batchId, target: request.raw.url ?? '', response: reply.raw, log: request.log })
       if (r === null || reply.sent || reply.raw.headersSent) return
       return send(reply, r)
     },

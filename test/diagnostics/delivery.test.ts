@@ -9,7 +9,7 @@ import Fastify from 'fastify'
 import t from 'tap'
 import { mailchannelsWebhook } from '../../src/express/index.js'
 import plugin from '../../src/fastify/index.js'
-import { MemoryReplayStore } from '../../src/index.js'
+import { MemoryReplayStore, MemorySeenEventsStore, WebhookEventRouter } from '../../src/index.js'
 import type { ReplayStore } from '../../src/replay/types.js'
 import { generateSigningKeyPair, signWebhook, type SignedWebhook } from '../../src/testing/index.js'
 import { createWebhookHandler } from '../../src/web/index.js'
@@ -169,5 +169,29 @@ t.test('Express middleware: accepted without replay protection, duplicate with i
     { outcome: 'accepted', status: 200, eventCount: 1 },
     { outcome: 'duplicate', status: 200, eventCount: 1 },
   ])
+  checkTraces(t, r)
+})
+
+t.test('handlers: a router answers; its answer is the delivery\'s outcome (web handler and Fastify path route)', async (t) => {
+  const r = record(t)
+  let fail = false
+  const router = new WebhookEventRouter({ seenEvents: new MemorySeenEventsStore() })
+    .on('delivered', async () => { await sleep(30); if (fail) throw new Error('no') })
+  const quiet = { debug () {}, info () {}, warn () {}, error () {} }
+  const handler = createWebhookHandler({ ...base, handlers: router, logger: quiet })
+  t.equal((await handler(request(sign(2)))).status, 200)
+  const fastify = Fastify()
+  t.teardown(() => fastify.close())
+  await fastify.register(plugin, { ...base, path: '/events', handlers: router })
+  const viaFastify = sign()
+  t.equal((await fastify.inject({ method: 'POST', url: '/events', headers: viaFastify.headers, payload: viaFastify.body })).statusCode, 200)
+  fail = true
+  t.equal((await handler(request(sign()))).status, 500)
+  t.match(r.deliveries, [
+    { outcome: 'accepted', type: null, status: 200, eventCount: 2, keyId: KEY_ID },
+    { outcome: 'accepted', type: null, status: 200, eventCount: 1, keyId: KEY_ID },
+    { outcome: 'failed', type: 'handler_error', status: 500, eventCount: 1 },
+  ])
+  for (const m of r.deliveries) t.ok(m.handlerDurationMs >= 25, `the router's handler time (${m.handlerDurationMs})`)
   checkTraces(t, r)
 })

@@ -16,7 +16,7 @@ const TOKEN = 'admin-token'
 const authorize = (req: { headers: http.IncomingHttpHeaders }): boolean => req.headers.authorization === `Bearer ${TOKEN}`
 const AUTH = { authorization: `Bearer ${TOKEN}` }
 
-interface Answer { status: number, headers: Record<string, string | string[] | undefined>, body: any }
+interface Answer { status: number, headers: Record<string, unknown>, body: any }
 interface Mounted { post (url: string, headers?: Record<string, string>): Promise<Answer>, close (): Promise<void> }
 type Mount = (options: { client: MailChannels, resend?: unknown }) => Promise<Mounted>
 

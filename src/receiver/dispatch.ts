@@ -172,6 +172,7 @@ export async function answerDelivery (answer: EventAnswer, outcome: AcceptedOutc
     log.error({ err: errorMessage(err), keyId: outcome.keyId }, 'mailchannels webhook: failed after verification')
     reply = handlerErrorReply()
   }
-  settle(outcome, reply.status)
+  // The code answered goes with the status, for the delivery's diagnostics.
+  settle(outcome, reply.status, reply.status >= 300 ? (reply.body as ErrorBody<DeliveryErrorCode>).code : undefined)
   return reply
 }

@@ -4,7 +4,7 @@ import type { JobsOptions, Queue } from 'bullmq'
 import type { WebhookEvent } from '../events/types.js'
 import type { EnqueueContext } from '../dispatch/types.js'
 import { eventFingerprint } from '../replay/fingerprint.js'
-import { EnqueueTimeoutError } from './errors.js'
+import { EnqueueTimeoutError, ReplicaWaitError } from './errors.js'
 
 /** What every job carries: the verified event (as JSON) and the key id its delivery was verified with. */
 export interface WebhookEventJobData {
@@ -52,6 +52,22 @@ export interface BullmqEnqueueOptions {
    * @default 3000
    */
   timeout?: number
+  /**
+   * Replicas that must have a delivery's jobs before the hook resolves: after adding them, Redis
+   * `WAIT` runs on the connection (the node) that wrote them. Replication is asynchronous, so
+   * without this a master that dies just after answering can take jobs with it that MailChannels
+   * was told (2xx) were accepted; with it, the hook rejects with `ReplicaWaitError` (503, retried)
+   * when fewer replicas acknowledged within `waitTimeout`. Set it only where every master has
+   * that many replicas. `0`: do not wait.
+   * @default 0
+   */
+  waitForReplicas?: number
+  /**
+   * Longest wait, in ms, for the `waitForReplicas` acknowledgements; below `timeout`, and below
+   * the connection's `commandTimeout` if it has one (`WAIT` holds its reply that long).
+   * @default 250 (or timeout - 1 when timeout is shorter)
+   */
+  waitTimeout?: number
 }
 
 const MAX_TIMER = 2 ** 31 - 1
@@ -86,6 +102,14 @@ export function bullmqEnqueue (queue: Queue, options: BullmqEnqueueOptions = {})
   if (typeof timeout !== 'number' || !Number.isFinite(timeout) || timeout <= 0 || timeout > MAX_TIMER) {
     throw new RangeError(`bullmqEnqueue: timeout must be a number of milliseconds between 1 and ${MAX_TIMER}.`)
   }
+  const waitForReplicas = options.waitForReplicas ?? 0
+  if (typeof waitForReplicas !== 'number' || !Number.isSafeInteger(waitForReplicas) || waitForReplicas < 0) {
+    throw new RangeError('bullmqEnqueue: waitForReplicas must be a non-negative integer (the replicas that must have the jobs; 0 to not wait).')
+  }
+  const waitTimeout = options.waitTimeout ?? Math.min(250, timeout - 1)
+  if (typeof waitTimeout !== 'number' || !Number.isSafeInteger(waitTimeout) || waitTimeout < 1 || waitTimeout >= timeout) {
+    throw new RangeError(`bullmqEnqueue: waitTimeout must be a positive integer number of milliseconds below timeout (${timeout}).`)
+  }
   const jobOptions = options.jobOptions ?? {}
   if (typeof jobOptions !== 'object' || jobOptions === null) throw new TypeError('bullmqEnqueue: jobOptions must be an object of BullMQ job options.')
   if ('jobId' in jobOptions) {
@@ -102,8 +126,34 @@ export function bullmqEnqueue (queue: Queue, options: BullmqEnqueueOptions = {})
       data: { event, keyId: context.keyId } satisfies WebhookEventJobData,
       opts: { ...opts, jobId: eventFingerprint(event) },
     }))
-    await withTimeout(queue.addBulk(jobs), timeout, events.length)
+    const work = waitForReplicas === 0
+      ? queue.addBulk(jobs)
+      : queue.addBulk(jobs).then(async () => { await waitForReplication(queue, waitForReplicas, waitTimeout) })
+    await withTimeout(work, timeout, events.length)
   }
+}
+
+/** The part of an ioredis pipeline used to WAIT on the node of the queue's keys. */
+interface WaitPipeline {
+  exists (key: string): WaitPipeline
+  wait (numreplicas: number, timeout: number): WaitPipeline
+  exec (): Promise<Array<[Error | null, unknown]> | null>
+}
+
+/**
+ * `WAIT count timeout` on the connection that wrote the queue's keys: a pipeline holding one key
+ * of the queue goes to that key's node (on a Cluster, the node serving the queue's hash tag),
+ * over the same connection as the jobs, and `WAIT` counts the replicas that have every write
+ * made on it so far.
+ */
+async function waitForReplication (queue: Queue, count: number, timeout: number): Promise<void> {
+  const client = await queue.getBackend().client as unknown as { pipeline: () => WaitPipeline }
+  const replies = await client.pipeline().exists(queue.toKey('meta')).wait(count, timeout).exec()
+  const reply = replies?.[1]
+  if (reply === undefined) throw new ReplicaWaitError(count, Number.NaN, timeout)
+  if (reply[0] !== null) throw reply[0]
+  const acknowledged = reply[1]
+  if (typeof acknowledged !== 'number' || acknowledged < count) throw new ReplicaWaitError(count, Number(acknowledged), timeout)
 }
 
 /** Races `work` against a timer; a late settlement of `work` is swallowed (never an unhandled rejection). */

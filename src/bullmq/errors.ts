@@ -28,3 +28,22 @@ export class EventInProgressError extends Error {
     this.fingerprint = fingerprint
   }
 }
+
+/**
+ * Fewer replicas than `bullmqEnqueue`'s `waitForReplicas` acknowledged a delivery's jobs within
+ * `waitTimeout`: a failover now could lose them, so the delivery is not acknowledged (the receiver
+ * answers 503 and MailChannels retries; the jobs already added are found by id, not added twice).
+ */
+export class ReplicaWaitError extends Error {
+  override readonly name = 'ReplicaWaitError'
+  /** Replicas required. */
+  readonly required: number
+  /** Replicas that acknowledged in time. */
+  readonly acknowledged: number
+
+  constructor (required: number, acknowledged: number, timeout: number) {
+    super(`Only ${Number.isNaN(acknowledged) ? 'an unknown number' : acknowledged} of ${required} Redis replicas acknowledged the jobs within ${timeout} ms.`)
+    this.required = required
+    this.acknowledged = acknowledged
+  }
+}

@@ -7,4 +7,4 @@ export { createWebhookEventQueue, DEFAULT_QUEUE_NAME, DEFAULT_PREFIX } from './q
 export type { WebhookEventQueueOptions } from './queue.js'
 export { createWebhookEventWorker } from './worker.js'
 export type { WebhookEventJobDispatcher, WebhookEventWorkerOptions, WebhookEventJobContext, WebhookEventJob, WebhookEventJobResult } from './worker.js'
-export { EnqueueTimeoutError, EventInProgressError } from './errors.js'
+export { EnqueueTimeoutError, EventInProgressError, ReplicaWaitError } from './errors.js'

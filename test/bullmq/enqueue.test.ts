@@ -83,6 +83,35 @@ t.test('job options: the queue\'s defaultJobOptions over the defaults, jobOption
   t.throws(() => bullmqEnqueue(queue, { jobOptions: 5 as never }), { name: 'TypeError', message: /jobOptions must be an object/ })
 })
 
+t.test('waitForReplicas: resolves once a replica has the jobs; without enough replicas rejects with ReplicaWaitError, bounded', async (t) => {
+  const { queue, connection } = await testQueue(t, server)
+  // Sync a new replica at once (Redis waits 5 s for more replicas by default).
+  await connection.config('SET', 'repl-diskless-sync-delay', '0')
+  const replica = await startRedisServer()
+  t.teardown(() => replica.close())
+  const events = sampleEvents(3)
+  // No replica yet: WAIT answers 0 after waitTimeout.
+  const lonely = bullmqEnqueue(queue, { waitForReplicas: 1, waitTimeout: 100 })(events, context)
+  t.ok(await within(lonely.catch(() => {}), 3000), 'settles within a bounded time')
+  await t.rejects(lonely, { name: 'ReplicaWaitError', required: 1, acknowledged: 0, message: /Only 0 of 1 Redis replicas acknowledged the jobs within 100 ms/ })
+  t.equal((await queue.getJobCounts('waiting')).waiting, 3, 'the jobs were added all the same: the retry finds them')
+
+  const admin = await replica.client({ commandTimeout: undefined })
+  await admin.replicaof('127.0.0.1', String(server.port))
+  t.ok(await waitFor(async () => (await admin.info('replication')).includes('master_link_status:up'), 5000), 'the replica is in sync')
+  const more = sampleEvents(2)
+  await bullmqEnqueue(queue, { waitForReplicas: 1, waitTimeout: 2000 })(more, context)
+  t.ok(await admin.exists(`{mailchannels-webhooks}:${queue.name}:${eventFingerprint(more[1]!)}`), 'the replica has the job')
+  await t.rejects(bullmqEnqueue(queue, { waitForReplicas: 2, waitTimeout: 100 })(more, context), { name: 'ReplicaWaitError', required: 2, acknowledged: 1 })
+
+  for (const [options, message] of [
+    [{ waitForReplicas: -1 }, /waitForReplicas must be a non-negative integer/],
+    [{ waitForReplicas: 1.5 }, /waitForReplicas must be a non-negative integer/],
+    [{ waitTimeout: 0 }, /waitTimeout must be a positive integer number of milliseconds below timeout \(3000\)/],
+    [{ timeout: 500, waitTimeout: 500 }, /waitTimeout must be .* below timeout \(500\)/],
+  ] as const) t.throws(() => bullmqEnqueue(queue, options), { name: 'RangeError', message })
+})
+
 t.test('createWebhookEventQueue: the name and the hash-tagged prefix the workers use by default; options checked', async (t) => {
   const connection = await server.client({ enableOfflineQueue: false, commandTimeout: undefined })
   const log = memoryLogger()

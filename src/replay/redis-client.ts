@@ -11,6 +11,16 @@ export interface RedisClientLike {
   del (...keys: string[]): Promise<number>
   eval (script: string, numkeys: number, ...args: Array<string | number>): Promise<unknown>
   evalsha (sha1: string, numkeys: number, ...args: Array<string | number>): Promise<unknown>
+  /** Needed only with `waitForReplicas`: a write and its `WAIT` go to the key's node together. */
+  pipeline? (): RedisPipelineLike
+}
+
+/** The part of an ioredis pipeline the stores use with `waitForReplicas`. */
+export interface RedisPipelineLike {
+  eval (script: string, numkeys: number, ...args: Array<string | number>): unknown
+  evalsha (sha1: string, numkeys: number, ...args: Array<string | number>): unknown
+  wait (numreplicas: number, timeout: number): unknown
+  exec (): Promise<Array<[error: Error | null, result: unknown]> | null>
 }
 
 /** Options shared by the Redis stores. */
@@ -22,6 +32,28 @@ export interface RedisStoreOptions {
    * @default 1000
    */
   timeout?: number
+  /**
+   * Replicas that must have each claim and done mark before the store call succeeds: the
+   * write is followed by Redis `WAIT` on the same connection. With replicas, a master can
+   * die and a replica take over; replication is asynchronous, so without this a claim or
+   * mark acknowledged just before the failover can be lost, and an event handled again.
+   * When fewer replicas acknowledge within `waitTimeout`, the call fails with
+   * `ReplayStoreError` (the delivery gets 503, never a 2xx without a durable claim).
+   * Set it only where every master has that many replicas. `0`: do not wait.
+   * @default 0
+   */
+  waitForReplicas?: number
+  /**
+   * Longest wait, in ms, for the `waitForReplicas` acknowledgements; below `timeout`.
+   * @default 250
+   */
+  waitTimeout?: number
+}
+
+/** What `waitForReplicas` / `waitTimeout` ask for, validated; null when not waiting. */
+export interface ReplicaWait {
+  readonly count: number
+  readonly timeout: number
 }
 
 export function checkClient (client: unknown, name: string): asserts client is RedisClientLike {
@@ -35,6 +67,18 @@ export function checkTimeout (timeout: unknown): number {
   if (timeout === undefined) return 1000
   if (typeof timeout !== 'number' || !Number.isSafeInteger(timeout) || timeout < 1) throw new TypeError('timeout must be a positive integer number of milliseconds')
   return timeout
+}
+
+export function checkReplicaWait (client: RedisClientLike, options: RedisStoreOptions, timeout: number): ReplicaWait | null {
+  const count = options.waitForReplicas ?? 0
+  if (typeof count !== 'number' || !Number.isSafeInteger(count) || count < 0) throw new TypeError('waitForReplicas must be a non-negative integer (the replicas that must acknowledge each write; 0 to not wait)')
+  const waitTimeout = options.waitTimeout ?? Math.min(250, timeout - 1)
+  if (typeof waitTimeout !== 'number' || !Number.isSafeInteger(waitTimeout) || waitTimeout < 1 || waitTimeout >= timeout) {
+    throw new TypeError(`waitTimeout must be a positive integer number of milliseconds below timeout (${timeout})`)
+  }
+  if (count === 0) return null
+  if (typeof client.pipeline !== 'function') throw new TypeError('waitForReplicas needs an ioredis client with pipeline()')
+  return { count, timeout: waitTimeout }
 }
 
 export function checkPrefix (prefix: unknown): string {
@@ -120,4 +164,85 @@ function storeError (operation: string, err: unknown): ReplayStoreError {
   if (err instanceof ReplayStoreError) return err
   const reason = err instanceof Error ? err.message : String(err)
   return new ReplayStoreError(operation, `Redis ${operation} failed: ${reason}`, { cause: err })
+}
+
+/** CRC16-XMODEM, the hash of Redis Cluster key slots. */
+function crc16 (bytes: Uint8Array): number {
+  let crc = 0
+  for (const byte of bytes) {
+    crc ^= byte << 8
+    for (let i = 0; i < 8; i++) crc = (crc & 0x8000) !== 0 ? ((crc << 1) ^ 0x1021) & 0xffff : (crc << 1) & 0xffff
+  }
+  return crc
+}
+
+const encoder = new TextEncoder()
+
+/** The Redis Cluster slot of `key` (a `{hash tag}` hashes alone), as `CLUSTER KEYSLOT` answers. */
+export function keySlot (key: string): number {
+  const bytes = encoder.encode(key)
+  const open = bytes.indexOf(0x7b)
+  if (open !== -1) {
+    const close = bytes.indexOf(0x7d, open + 1)
+    if (close > open + 1) return crc16(bytes.subarray(open + 1, close)) % 16384
+  }
+  return crc16(bytes) % 16384
+}
+
+/**
+ * The indices of `keys` grouped by the node that serves them now: one group on a single
+ * Redis; on an ioredis `Cluster`, by its slot map (a stale map only costs a redirect error,
+ * which fails the call).
+ */
+function byNode (client: RedisClientLike, keys: readonly string[]): number[][] {
+  const c = client as { isCluster?: unknown, slots?: unknown }
+  if (c.isCluster !== true || !Array.isArray(c.slots)) return [keys.map((_k, i) => i)]
+  const slots = c.slots as Array<readonly string[] | undefined>
+  const groups = new Map<string, number[]>()
+  keys.forEach((key, i) => {
+    const slot = keySlot(key)
+    const node = slots[slot]?.[0] ?? `slot ${slot}`
+    const group = groups.get(node)
+    if (group === undefined) groups.set(node, [i])
+    else group.push(i)
+  })
+  return [...groups.values()]
+}
+
+/**
+ * Runs `script` once per key (one key per command) and, on each node, `WAIT` for
+ * `wait.count` replicas after them in the same pipeline (so on the same connection).
+ * Rejects with `ReplayStoreError` when a node's replicas did not all acknowledge in time.
+ * The caller wraps it in `guarded`.
+ */
+export async function runWithReplicaWait (client: RedisClientLike, operation: string, script: LuaScript, keys: readonly string[],
+  args: (i: number) => Array<string | number>, wait: ReplicaWait, abandoned: () => boolean): Promise<unknown[]> {
+  const sha1 = await script.sha1()
+  const results: unknown[] = new Array(keys.length)
+  const runGroup = async (group: number[], loadScript: boolean): Promise<void> => {
+    const pipeline = client.pipeline!()
+    for (const i of group) {
+      if (loadScript) pipeline.eval(script.source, 1, keys[i]!, ...args(i))
+      else pipeline.evalsha(sha1, 1, keys[i]!, ...args(i))
+    }
+    pipeline.wait(wait.count, wait.timeout)
+    const replies = await pipeline.exec()
+    if (replies === null || replies.length !== group.length + 1) throw new ReplayStoreError(operation, `Redis answered ${operation} with an unexpected reply.`)
+    const missing: number[] = []
+    for (const [j, i] of group.entries()) {
+      const [err, value] = replies[j]!
+      if (err === null) results[i] = value
+      else if (!loadScript && err.message.startsWith('NOSCRIPT')) missing.push(i)
+      else throw err
+    }
+    const [waitErr, acks] = replies[group.length]!
+    if (waitErr !== null) throw waitErr
+    if (typeof acks !== 'number' || acks < wait.count) {
+      throw new ReplayStoreError(operation, `Only ${String(acks)} of ${wait.count} Redis replicas acknowledged ${operation} within ${wait.timeout} ms.`)
+    }
+    // A node that did not know the script yet (a promoted replica): load it, for those keys only.
+    if (missing.length > 0 && !abandoned()) await runGroup(missing, true)
+  }
+  await Promise.all(byNode(client, keys).map(async (group) => { await runGroup(group, false) }))
+  return results
 }

@@ -3,7 +3,7 @@ import { LRUCache } from 'lru-cache'
 import type { ClaimState, ReplayStore } from './types.js'
 import { ReplayStoreError } from './errors.js'
 import { checkTtl } from './ttl.js'
-import { LuaScript, assertConnected, checkClient, checkPrefix, checkTimeout, guarded, type RedisClientLike, type RedisStoreOptions } from './redis-client.js'
+import { LuaScript, assertConnected, checkClient, checkPrefix, checkReplicaWait, checkTimeout, guarded, runWithReplicaWait, type RedisClientLike, type RedisStoreOptions, type ReplicaWait } from './redis-client.js'
 
 export interface RedisReplayStoreOptions extends RedisStoreOptions {
   /**
@@ -90,6 +90,7 @@ export class RedisReplayStore implements ReplayStore {
   readonly #client: RedisClientLike
   readonly #prefix: string
   readonly #timeout: number
+  readonly #wait: ReplicaWait | null
   /** The token of each claim this instance holds (bounded; a forgotten token only makes release a no-op). */
   readonly #tokens = new LRUCache<string, string>({ max: 100_000, ttl: 1, ttlAutopurge: false })
 
@@ -98,6 +99,14 @@ export class RedisReplayStore implements ReplayStore {
     this.#client = client
     this.#prefix = checkPrefix(options.prefix ?? 'mailchannels-webhooks:replay:')
     this.#timeout = checkTimeout(options.timeout)
+    this.#wait = checkReplicaWait(client, options, this.#timeout)
+  }
+
+  /** Runs a one-key script, followed by `WAIT` with `waitForReplicas`. */
+  async #run (operation: string, script: LuaScript, key: string, args: Array<string | number>, abandoned: () => boolean): Promise<unknown> {
+    if (this.#wait === null) return await script.run(this.#client, [key], args, abandoned)
+    const [reply] = await runWithReplicaWait(this.#client, operation, script, [key], () => args, this.#wait, abandoned)
+    return reply
   }
 
   async claim (id: string, ttlSeconds: number): Promise<ClaimState> {
@@ -108,7 +117,7 @@ export class RedisReplayStore implements ReplayStore {
     let abandoned = false
     let reply: unknown
     try {
-      reply = await guarded('claim', this.#timeout, async () => await CLAIM.run(this.#client, [key], [ttlSeconds, token], () => abandoned), () => { abandoned = true })
+      reply = await guarded('claim', this.#timeout, async () => await this.#run('claim', CLAIM, key, [ttlSeconds, token], () => abandoned), () => { abandoned = true })
     } catch (err) {
       // It may have run, or may still run: make sure it never counts.
       abandoned = true
@@ -127,7 +136,7 @@ export class RedisReplayStore implements ReplayStore {
   async complete (id: string, ttlSeconds: number): Promise<void> {
     checkTtl(ttlSeconds)
     this.#tokens.delete(id)
-    const reply = await guarded('complete', this.#timeout, async () => await COMPLETE.run(this.#client, [this.#prefix + id], [ttlSeconds]))
+    const reply = await guarded('complete', this.#timeout, async () => await this.#run('complete', COMPLETE, this.#prefix + id, [ttlSeconds], () => false))
     if (!isOk(reply)) throw new ReplayStoreError('complete', 'Redis answered complete with an unexpected reply.')
   }
 

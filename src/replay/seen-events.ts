@@ -3,7 +3,7 @@ import { LRUCache } from 'lru-cache'
 import type { WebhookEvent } from '../events/types.js'
 import { eventFingerprint } from './fingerprint.js'
 import { checkTtl } from './ttl.js'
-import { LuaScript, assertConnected, checkClient, checkPrefix, checkTimeout, guarded, type RedisClientLike, type RedisStoreOptions } from './redis-client.js'
+import { LuaScript, assertConnected, checkClient, checkPrefix, checkReplicaWait, checkTimeout, guarded, runWithReplicaWait, type RedisClientLike, type RedisStoreOptions, type ReplicaWait } from './redis-client.js'
 import { ReplayStoreError } from './errors.js'
 
 /** Three days: at least the horizon over which a delivery can be resent. */
@@ -193,6 +193,7 @@ export class RedisSeenEventsStore implements SeenEventsStore {
   readonly #prefix: string
   readonly #ttl: number
   readonly #timeout: number
+  readonly #wait: ReplicaWait | null
 
   constructor (client: RedisClientLike, options: RedisSeenEventsStoreOptions = {}) {
     checkClient(client, 'RedisSeenEventsStore')
@@ -201,6 +202,7 @@ export class RedisSeenEventsStore implements SeenEventsStore {
     this.#ttl = options.ttl ?? DEFAULT_TTL
     checkTtl(this.#ttl, 'ttl')
     this.#timeout = checkTimeout(options.timeout)
+    this.#wait = checkReplicaWait(client, options, this.#timeout)
   }
 
   async has (fingerprints: readonly string[]): Promise<boolean[]> {
@@ -216,7 +218,7 @@ export class RedisSeenEventsStore implements SeenEventsStore {
     if (fingerprints.length === 0) return []
     // Not queued while disconnected: a late add would mark events seen that were never processed.
     assertConnected(this.#client, 'add')
-    const replies = await this.#each('add', ADD, fingerprints, [this.#ttl])
+    const replies = await this.#each('add', ADD, fingerprints, () => [this.#ttl], true)
     return replies.map((v) => {
       if (v !== 0 && v !== 1) throw new ReplayStoreError('add', 'Redis answered add with an unexpected reply.')
       return v === 1
@@ -236,7 +238,7 @@ export class RedisSeenEventsStore implements SeenEventsStore {
     const mine: EventClaim[] = fingerprints.map((fingerprint) => ({ fingerprint, token: claimToken() }))
     let replies: unknown[]
     try {
-      replies = await this.#each('claim', CLAIM, fingerprints, (i) => [CLAIM_PREFIX + mine[i]!.token, lifetimeSeconds * 1000])
+      replies = await this.#each('claim', CLAIM, fingerprints, (i) => [CLAIM_PREFIX + mine[i]!.token, lifetimeSeconds * 1000], true)
     } catch (err) {
       // Some claims may have been taken (or may still be): give them back, best effort.
       this.#releaseQuietly(mine)
@@ -251,29 +253,36 @@ export class RedisSeenEventsStore implements SeenEventsStore {
 
   async complete (claims: readonly EventClaim[]): Promise<void> {
     if (claims.length === 0) return
-    const replies = await this.#each('complete', MARK, claims.map((c) => c.fingerprint), [this.#ttl])
+    const replies = await this.#each('complete', MARK, claims.map((c) => c.fingerprint), () => [this.#ttl], true)
     if (!replies.every(isOk)) throw new ReplayStoreError('complete', 'Redis answered complete with an unexpected reply.')
   }
 
   async release (claims: readonly EventClaim[]): Promise<void> {
     if (claims.length === 0) return
-    await this.#each('release', RELEASE, claims.map((c) => c.fingerprint), (i) => [CLAIM_PREFIX + claims[i]!.token])
+    await this.#each('release', RELEASE, claims.map((c) => c.fingerprint), (i) => [CLAIM_PREFIX + claims[i]!.token], false)
   }
 
   async extend (claims: readonly EventClaim[], lifetimeSeconds: number): Promise<void> {
     checkTtl(lifetimeSeconds, 'lifetimeSeconds')
     if (claims.length === 0) return
-    await this.#each('extend', EXTEND, claims.map((c) => c.fingerprint), (i) => [CLAIM_PREFIX + claims[i]!.token, lifetimeSeconds * 1000])
+    // Not waited for: a lost extension leaves the replicated claim with most of its lifetime, renewed again soon.
+    await this.#each('extend', EXTEND, claims.map((c) => c.fingerprint), (i) => [CLAIM_PREFIX + claims[i]!.token, lifetimeSeconds * 1000], false)
   }
 
-  /** Runs `script` once per fingerprint (one key each), all sent in the same tick. */
-  async #each (operation: string, script: LuaScript, fingerprints: readonly string[], args: Array<string | number> | ((i: number) => Array<string | number>)): Promise<unknown[]> {
+  /**
+   * Runs `script` once per fingerprint (one key each), all sent in the same tick; a `durable`
+   * write also waits for `waitForReplicas` replicas.
+   */
+  async #each (operation: string, script: LuaScript, fingerprints: readonly string[], args: (i: number) => Array<string | number>, durable: boolean): Promise<unknown[]> {
     // Once the caller gave up, a NOSCRIPT is not retried with EVAL, so nothing runs late.
     let abandoned = false
+    const keys = fingerprints.map((fp) => this.#prefix + fp)
+    const wait = durable ? this.#wait : null
     const sha1 = await script.sha1()
     try {
-      return await guarded(operation, this.#timeout, async () => await Promise.all(fingerprints.map(async (fp, i) =>
-        await script.run(this.#client, [this.#prefix + fp], typeof args === 'function' ? args(i) : args, () => abandoned, sha1))), () => { abandoned = true })
+      return await guarded(operation, this.#timeout, async () => wait !== null
+        ? await runWithReplicaWait(this.#client, operation, script, keys, args, wait, () => abandoned)
+        : await Promise.all(keys.map(async (key, i) => await script.run(this.#client, [key], args(i), () => abandoned, sha1))), () => { abandoned = true })
     } catch (err) {
       abandoned = true
       throw err

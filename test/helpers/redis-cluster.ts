@@ -1,0 +1,270 @@
+// A real local Redis Cluster for tests: three masters and three replicas from Debian's
+// redis-server on free loopback ports, built with `redis-cli --cluster create`, a short
+// cluster-node-timeout so a killed master is replaced within seconds. Every process is killed
+// by its PID in `close` (call it from t.teardown, so it also runs when a test fails).
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { Cluster, Redis, type ClusterOptions } from 'ioredis'
+import { freePort } from '../replay/helpers/redis-server.js'
+
+const HOST = '127.0.0.1'
+/** ms without an answer before a node is deemed failing and its replica takes over. */
+export const NODE_TIMEOUT = 1000
+
+/**
+ * Fail-fast Cluster client settings (the ones the README recommends): no offline queue on the
+ * cluster or its node connections, a short command timeout, one retry per request; the
+ * cluster-level retries are short so a failover heals within a bounded wait.
+ */
+export const CLUSTER_FAIL_FAST: ClusterOptions = {
+  enableOfflineQueue: false,
+  // Node connections: ioredis forces their own offline queue on; the cluster-level
+  // `enableOfflineQueue: false` is what refuses commands for a node that is not connected.
+  redisOptions: { commandTimeout: 250, maxRetriesPerRequest: 1, connectTimeout: 500 },
+  clusterRetryStrategy: () => 100,
+  retryDelayOnFailover: 100,
+  retryDelayOnClusterDown: 100,
+  retryDelayOnTryAgain: 100,
+  maxRedirections: 4,
+  slotsRefreshTimeout: 500,
+  slotsRefreshInterval: 1000,
+}
+
+export interface ClusterNode {
+  readonly port: number
+  readonly id: string
+  readonly role: 'master' | 'replica'
+  /** For a replica, the id of its master. */
+  readonly masterId: string | null
+  /** Slots served (masters). */
+  readonly slots: number
+}
+
+export interface LocalRedisCluster {
+  /** Every node's port (masters and replicas). */
+  readonly ports: readonly number[]
+  readonly startupNodes: ReadonlyArray<{ host: string, port: number }>
+  /** The nodes as the cluster currently sees them (live nodes only). */
+  nodes (): Promise<ClusterNode[]>
+  /** The port of the master serving `key` now. */
+  masterOf (key: string): Promise<number>
+  /** A Cluster client (fail-fast settings unless overridden), once ready; closed by `close`. */
+  client (options?: ClusterOptions): Promise<Cluster>
+  /** A plain connection to one node (admin: INFO, CLUSTER ...); closed by `close`. */
+  node (port: number): Redis
+  /** Kills a node with SIGKILL (a crash) and waits for the process to exit. */
+  kill (port: number): Promise<void>
+  /** Starts a killed node again (same port and config file): it rejoins as a replica; waits until it is in sync. */
+  restart (port: number): Promise<void>
+  /** Waits until a replica of the killed master `port` serves its slots and every live node says `cluster_state:ok`; returns its port. */
+  waitForPromotion (port: number, ms?: number): Promise<number>
+  /** Disconnects every client and kills every process; removes the temp dirs. */
+  close (): Promise<void>
+}
+
+/** Why a local cluster cannot be started here, or null when it can. */
+export function clusterUnavailable (): string | null {
+  for (const bin of ['redis-server', 'redis-cli']) {
+    const found = spawnSync(bin, ['--version'], { encoding: 'utf8' })
+    if (found.error !== undefined || found.status !== 0) {
+      return `${bin} is not installed (apt-get install -y redis-server redis-tools; .ci/run does this on CI)`
+    }
+  }
+  return null
+}
+
+const sleep = async (ms: number): Promise<void> => { await new Promise((resolve) => setTimeout(resolve, ms)) }
+
+async function until (check: () => Promise<boolean>, ms: number, what: string): Promise<void> {
+  const deadline = Date.now() + ms
+  while (Date.now() < deadline) {
+    if (await check().catch(() => false)) return
+    await sleep(50)
+  }
+  throw new Error(`local Redis Cluster: timed out waiting for ${what}`)
+}
+
+function parseNodes (text: string): ClusterNode[] {
+  const nodes: ClusterNode[] = []
+  for (const line of text.trim().split('\n')) {
+    const [id, address, flags, master, , , , link, ...slots] = line.split(' ')
+    if (id === undefined || address === undefined || flags === undefined || master === undefined) continue
+    const flagSet = flags.split(',')
+    if (flagSet.includes('fail') || flagSet.includes('fail?') || flagSet.includes('noaddr') || link !== 'connected') continue
+    const port = Number(address.split('@')[0]?.split(':')[1])
+    let count = 0
+    for (const range of slots) {
+      if (range.startsWith('[')) continue
+      const [from, to] = range.split('-').map(Number)
+      count += to === undefined ? 1 : to - (from ?? to) + 1
+    }
+    nodes.push({ port, id, role: flagSet.includes('master') ? 'master' : 'replica', masterId: master === '-' ? null : master, slots: count })
+  }
+  return nodes
+}
+
+/** Starts the cluster and waits until every node reports `cluster_state:ok` and replicas are in sync. */
+export async function startRedisCluster (): Promise<LocalRedisCluster> {
+  const reason = clusterUnavailable()
+  if (reason !== null) throw new Error(reason)
+  const ports: number[] = []
+  while (ports.length < 6) {
+    const p = await freePort()
+    if (!ports.includes(p)) ports.push(p)
+  }
+  const dirs: string[] = []
+  const children = new Map<number, ChildProcess>()
+  const admins = new Map<number, Redis>()
+  const clients: Cluster[] = []
+  const stderr = new Map<number, string>()
+
+  const dirOf = new Map<number, string>()
+  const spawnNode = (port: number): void => {
+    const proc = spawn('redis-server', ['--port', String(port), '--bind', HOST, '--dir', dirOf.get(port)!,
+      '--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf', '--cluster-node-timeout', String(NODE_TIMEOUT),
+      // A replica always takes over (whatever its data age) and syncs without a disk or a delay.
+      '--cluster-replica-validity-factor', '0', '--repl-diskless-sync', 'yes', '--repl-diskless-sync-delay', '0',
+      '--save', '', '--appendonly', 'no', '--maxmemory-policy', 'noeviction'], { stdio: ['ignore', 'ignore', 'pipe'] })
+    proc.stderr?.on('data', (chunk: Buffer) => { stderr.set(port, (stderr.get(port) ?? '') + chunk.toString()) })
+    children.set(port, proc)
+  }
+
+  const node = (port: number): Redis => {
+    let c = admins.get(port)
+    if (c === undefined) {
+      c = new Redis({ host: HOST, port, enableOfflineQueue: true, maxRetriesPerRequest: 1, connectTimeout: 500, commandTimeout: 1000, retryStrategy: () => 100 })
+      c.on('error', () => {})
+      admins.set(port, c)
+    }
+    return c
+  }
+
+  /** The replicas of each killed master, as they were just before the kill. */
+  const replicasOf = new Map<number, number[]>()
+  const kill = async (port: number): Promise<void> => {
+    const proc = children.get(port)
+    if (proc === undefined) return
+    const other = [...children.keys()].find((p) => p !== port)
+    const text = other === undefined ? null : await node(other).cluster('NODES').catch(() => null)
+    if (typeof text === 'string') {
+      const all = parseNodes(text)
+      const id = all.find((n) => n.port === port)?.id
+      replicasOf.set(port, all.filter((n) => n.masterId === id).map((n) => n.port))
+    }
+    children.delete(port)
+    if (proc.exitCode !== null || proc.signalCode !== null) return
+    await new Promise<void>((resolve) => {
+      proc.once('exit', () => resolve())
+      proc.kill('SIGKILL')
+    })
+    admins.get(port)?.disconnect()
+    admins.delete(port)
+  }
+
+  const close = async (): Promise<void> => {
+    for (const c of clients) c.disconnect()
+    for (const c of admins.values()) c.disconnect()
+    admins.clear()
+    await Promise.all([...children.keys()].map(kill))
+    for (const dir of dirs) rmSync(dir, { recursive: true, force: true })
+  }
+
+  try {
+    for (const port of ports) {
+      const dir = mkdtempSync(join(tmpdir(), 'mcwh-cluster-'))
+      dirs.push(dir)
+      dirOf.set(port, dir)
+      spawnNode(port)
+    }
+    await until(async () => (await Promise.all(ports.map(async (p) => await node(p).ping()))).every((r) => r === 'PONG'), 5000, 'every node to answer PING')
+
+    const created = await new Promise<{ code: number | null, out: string }>((resolve) => {
+      const cli = spawn('redis-cli', ['--cluster', 'create', ...ports.map((p) => `${HOST}:${p}`), '--cluster-replicas', '1', '--cluster-yes'],
+        { stdio: ['ignore', 'pipe', 'pipe'] })
+      let out = ''
+      cli.stdout.on('data', (c: Buffer) => { out += c.toString() })
+      cli.stderr.on('data', (c: Buffer) => { out += c.toString() })
+      cli.once('exit', (code) => resolve({ code, out }))
+    })
+    if (created.code !== 0) throw new Error(`redis-cli --cluster create failed: ${created.out.slice(-500)}`)
+
+    await until(async () => {
+      for (const p of ports) {
+        const info = await node(p).cluster('INFO') as string
+        if (!info.includes('cluster_state:ok') || !info.includes('cluster_slots_assigned:16384') || !info.includes('cluster_known_nodes:6')) return false
+      }
+      const nodes = parseNodes(await node(ports[0]!).cluster('NODES') as string)
+      if (nodes.filter((n) => n.role === 'master' && n.slots > 0).length !== 3 || nodes.filter((n) => n.role === 'replica').length !== 3) return false
+      // Replicas in sync, so WAIT can be satisfied.
+      for (const n of nodes.filter((x) => x.role === 'replica')) {
+        const repl = await node(n.port).info('replication')
+        if (!repl.includes('master_link_status:up')) return false
+      }
+      return true
+    }, 15_000, 'cluster_state:ok on every node, slots assigned, replicas in sync')
+  } catch (err) {
+    await close()
+    const logs = [...stderr.values()].join('').trim()
+    throw new Error(`${err instanceof Error ? err.message : String(err)}${logs === '' ? '' : ` (redis-server: ${logs.slice(-300)})`}`)
+  }
+
+  const live = (): number[] => ports.filter((p) => children.has(p))
+  const nodes = async (): Promise<ClusterNode[]> => {
+    for (const p of live()) {
+      const text = await node(p).cluster('NODES').catch(() => null)
+      if (typeof text === 'string') return parseNodes(text).filter((n) => children.has(n.port))
+    }
+    throw new Error('local Redis Cluster: no live node answered CLUSTER NODES')
+  }
+
+  return {
+    ports,
+    startupNodes: ports.map((port) => ({ host: HOST, port })),
+    nodes,
+    node,
+    kill,
+    close,
+    async masterOf (key: string): Promise<number> {
+      const probe = node(live()[0]!)
+      const slot = await probe.cluster('KEYSLOT', key) as number
+      const shards = await probe.cluster('SLOTS') as unknown as Array<[number, number, [string, number, ...unknown[]], ...unknown[]]>
+      const shard = shards.find(([from, to]) => slot >= from && slot <= to)
+      if (shard === undefined) throw new Error(`local Redis Cluster: slot ${slot} is not served`)
+      return shard[2][1]
+    },
+    async client (options: ClusterOptions = {}): Promise<Cluster> {
+      const c = new Cluster(live().map((port) => ({ host: HOST, port })), { ...CLUSTER_FAIL_FAST, ...options })
+      // Node errors are expected while a master is down; commands still reject.
+      c.on('error', () => {})
+      clients.push(c)
+      if (c.status !== 'ready') await new Promise<void>((resolve, reject) => { c.once('ready', resolve); c.once('end', () => reject(new Error('cluster client ended'))) })
+      return c
+    },
+    async restart (port: number): Promise<void> {
+      if (children.has(port)) return
+      spawnNode(port)
+      await until(async () => {
+        const repl = await node(port).info('replication')
+        return repl.includes('role:slave') && repl.includes('master_link_status:up')
+      }, 15_000, `node ${port} to rejoin as a replica`)
+    },
+    async waitForPromotion (port: number, ms = 15_000): Promise<number> {
+      const candidates = replicasOf.get(port) ?? []
+      let promoted = 0
+      await until(async () => {
+        const now = await nodes()
+        const replacement = now.find((n) => n.role === 'master' && n.slots > 0 && candidates.includes(n.port))
+        if (replacement === undefined || now.filter((n) => n.role === 'master' && n.slots > 0).length !== 3) return false
+        for (const p of live()) {
+          const info = await node(p).cluster('INFO') as string
+          if (!info.includes('cluster_state:ok')) return false
+        }
+        promoted = replacement.port
+        return true
+      }, ms, `a replica of ${port} to take over`)
+      return promoted
+    },
+  }
+}

@@ -99,15 +99,15 @@ export function bullmqEnqueue (queue: Queue, options: BullmqEnqueueOptions = {})
   }
   if (typeof options !== 'object' || options === null) throw new TypeError('bullmqEnqueue: options must be an object.')
   const timeout = options.timeout ?? 3000
-  if (typeof timeout !== 'number' || !Number.isFinite(timeout) || timeout <= 0 || timeout > MAX_TIMER) {
-    throw new RangeError(`bullmqEnqueue: timeout must be a number of milliseconds between 1 and ${MAX_TIMER}.`)
+  if (typeof timeout !== 'number' || !Number.isSafeInteger(timeout) || timeout < 1 || timeout > MAX_TIMER) {
+    throw new RangeError(`bullmqEnqueue: timeout must be an integer number of milliseconds between 1 and ${MAX_TIMER}.`)
   }
   const waitForReplicas = options.waitForReplicas ?? 0
   if (typeof waitForReplicas !== 'number' || !Number.isSafeInteger(waitForReplicas) || waitForReplicas < 0) {
     throw new RangeError('bullmqEnqueue: waitForReplicas must be a non-negative integer (the replicas that must have the jobs; 0 to not wait).')
   }
-  const waitTimeout = options.waitTimeout ?? Math.min(250, timeout - 1)
-  if (typeof waitTimeout !== 'number' || !Number.isSafeInteger(waitTimeout) || waitTimeout < 1 || waitTimeout >= timeout) {
+  const waitTimeout = options.waitTimeout ?? Math.max(1, Math.min(250, timeout - 1))
+  if ((waitForReplicas > 0 || options.waitTimeout !== undefined) && (typeof waitTimeout !== 'number' || !Number.isSafeInteger(waitTimeout) || waitTimeout < 1 || waitTimeout >= timeout)) {
     throw new RangeError(`bullmqEnqueue: waitTimeout must be a positive integer number of milliseconds below timeout (${timeout}).`)
   }
   const jobOptions = options.jobOptions ?? {}

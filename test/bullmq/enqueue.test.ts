@@ -77,8 +77,8 @@ t.test('job options: the queue\'s defaultJobOptions over the defaults, jobOption
   t.throws(() => bullmqEnqueue(queue, { jobOptions: { jobId: 'x' } as never }), { name: 'TypeError', message: /jobOptions\.jobId cannot be set/ })
   t.throws(() => bullmqEnqueue({} as never), { name: 'TypeError', message: /queue must be a BullMQ Queue/ })
   t.throws(() => bullmqEnqueue(null as never), { name: 'TypeError', message: /queue must be a BullMQ Queue/ })
-  for (const timeout of [0, -1, Number.NaN, Infinity, '100' as never, 2 ** 31]) {
-    t.throws(() => bullmqEnqueue(queue, { timeout }), { name: 'RangeError', message: /timeout must be a number of milliseconds/ })
+  for (const timeout of [0, -1, 1.5, Number.NaN, Infinity, '100' as never, 2 ** 31]) {
+    t.throws(() => bullmqEnqueue(queue, { timeout }), { name: 'RangeError', message: /timeout must be an integer number of milliseconds/ })
   }
   t.throws(() => bullmqEnqueue(queue, { jobOptions: 5 as never }), { name: 'TypeError', message: /jobOptions must be an object/ })
 })
@@ -109,7 +109,9 @@ t.test('waitForReplicas: resolves once a replica has the jobs; without enough re
     [{ waitForReplicas: 1.5 }, /waitForReplicas must be a non-negative integer/],
     [{ waitTimeout: 0 }, /waitTimeout must be a positive integer number of milliseconds below timeout \(3000\)/],
     [{ timeout: 500, waitTimeout: 500 }, /waitTimeout must be .* below timeout \(500\)/],
+    [{ timeout: 1, waitForReplicas: 1 }, /waitTimeout must be .* below timeout \(1\)/],
   ] as const) t.throws(() => bullmqEnqueue(queue, options), { name: 'RangeError', message })
+  t.doesNotThrow(() => bullmqEnqueue(queue, { timeout: 1 }), 'no waitTimeout to check without waitForReplicas')
 })
 
 t.test('createWebhookEventQueue: the name and the hash-tagged prefix the workers use by default; options checked', async (t) => {

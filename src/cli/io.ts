@@ -1,0 +1,72 @@
+// Where the CLI writes, and small output helpers shared by its commands.
+
+/** Where the command writes and what it may use; the real process by default, a buffer in tests. */
+export interface CliIo {
+  out: (line: string) => void
+  err: (text: string) => void
+  /**
+   * Colour the output.
+   * @default false (the program: true only when stdout is a terminal and `NO_COLOR` is not set)
+   */
+  color?: boolean
+  /**
+   * Stdout is a terminal: progress is drawn as a bar rewritten in place (plain lines otherwise).
+   * @default false (the program: whether stdout is a TTY)
+   */
+  tty?: boolean
+  /**
+   * Writes without a newline (the progress bar); needed only with `tty`.
+   * @default none
+   */
+  write?: (text: string) => void
+  /**
+   * Asks a yes/no question; `undefined` when nobody can answer (stdin or stdout is not a terminal).
+   * @default undefined (the program: a prompt on the terminal)
+   */
+  confirm?: (question: string) => Promise<boolean>
+  /**
+   * The environment the command reads (`MAILCHANNELS_API_KEY`, `XDG_STATE_HOME`).
+   * @default process.env
+   */
+  env?: NodeJS.ProcessEnv
+  /**
+   * Called with a function to run when the user presses Ctrl-C while a long command runs
+   * (reconcile stops between batches); returns the function that removes it.
+   * @default none (the program: SIGINT)
+   */
+  onInterrupt?: (stop: () => void) => () => void
+}
+
+export type Paint = (code: number, text: string) => string
+export const painter = (on: boolean): Paint => (code, text) => (on ? `\u001b[${code}m${text}\u001b[0m` : text)
+export const GREEN = 32
+export const RED = 31
+export const YELLOW = 33
+export const DIM = 2
+export const BOLD = 1
+
+/** Colour only on a terminal, never with `NO_COLOR` (any non-empty value) or `TERM=dumb`. */
+export function useColor (stream: { isTTY?: boolean }, env: NodeJS.ProcessEnv): boolean {
+  return stream.isTTY === true && (env.NO_COLOR ?? '') === '' && env.TERM !== 'dumb'
+}
+
+export const seconds = (ms: number): string => (ms < 1000 ? `${ms} ms` : `${Math.round(ms / 100) / 10} s`)
+
+export const plural = (n: number, one: string, many = `${one}s`): string => `${n} ${n === 1 ? one : many}`
+
+/** Text from elsewhere (an endpoint's answer), made safe for one terminal line: no control characters, cut to `max`. */
+export function oneLine (text: string, max: number): string {
+  // eslint-disable-next-line no-control-regex
+  const flat = text.replace(/[\u0000-\u001f\u007f-\u009f\u2028\u2029]+/g, ' ').trim()
+  return flat.length > max ? `${flat.slice(0, max - 3)}...` : flat
+}
+
+/** Aligns rows into columns (the last column is not padded). */
+export function table (rows: string[][], rightAligned: ReadonlySet<number> = new Set()): string[] {
+  const widths: number[] = []
+  for (const row of rows) row.forEach((cell, i) => { widths[i] = Math.max(widths[i] ?? 0, cell.length) })
+  return rows.map((row) => row.map((cell, i) => {
+    if (i === row.length - 1) return cell
+    return rightAligned.has(i) ? cell.padStart(widths[i]!) : cell.padEnd(widths[i]!)
+  }).join('  ').trimEnd())
+}

@@ -1,0 +1,225 @@
+// The sandbox's commands: `sandbox` (run one) and `rotate-key` (switch the running one's key).
+import { createSandbox, type Sandbox, type SandboxBatch } from '../testing/index.js'
+import { readState, removeState, stateFilePath, writeState, type SandboxState } from '../testing/sandbox/state-file.js'
+import { BIN, HELP_OPTION, numeric, UsageError, type CommandSpec } from './args.js'
+import { BOLD, DIM, GREEN, painter, RED, seconds, YELLOW, type CliIo } from './io.js'
+
+export const SANDBOX_COMMANDS: Record<string, CommandSpec> = {
+  sandbox: {
+    options: {
+      target: { type: 'string', value: '<url>' },
+      port: { type: 'string', value: '<n>' },
+      rate: { type: 'string', value: '<n>' },
+      'batch-size': { type: 'string', value: '<n>' },
+      count: { type: 'string', value: '<n>' },
+      'customer-handle': { type: 'string', value: '<h>' },
+      'api-key': { type: 'string', value: '<key>' },
+      'tamper-every': { type: 'string', value: '<n>' },
+      ...HELP_OPTION,
+    },
+    help: (env) => `Usage: ${BIN} sandbox [options]
+
+Runs a local stand-in for MailChannels on 127.0.0.1: it signs webhook deliveries
+exactly as MailChannels does and POSTs them to the enrolled endpoints, and serves
+MailChannels' webhook API (public key, batch listing, enroll, list, delete,
+validate, resend) for your verifier, your client and the other commands.
+
+Options:
+  --target <url>           The first endpoint to enroll: an http: URL on a loopback host
+                           (e.g. http://127.0.0.1:3000/webhooks) or an https: URL.
+                           Without it, enroll one later:
+                           ${BIN} enroll <url> --sandbox
+  --port <n>               Port of the sandbox API (default 0: any free port)
+  --rate <n>               Deliveries per second, up to 100 (default 1)
+  --batch-size <n>         Events per delivery, 1 to 1000 (default 10: one of each type)
+  --count <n>              Send exactly n events in all, then stop; the last delivery
+                           carries the rest (default: run until Ctrl-C)
+  --customer-handle <h>    customer_handle of the events (default sandbox)
+  --api-key <key>          X-Api-Key the sandbox API requires (default: a new random key)
+  --tamper-every <n>       Make every n-th delivery a tampered one: body, signature and
+                           expired in turn; your receiver should reject them (default 0: never)
+  -h, --help               Show this help
+
+Each run signs with a new key id, so a receiver still holding the key of an earlier
+run fetches the new one at once. The API key is printed, and kept while the sandbox
+runs in ${stateFilePath(env)} (readable by you only),
+where the other commands find it (with --sandbox) and '${BIN} rotate-key' too.
+The API answers only requests addressed to 127.0.0.1, localhost or [::1].
+
+Point your verifier at the sandbox: baseUrl = the printed URL,
+customerHandles = [the customer handle].`,
+  },
+  'rotate-key': {
+    options: { ...HELP_OPTION },
+    help: (env) => `Usage: ${BIN} rotate-key
+
+Switches the running sandbox to a new signing key with a new key id, as MailChannels
+may do at any time. Deliveries signed before stay verifiable: the sandbox keeps
+serving its last 5 keys. It reads the sandbox's address and API key from
+${stateFilePath(env)}.
+
+Options:
+  -h, --help   Show this help`,
+  },
+}
+
+// The library names options in camelCase; the command's user knows the flags.
+const FLAGS: Record<string, string> = {
+  target: '--target',
+  port: '--port',
+  rate: '--rate',
+  batchSize: '--batch-size',
+  customerHandle: '--customer-handle',
+  apiKey: '--api-key',
+  tamperEvery: '--tamper-every',
+}
+
+const TAMPER_TEXT = {
+  body: 'tampered: body changed after signing',
+  signature: 'tampered: signed with a key the sandbox does not serve',
+  expired: 'tampered: signed an hour ago',
+  replay: 'tampered: an exact copy of an earlier delivery',
+} as const
+
+export function verdict (code: number | null): { word: string, colour: number } {
+  if (code === null) return { word: 'no response', colour: RED }
+  if (code >= 200 && code < 300) return { word: 'accepted', colour: GREEN }
+  if (code >= 500) return { word: 'failed', colour: RED }
+  if (code >= 300 && code < 400) return { word: 'redirected', colour: RED }
+  return { word: 'rejected', colour: RED }
+}
+
+export async function runSandbox (values: Record<string, string | boolean>, io: CliIo, env: NodeJS.ProcessEnv): Promise<void> {
+  const paint = painter(io.color === true)
+  const str = (name: string): string | undefined => values[name] as string | undefined
+  const count = numeric(values.count, 'count', 'sandbox')
+  if (count !== undefined && (!Number.isSafeInteger(count) || count < 1)) throw new UsageError('--count must be a positive integer.', 'sandbox')
+  if (count !== undefined && str('target') === undefined) throw new UsageError('--count needs --target: without a target nothing is sent.', 'sandbox')
+
+  // Per batch: its event count and its last attempt, for the summary.
+  const sent = new Map<number, { events: number, last: SandboxBatch | null }>()
+  let attempts = 0
+  let sandbox: Sandbox
+  try {
+    sandbox = await createSandbox({
+      target: str('target'),
+      port: numeric(values.port, 'port', 'sandbox'),
+      rate: numeric(values.rate, 'rate', 'sandbox'),
+      batchSize: numeric(values['batch-size'], 'batch-size', 'sandbox'),
+      customerHandle: str('customer-handle'),
+      apiKey: str('api-key'),
+      tamperEvery: numeric(values['tamper-every'], 'tamper-every', 'sandbox'),
+      onAttempt (batch, detail) {
+        attempts++
+        const entry = sent.get(batch.batch_id) ?? { events: batch.event_count, last: null }
+        if (!detail.willRetry) entry.last = batch
+        sent.set(batch.batch_id, entry)
+        const { word, colour } = verdict(batch.status_code)
+        const code = batch.status_code === null ? '---' : String(batch.status_code)
+        // A receiver that accepts a spoiled delivery has a hole: say so, whatever the colour.
+        const hole = detail.tamper !== null && detail.tamper !== 'replay' && batch.status === '2xx_response'
+        const notes = [
+          detail.resend ? 'resent on request' : '',
+          detail.tamper !== null ? TAMPER_TEXT[detail.tamper] : '',
+          hole ? paint(RED, 'your receiver should have rejected it') : '',
+          detail.error ?? '',
+          detail.retryInMs !== null ? paint(YELLOW, `will retry in ${seconds(detail.retryInMs)}`) : '',
+        ].filter(Boolean).join(', ')
+        io.out(`batch ${String(batch.batch_id).padEnd(4)} attempt ${detail.attempt}  ${code} ${paint(colour, word.padEnd(11))} ${String(batch.event_count).padStart(4)} events ${paint(DIM, `${String(batch.duration.value).padStart(5)} ms`)}${notes ? `  ${notes}` : ''}`)
+      },
+    })
+  } catch (err) {
+    // Option TypeErrors name the option (e.g. "batchSize must be ..."); show them as usage errors.
+    if (err instanceof TypeError) throw new UsageError(`${err.message.replace(/^\w+/, (name) => FLAGS[name] ?? name)}.`, 'sandbox')
+    throw err
+  }
+
+  const file = stateFilePath(env)
+  let saved = false
+  try {
+    const state: SandboxState = { baseUrl: sandbox.baseUrl, apiKey: sandbox.apiKey, customerHandle: sandbox.customerHandle, pid: process.pid }
+    writeState(file, state)
+    saved = true
+  } catch (err) {
+    io.err(`${BIN}: could not save the API key in ${file} (${(err as Error).message}); --sandbox and 'rotate-key' will not find this sandbox.\n`)
+  }
+  const forget = (): void => { if (saved) removeState(file) }
+  process.once('exit', forget)
+
+  let closing: Promise<void> | null = null
+  let markClosed!: () => void
+  const closed = new Promise<void>((resolve) => { markClosed = resolve })
+  let signals = 0
+  const onSignal = (signal: NodeJS.Signals): void => {
+    // A second Ctrl-C while closing: stop waiting for deliveries in flight.
+    if (++signals > 1) process.exit(signal === 'SIGINT' ? 130 : 143)
+    void shutdown()
+  }
+  const shutdown = (): Promise<void> => (closing ??= sandbox.close().then(() => {
+    process.off('SIGINT', onSignal)
+    process.off('SIGTERM', onSignal)
+    process.off('exit', forget)
+    forget()
+    const batches = [...sent.values()]
+    const finalOf = (test: (b: SandboxBatch) => boolean): number => batches.filter((b) => b.last !== null && test(b.last)).length
+    const accepted = finalOf((b) => b.status === '2xx_response')
+    const noResponse = finalOf((b) => b.status === 'no_response')
+    const rejected = finalOf((b) => b.status !== '2xx_response' && b.status !== 'no_response')
+    const unfinished = batches.filter((b) => b.last === null).length
+    const events = batches.reduce((n, b) => n + b.events, 0)
+    io.out(paint(BOLD, `summary: sent ${batches.length} ${batches.length === 1 ? 'batch' : 'batches'} (${events} events) in ${attempts} ${attempts === 1 ? 'attempt' : 'attempts'}: ` +
+      `${accepted} accepted, ${rejected} rejected, ${noResponse} without response${unfinished > 0 ? `, ${unfinished} cut short by the stop` : ''}`))
+    io.out('sandbox closed')
+    markClosed()
+  }))
+  process.on('SIGINT', onSignal)
+  process.on('SIGTERM', onSignal)
+
+  const url = sandbox.baseUrl
+  io.out(`${paint(BOLD, 'MailChannels sandbox listening on')} ${url}`)
+  io.out(`  customer handle  ${sandbox.customerHandle}`)
+  io.out(`  signing key id   ${sandbox.keyId} (new for each run)`)
+  io.out(`  API key          ${sandbox.apiKey}${saved ? paint(DIM, `  (kept in ${file} while running)`) : ''}`)
+  io.out(`  public key       curl '${url}/tx/v1/webhook/public-key?id=${sandbox.keyId}'`)
+  io.out(`  operate it       ${BIN} list --sandbox   (enroll, validate, batches, resend, reconcile too)`)
+  io.out(`  rotate key       ${BIN} rotate-key`)
+  io.out(`  your verifier    baseUrl: '${url}', customerHandles: ['${sandbox.customerHandle}']`)
+  if (sandbox.target === null) {
+    io.out(`No endpoint enrolled yet: enroll one with '${BIN} enroll <url> --sandbox'; deliveries start then. Press Ctrl-C to stop.`)
+    sandbox.start()
+  } else {
+    const what = count === undefined ? '' : `${count} ${count === 1 ? 'event' : 'events'}, `
+    io.out(`Delivering ${what}to ${sandbox.target}. Press Ctrl-C to stop.`)
+    sandbox.start(count !== undefined ? { count } : {})
+    if (count !== undefined) void sandbox.finished().then(shutdown)
+  }
+  // Resolves once the sandbox has closed (Ctrl-C, SIGTERM or --count reached).
+  await closed
+}
+
+/** Reads the running sandbox's address and key, or says clearly why there is none. */
+export function runningSandbox (env: NodeJS.ProcessEnv): SandboxState {
+  const file = stateFilePath(env)
+  const state = readState(file)
+  if (state === null) throw new Error(`no running sandbox found (${file} does not exist). Start one with: ${BIN} sandbox`)
+  return state
+}
+
+export async function runRotateKey (io: CliIo, env: NodeJS.ProcessEnv): Promise<void> {
+  const state = runningSandbox(env)
+  let res: Response
+  try {
+    res = await fetch(`${state.baseUrl}/sandbox/rotate-key`, { method: 'POST', headers: { 'x-api-key': state.apiKey }, signal: AbortSignal.timeout(10_000), redirect: 'manual' })
+  } catch {
+    throw new Error(`the sandbox at ${state.baseUrl} does not answer; it may have stopped without cleaning up. Start one with: ${BIN} sandbox`)
+  }
+  const body = await res.json().catch(() => null) as { id?: string, key?: string, errors?: string[] } | null
+  if (!res.ok) {
+    const why = Array.isArray(body?.errors) ? body.errors.join(' ') : `HTTP ${res.status}`
+    throw new Error(res.status === 401
+      ? `the sandbox at ${state.baseUrl} refused the saved API key (another sandbox may have taken over the port). ${why}`
+      : why)
+  }
+  io.out(`signing key rotated: new key id ${body?.id}`)
+  io.out(`  public key  ${body?.key}`)
+}

@@ -1,0 +1,78 @@
+import { execFileSync, spawn } from 'node:child_process'
+import { existsSync, mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import { fileURLToPath } from 'node:url'
+import type { Test } from 'tap'
+
+// The CLI as users run it: the built bin (dist/cli.js, package.json "bin") in a child process.
+
+export const ROOT = fileURLToPath(new URL('../../../', import.meta.url))
+export const BIN = path.join(ROOT, 'dist', 'cli.js')
+
+/** The newest modification time under `dir` (files ending in .ts). */
+function newest (dir: string): number {
+  let latest = 0
+  for (const entry of readdirSync(dir, { withFileTypes: true, recursive: true })) {
+    if (entry.isFile() && entry.name.endsWith('.ts')) latest = Math.max(latest, statSync(path.join(entry.parentPath, entry.name)).mtimeMs)
+  }
+  return latest
+}
+
+/**
+ * Makes sure dist/cli.js exists and is not older than the sources it is built from (`npm test`
+ * builds first; a lone run of this file may not have). Builds with tsc, without clearing dist/
+ * (other tests may be reading it), as test/core/exports.test.ts does.
+ */
+export function ensureBuilt (): void {
+  const sources = Math.max(newest(path.join(ROOT, 'src', 'cli')), newest(path.join(ROOT, 'src', 'client')), newest(path.join(ROOT, 'src', 'testing')), statSync(path.join(ROOT, 'src', 'cli.ts')).mtimeMs)
+  if (existsSync(BIN) && statSync(BIN).mtimeMs >= sources) return
+  const tsc = path.join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc')
+  try {
+    execFileSync(process.execPath, [tsc, '-p', 'tsconfig.build.json'], { cwd: ROOT, stdio: 'pipe' })
+  } catch {
+    // Type errors elsewhere in a work in progress still emit; what counts is the file below.
+  }
+  if (!existsSync(BIN)) throw new Error('dist/cli.js could not be built: run npm run build')
+}
+
+// tap sets FORCE_COLOR and NODE_OPTIONS (its loaders); a user's shell has neither. The key and
+// the state directory are given by each test, never inherited.
+const INHERITED = Object.fromEntries(Object.entries(process.env).filter(([k]) => !['FORCE_COLOR', 'NODE_OPTIONS', 'NO_COLOR', 'MAILCHANNELS_API_KEY', 'XDG_STATE_HOME'].includes(k))) as Record<string, string>
+
+export interface Run { code: number | null, stdout: string, stderr: string }
+
+/** A private state directory (where `sandbox` keeps its key) for one test file, removed at teardown. */
+export function stateDir (t: Test): string {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'mcw-cli-'))
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }))
+  return dir
+}
+
+/** Runs `mailchannels-webhooks <args>`; killed after 30 s at most. */
+export async function runCli (args: string[], env: Record<string, string> = {}): Promise<Run> {
+  const child = spawn(process.execPath, [BIN, ...args], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'], env: { ...INHERITED, ...env } })
+  const killer = setTimeout(() => child.kill('SIGKILL'), 30_000)
+  let stdout = ''
+  let stderr = ''
+  child.stdout.on('data', (c: Buffer) => { stdout += c.toString() })
+  child.stderr.on('data', (c: Buffer) => { stderr += c.toString() })
+  const code = await new Promise<number | null>((resolve) => child.on('close', (c) => resolve(c)))
+  clearTimeout(killer)
+  return { code, stdout, stderr }
+}
+
+/** The same command on a pseudo-terminal (util-linux `script`), for what only a terminal shows. */
+export async function runCliOnTty (args: string[], env: Record<string, string> = {}): Promise<string> {
+  const cmd = [process.execPath, BIN, ...args].map((a) => `'${a.replace(/'/g, "'\\''")}'`).join(' ')
+  const child = spawn('script', ['-qec', cmd, '/dev/null'], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'], env: { ...INHERITED, TERM: 'xterm', ...env } })
+  const killer = setTimeout(() => child.kill('SIGKILL'), 30_000)
+  let out = ''
+  child.stdout.on('data', (c: Buffer) => { out += c.toString() })
+  await new Promise((resolve) => child.on('close', resolve))
+  clearTimeout(killer)
+  return out
+}
+
+/** An ANSI escape sequence (colour, cursor). */
+export const ANSI = /\u001b\[/

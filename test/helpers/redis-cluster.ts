@@ -3,6 +3,7 @@
 // cluster-node-timeout so a killed master is replaced within seconds. Every process is killed
 // by its PID in `close` (call it from t.teardown, so it also runs when a test fails).
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
+import { randomBytes } from 'node:crypto'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -56,6 +57,12 @@ export interface LocalRedisCluster {
   node (port: number): Redis
   /** Kills a node with SIGKILL (a crash) and waits for the process to exit. */
   kill (port: number): Promise<void>
+  /**
+   * Cuts a master off from its replicas while clients still reach it (a partition between
+   * them): it drops its replicas and asks new connections for a password they do not have.
+   * Writes it acknowledges from then on are not replicated.
+   */
+  cutOffReplicas (port: number): Promise<void>
   /** Starts a killed node again (same port and config file): it rejoins as a replica; waits until it is in sync. */
   restart (port: number): Promise<void>
   /** Waits until a replica of the killed master `port` serves its slots and every live node says `cluster_state:ok`; returns its port. */
@@ -241,6 +248,13 @@ export async function startRedisCluster (): Promise<LocalRedisCluster> {
       clients.push(c)
       if (c.status !== 'ready') await new Promise<void>((resolve, reject) => { c.once('ready', resolve); c.once('end', () => reject(new Error('cluster client ended'))) })
       return c
+    },
+    async cutOffReplicas (port: number): Promise<void> {
+      const admin = node(port)
+      await admin.config('SET', 'requirepass', randomBytes(16).toString('hex'))
+      await admin.client('KILL', 'TYPE', 'replica')
+      // Its replicas cannot come back: replication stays down.
+      await until(async () => (await admin.info('replication')).includes('connected_slaves:0'), 2000, `the replicas of ${port} to be cut off`)
     },
     async restart (port: number): Promise<void> {
       if (children.has(port)) return

@@ -30,7 +30,9 @@ const reason = clusterUnavailable()
 t.test('Redis stores on a local Redis Cluster', { skip: reason ?? false }, async (t) => {
   const cluster = await startRedisCluster()
   t.teardown(async () => { await cluster.close() })
-  const client = await cluster.client()
+  // Semantics, not failure handling: generous timeouts, so a loaded machine cannot fail a call.
+  const client = await cluster.client({ redisOptions: { commandTimeout: 5000, maxRetriesPerRequest: 1 } })
+  const timeout = 10_000
 
   t.test('keySlot agrees with CLUSTER KEYSLOT, hash tags included', async (t) => {
     const keys = [...fingerprints('slot', 50).map((fp) => `mailchannels-webhooks:seen:${fp}`), '123456789', '{user1000}.following', '{}x', 'a{}{b}', '{a}{b}', 'héllo {wörld}', '', 'x{', '}{y}']
@@ -40,10 +42,10 @@ t.test('Redis stores on a local Redis Cluster', { skip: reason ?? false }, async
 
   for (const waitForReplicas of [0, 1]) {
     t.test(`RedisSeenEventsStore, waitForReplicas ${waitForReplicas}: 100 events spread over every master`, async (t) => {
-      await seenEventsOnCluster(t, cluster, client, waitForReplicas)
+      await seenEventsOnCluster(t, cluster, client, waitForReplicas, timeout)
     })
     t.test(`RedisReplayStore, waitForReplicas ${waitForReplicas}: deliveries on every master`, async (t) => {
-      const store = new RedisReplayStore(client, { prefix: `replay-${waitForReplicas}:`, waitForReplicas })
+      const store = new RedisReplayStore(client, { prefix: `replay-${waitForReplicas}:`, waitForReplicas, timeout })
       const ids = Array.from({ length: 30 }, (_v, i) => deliveryId(Buffer.from(`cluster delivery ${i}`), Buffer.alloc(64, i)))
       t.equal((await mastersOf(cluster, ids.map((id) => `replay-${waitForReplicas}:${id}`))).size, 3, 'the deliveries live on all three masters')
       t.same(await Promise.all(ids.map(async (id) => await store.claim(id, 60))), ids.map(() => 'claimed'))
@@ -56,7 +58,7 @@ t.test('Redis stores on a local Redis Cluster', { skip: reason ?? false }, async
   }
 
   t.test('orphaned claims expire on every master', async (t) => {
-    const store = new RedisSeenEventsStore(client, { prefix: 'orphan:' })
+    const store = new RedisSeenEventsStore(client, { prefix: 'orphan:', timeout })
     const fps = fingerprints('orphan')
     t.ok((await store.claim(fps, 1)).every(isClaim))
     await sleep(1100)
@@ -72,7 +74,7 @@ t.test('Redis stores on a local Redis Cluster', { skip: reason ?? false }, async
     const replica = nodes.find((n) => n.masterId === nodes.find((m) => m.port === master)?.id)
     if (replica === undefined) return t.fail('the master has a replica')
     await cluster.kill(replica.port)
-    const durable = new RedisSeenEventsStore(client, { prefix, waitForReplicas: 1, waitTimeout: 100 })
+    const durable = new RedisSeenEventsStore(client, { prefix, waitForReplicas: 1, waitTimeout: 100, timeout })
     const onIt: string[] = []
     const elsewhere: string[] = []
     for (const fp of fps) (await cluster.masterOf(prefix + fp) === master ? onIt : elsewhere).push(fp)
@@ -85,7 +87,7 @@ t.test('Redis stores on a local Redis Cluster', { skip: reason ?? false }, async
     const done = await durable.complete([]).then(() => 'ok')
     t.equal(done, 'ok')
     // The failed claims are given back (best effort, right after the failure): the retry is not held up.
-    const plain = new RedisSeenEventsStore(client, { prefix })
+    const plain = new RedisSeenEventsStore(client, { prefix, timeout })
     let retry: EventClaimResult[] = []
     for (let i = 0; i < 40; i++) {
       retry = await plain.claim(onIt, 30)
@@ -102,10 +104,10 @@ t.test('Redis stores on a local Redis Cluster', { skip: reason ?? false }, async
   })
 })
 
-async function seenEventsOnCluster (t: Test, cluster: LocalRedisCluster, client: Cluster, waitForReplicas: number): Promise<void> {
+async function seenEventsOnCluster (t: Test, cluster: LocalRedisCluster, client: Cluster, waitForReplicas: number, timeout: number): Promise<void> {
   const prefix = `seen-${waitForReplicas}:`
-  const store = new RedisSeenEventsStore(client, { prefix, ttl: 600, waitForReplicas })
-  const admin = await cluster.client()
+  const store = new RedisSeenEventsStore(client, { prefix, ttl: 600, waitForReplicas, timeout })
+  const admin = await cluster.client({ redisOptions: { commandTimeout: 5000, maxRetriesPerRequest: 1 } })
   const fps = fingerprints(`events-${waitForReplicas}`)
   t.equal((await mastersOf(cluster, fps.map((fp) => prefix + fp))).size, 3, 'the 100 events live on all three masters')
 

@@ -1,5 +1,5 @@
 export { createSandbox } from './sandbox.js'
-export type { Sandbox, SandboxOptions, DeliverOptions, StartOptions, AttemptDetail, SandboxStats, TamperKind } from './sandbox.js'
+export type { Sandbox, SandboxOptions, DeliverOptions, StartOptions, AttemptDetail, SandboxStats, TamperKind, SandboxResend, SandboxValidation } from './sandbox.js'
 export type { SandboxBatch, SandboxBatchStatus } from './batch-query.js'
 export { sampleEvents, sampleEvent } from './sample-events.js'
 export type { SampleEventsOptions } from './sample-events.js'

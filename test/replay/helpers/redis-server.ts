@@ -1,3 +1,6 @@
+import { mkdtempSync, rmSync } from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
 import net from 'node:net'
 import { once } from 'node:events'
@@ -68,6 +71,7 @@ async function ping (port: number): Promise<boolean> {
 export async function startRedisServer (): Promise<RedisServer> {
   requireRedisServer()
   const port = await freePort()
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'mcwh-redis-'))
   let child: ChildProcess | null = null
   const clients: Redis[] = []
   let stderr = ''
@@ -75,8 +79,9 @@ export async function startRedisServer (): Promise<RedisServer> {
   const start = async (): Promise<void> => {
     if (child !== null) return
     stderr = ''
+    // Its own temporary folder: a replica's full sync writes an RDB file there, never in the project.
     const proc = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no',
-      '--maxmemory-policy', 'noeviction'], { stdio: ['ignore', 'ignore', 'pipe'] })
+      '--maxmemory-policy', 'noeviction', '--dir', dir], { stdio: ['ignore', 'ignore', 'pipe'] })
     proc.stderr?.on('data', (chunk: Buffer) => { stderr += chunk.toString() })
     child = proc
     proc.once('exit', () => { if (child === proc) child = null })
@@ -119,6 +124,7 @@ export async function startRedisServer (): Promise<RedisServer> {
     async close (): Promise<void> {
       for (const c of clients) c.disconnect()
       await stop()
+      rmSync(dir, { recursive: true, force: true })
     },
   }
 }

@@ -63,6 +63,8 @@ export interface LocalRedisCluster {
    * Writes it acknowledges from then on are not replicated.
    */
   cutOffReplicas (port: number): Promise<void>
+  /** Undoes `cutOffReplicas`: its replicas reconnect; waits until they are back in sync. */
+  reconnectReplicas (port: number): Promise<void>
   /** Starts a killed node again (same port and config file): it rejoins as a replica; waits until it is in sync. */
   restart (port: number): Promise<void>
   /** Waits until a replica of the killed master `port` serves its slots and every live node says `cluster_state:ok`; returns its port. */
@@ -255,6 +257,12 @@ export async function startRedisCluster (): Promise<LocalRedisCluster> {
       await admin.client('KILL', 'TYPE', 'replica')
       // Its replicas cannot come back: replication stays down.
       await until(async () => (await admin.info('replication')).includes('connected_slaves:0'), 2000, `the replicas of ${port} to be cut off`)
+    },
+    async reconnectReplicas (port: number): Promise<void> {
+      const admin = node(port)
+      await admin.config('SET', 'requirepass', '')
+      // A replica retries its master about once a second.
+      await until(async () => (await admin.info('replication')).includes('state=online'), 10_000, `the replicas of ${port} to reconnect`)
     },
     async restart (port: number): Promise<void> {
       if (children.has(port)) return

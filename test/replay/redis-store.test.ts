@@ -74,6 +74,21 @@ t.test('against a real redis-server', async (t) => {
     await t.rejects(store.claim(id(8), 360), { name: 'ReplayStoreError', operation: 'claim' })
   })
 
+  t.test('waitForReplicas on a Redis without replicas: the claim fails with ReplayStoreError and never counts', async (t) => {
+    const durable = new RedisReplayStore(client, { prefix: 'durable:', waitForReplicas: 1, waitTimeout: 50 })
+    const err = await durable.claim(id(50), 360).then(() => null, (e: unknown) => e)
+    t.ok(err instanceof ReplayStoreError, String(err))
+    t.match(String((err as Error).message), /Only 0 of 1 Redis replicas acknowledged claim within 50 ms/)
+    const plain = new RedisReplayStore(client, { prefix: 'durable:' })
+    let state = ''
+    for (let i = 0; i < 40 && state !== 'claimed'; i++) {
+      state = await plain.claim(id(50), 360)
+      if (state !== 'claimed') await new Promise((resolve) => setTimeout(resolve, 50))
+    }
+    t.equal(state, 'claimed', 'the failed claim was cancelled: the retry claims the delivery')
+    await t.rejects(durable.complete(id(50), 360), { name: 'ReplayStoreError', message: /replicas acknowledged complete/ })
+  })
+
   t.test('server down: every call rejects with ReplayStoreError, quickly; then recovers', async (t) => {
     t.equal(await store.claim(id(10), 360), 'claimed', 'a claim held when Redis goes away')
     await redis.stop()
@@ -121,6 +136,14 @@ t.test('options are validated', async (t) => {
   const fake = { get: () => {}, mget: () => {}, del: () => {}, eval: () => {}, evalsha: () => {} } as unknown as RedisClientLike
   t.throws(() => new RedisReplayStore(fake, { prefix: '' }), { name: 'TypeError', message: /prefix/ })
   t.throws(() => new RedisReplayStore(fake, { timeout: 0 }), { name: 'TypeError', message: /timeout/ })
+  t.throws(() => new RedisReplayStore(fake, { waitForReplicas: 1 }), { name: 'TypeError', message: /waitForReplicas needs an ioredis client with pipeline/ })
+  const piped = { ...fake as object, pipeline: () => {} } as unknown as RedisClientLike
+  t.throws(() => new RedisReplayStore(piped, { waitForReplicas: -1 }), { name: 'TypeError', message: /waitForReplicas must be a non-negative integer/ })
+  t.throws(() => new RedisReplayStore(piped, { waitForReplicas: 1.5 }), { name: 'TypeError', message: /waitForReplicas/ })
+  t.throws(() => new RedisReplayStore(piped, { waitForReplicas: 1, waitTimeout: 1000 }), { name: 'TypeError', message: /waitTimeout must be .* below timeout \(1000\)/ })
+  t.throws(() => new RedisReplayStore(piped, { waitForReplicas: 1, waitTimeout: 0 }), { name: 'TypeError', message: /waitTimeout/ })
+  t.doesNotThrow(() => new RedisReplayStore(piped, { waitForReplicas: 1, waitTimeout: 999 }))
+  t.doesNotThrow(() => new RedisReplayStore(piped, { waitForReplicas: 2, timeout: 100 }), 'the waitTimeout default stays below a short timeout')
   const store = new RedisReplayStore(fake)
   await t.rejects(store.claim('x', 0), { name: 'TypeError', message: /ttlSeconds/ })
 })

@@ -185,6 +185,27 @@ t.test('RedisSeenEventsStore against a real redis-server', async (t) => {
     t.ok(retaken.every(isClaim), 'the next attempt claims both events')
   })
 
+  t.test('waitForReplicas on a Redis without replicas: claims and marks fail with ReplayStoreError; failed claims are given back', async (t) => {
+    const durable = new RedisSeenEventsStore(client, { prefix: 'durable:', waitForReplicas: 1, waitTimeout: 50 })
+    const err = await durable.claim(['w1', 'w2'], 30).then(() => null, (e: unknown) => e)
+    t.ok(err instanceof ReplayStoreError, String(err))
+    t.match(String((err as Error).message), /Only 0 of 1 Redis replicas acknowledged claim within 50 ms/)
+    await t.rejects(durable.add(['w3']), { name: 'ReplayStoreError', message: /replicas acknowledged add/ })
+    await t.rejects(durable.complete([{ fingerprint: 'w4', token: 'x' }]), { name: 'ReplayStoreError', message: /replicas acknowledged complete/ })
+    const plain = new RedisSeenEventsStore(client, { prefix: 'durable:' })
+    let retry: EventClaimResult[] = []
+    for (let i = 0; i < 40; i++) {
+      retry = await plain.claim(['w1', 'w2'], 30)
+      if (retry.every(isClaim)) break
+      await sleep(50)
+    }
+    t.ok(retry.every(isClaim), 'the retry claims both events')
+    // Release and extend do not wait: they work without replicas.
+    await durable.extend(retry.filter(isClaim), 60)
+    await durable.release(retry.filter(isClaim))
+    t.ok((await plain.claim(['w1', 'w2'], 30)).every(isClaim))
+  })
+
   t.test('Redis down: every call rejects with ReplayStoreError', async (t) => {
     const store = new RedisSeenEventsStore(client, { prefix: 'down:' })
     const [held] = await store.claim(['held'], 30)
@@ -202,5 +223,7 @@ t.test('RedisSeenEventsStore against a real redis-server', async (t) => {
     t.throws(() => new RedisSeenEventsStore(client, { ttl: 0 }), { name: 'TypeError', message: /ttl/ })
     t.throws(() => new RedisSeenEventsStore(client, { prefix: '' }), { name: 'TypeError', message: /prefix/ })
     t.throws(() => new RedisSeenEventsStore({} as never), { name: 'TypeError', message: /ioredis client/ })
+    t.throws(() => new RedisSeenEventsStore(client, { waitForReplicas: -1 }), { name: 'TypeError', message: /waitForReplicas must be a non-negative integer/ })
+    t.throws(() => new RedisSeenEventsStore(client, { waitForReplicas: 1, timeout: 200, waitTimeout: 200 }), { name: 'TypeError', message: /waitTimeout must be .* below timeout \(200\)/ })
   })
 })

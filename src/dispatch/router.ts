@@ -146,8 +146,9 @@ export class WebhookEventRouter<C extends object = object> {
    * one dispatch (same `eventFingerprint`) are handled once: the first copy reports what became
    * of it, a later copy `skipped` when the first was handled or skipped, else the same status.
    *
-   * The promise never rejects: handler and store failures are in the report; store problems it
-   * cannot show (a done mark that could not be written after the handlers succeeded) are logged.
+   * The promise never rejects: handler and store failures are in the report. An event whose
+   * handlers succeeded but whose done mark could not be written is reported `failed` with the
+   * `ReplayStoreError`, so the delivery is not acknowledged on a mark that may be lost.
    *
    * @example
    * ```ts
@@ -183,6 +184,8 @@ class Dispatch {
   /** Claims held by this dispatch and not yet handed to complete or release: what renewal extends. */
   readonly #held = new Map<string, EventClaim>()
   readonly #completes: Batch
+  /** The index of the first event with each fingerprint. */
+  readonly #indexOf = new Map<string, number>()
   readonly #releases: Batch
   #stopError: unknown = undefined
   #stopped = false
@@ -201,9 +204,17 @@ class Dispatch {
     this.#outcomes = new Array(events.length).fill(undefined)
     this.#fingerprints = new Array(events.length).fill('')
     this.#completes = new Batch(async (claims) => await store!.complete(claims), (err, claims) => {
-      // The handlers ran; the claim expires on its own and a later resend may run them again.
+      // The handlers ran, but the done mark may not have been written (or not durably, with
+      // waitForReplicas): never acknowledge such an event. It fails with the store error, so the
+      // delivery is answered 503 and retried; the retry skips it if the mark did land. The claim
+      // is kept (not released): it expires on its own, so a retry meanwhile is deferred.
       log.error({ err: errorSummary(err), fingerprints: claims.map((c) => c.fingerprint) },
         'webhook events were handled but could not be marked done in the seen-events store')
+      const error = storeError('complete', err)
+      for (const claim of claims) {
+        const i = this.#indexOf.get(claim.fingerprint)
+        if (i !== undefined) this.#fail(i, error)
+      }
     })
     this.#releases = new Batch(async (claims) => await store!.release(claims), (err, claims) => {
       log.warn({ err: errorSummary(err), fingerprints: claims.map((c) => c.fingerprint) },
@@ -233,6 +244,7 @@ class Dispatch {
       }
       if (first.has(fp)) { duplicates.push(i); continue }
       first.set(fp, i)
+      this.#indexOf.set(fp, i)
       toRun.push(i)
     }
 

@@ -97,7 +97,7 @@ t.test('a store answering claim wrongly: events fail with a ReplayStoreError, cl
   t.equal(again[1], 'processing', 'the one the reply dropped stays claimed until it expires (never wrongly released)')
 })
 
-t.test('the done mark cannot be written after the handlers succeeded: reported handled, logged, never re-run meanwhile', async (t) => {
+t.test('the done mark cannot be written after the handlers succeeded: reported failed with the store error (never acknowledged), logged, never re-run meanwhile', async (t) => {
   const store = new SpyStore()
   store.fail.complete = new ReplayStoreError('complete', 'Redis did not answer complete in time.')
   const log = recordingLogger()
@@ -105,7 +105,8 @@ t.test('the done mark cannot be written after the handlers succeeded: reported h
   const router = new WebhookEventRouter({ seenEvents: store }).on('delivered', () => { runs++ })
   const events = [ev('delivered', 1)]
   const report = await router.dispatch(events, { log })
-  t.match(report, { handled: 1, ok: true })
+  t.match(report, { handled: 0, failed: 1, ok: false })
+  t.ok(report.outcomes[0]!.status === 'failed' && report.outcomes[0]!.error instanceof ReplayStoreError, 'failed with the ReplayStoreError: the receivers answer 503')
   t.equal(runs, 1)
   t.match(log.lines, [{ level: 'error', msg: /handled but could not be marked done/, obj: { fingerprints: [eventFingerprint(events[0]!)], err: { type: 'ReplayStoreError' } } }])
   // The claim was not released: a retry meanwhile defers instead of running the handler again.

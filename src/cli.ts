@@ -4,6 +4,7 @@ import { readFileSync, realpathSync } from 'node:fs'
 import { createInterface } from 'node:readline/promises'
 import { fileURLToPath } from 'node:url'
 import { BIN, parse, UsageError, type CommandSpec, type Parsed } from './cli/args.js'
+import { INSPECT_COMMANDS, runInspect } from './cli/inspect-command.js'
 import { useColor, type CliIo } from './cli/io.js'
 import { OPERATOR_COMMANDS, runOperatorCommand } from './cli/operator-commands.js'
 import { runRotateKey, runSandbox, SANDBOX_COMMANDS } from './cli/sandbox-commands.js'
@@ -60,8 +61,11 @@ Operate the webhook (the API key is read from MAILCHANNELS_API_KEY):
 
 Local sandbox (no account):
   sandbox      Sign webhook deliveries exactly as MailChannels does and POST them to
-               your endpoint; serve MailChannels' webhook API on 127.0.0.1
+               your endpoint; serve MailChannels' webhook API on 127.0.0.1, and a page
+               that shows every delivery and sends batches
   rotate-key   Switch the running sandbox to a new signing key
+  inspect      Receive deliveries, verify them with this library and show each one
+               with its verdict on a local page
 
 The operating commands take --sandbox to operate the running sandbox instead of
 MailChannels, --base-url <url> for another API origin, and --json for scripts.
@@ -74,9 +78,9 @@ Run '${BIN} <command> --help' for a command's options.
 Exit codes: 0 success, 1 the operation failed, 2 a usage error.
 Output is coloured on a terminal only, and never when NO_COLOR is set.`
 
-const COMMANDS: Record<string, CommandSpec> = { ...OPERATOR_COMMANDS, ...SANDBOX_COMMANDS }
+const COMMANDS: Record<string, CommandSpec> = { ...OPERATOR_COMMANDS, ...SANDBOX_COMMANDS, ...INSPECT_COMMANDS }
 
-/** Runs the command; resolves with the exit code once it is done (for `sandbox`, once the sandbox has closed). */
+/** Runs the command; resolves with the exit code once it is done (for `sandbox` and `inspect`, once the server has closed). */
 export async function main (argv: string[], io: CliIo = processIo): Promise<number> {
   const env = io.env ?? process.env
   let parsed: Parsed
@@ -99,6 +103,7 @@ export async function main (argv: string[], io: CliIo = processIo): Promise<numb
   try {
     if (command === 'sandbox') await runSandbox(values, io, env)
     else if (command === 'rotate-key') await runRotateKey(io, env)
+    else if (command === 'inspect') await runInspect(values, io, env)
     else return await runOperatorCommand(command, values, args, io, env)
     return 0
   } catch (err) {

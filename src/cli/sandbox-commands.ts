@@ -46,6 +46,10 @@ runs in ${stateFilePath(env)} (readable by you only),
 where the other commands find it (with --sandbox) and '${BIN} rotate-key' too.
 The API answers only requests addressed to 127.0.0.1, localhost or [::1].
 
+The inspector page (the printed link, which carries the API key) lists every
+attempt live, shows its headers, body, signature base and the receiver's answer,
+and sends batches of chosen event types, tampered, expired or replayed ones.
+
 Point your verifier at the sandbox: baseUrl = the printed URL,
 customerHandles = [the customer handle].`,
   },
@@ -181,6 +185,7 @@ export async function runSandbox (values: Record<string, string | boolean>, io: 
   io.out(`  signing key id   ${sandbox.keyId} (new for each run)`)
   io.out(`  API key          ${sandbox.apiKey}${saved ? paint(DIM, `  (kept in ${file} while running)`) : ''}`)
   io.out(`  public key       curl '${url}/tx/v1/webhook/public-key?id=${sandbox.keyId}'`)
+  io.out(`  inspector page   ${sandbox.inspectorUrl}${paint(DIM, '  (open it in a browser on this machine)')}`)
   io.out(`  operate it       ${BIN} list --sandbox   (enroll, validate, batches, resend, reconcile too)`)
   io.out(`  rotate key       ${BIN} rotate-key`)
   io.out(`  your verifier    baseUrl: '${url}', customerHandles: ['${sandbox.customerHandle}']`)

@@ -1,11 +1,15 @@
 // The sandbox's HTTP API: MailChannels' routes in its wire format, plus /sandbox/* controls.
 // One table of routes; each handler only parses the request and calls the sandbox core.
-import crypto from 'node:crypto'
 import type http from 'node:http'
 import { checkBatchId, checkEndpoint, MAX_REQUEST_ID_CHARS } from '../../client/webhooks.js'
+import { WEBHOOK_EVENT_TYPES, type WebhookEventType } from '../../events/types.js'
 import type { Logger } from '../../logger.js'
+import { isInspectorPath, sendInspectorJson, sendPageFile, serveInspectorApi, type InspectorSite } from '../inspector/http.js'
 import { filterBatches, parseBatchQuery, type SandboxBatch } from './batch-query.js'
+import { hasApiKey, isLoopbackHostHeader, isRelayed, isSameOrigin } from './guards.js'
 import type { TamperKind } from './sandbox.js'
+
+export { isLoopbackHostHeader } from './guards.js'
 
 /** What `POST /tx/v1/webhook/validate` answers (snake_case, as the service does). */
 export interface SandboxValidation {
@@ -38,11 +42,18 @@ export interface SandboxCore {
   /** `null` when the batch is unknown (or no longer kept). */
   resend (batchId: number): Promise<SandboxResend | null>
   rotateKey (): { keyId: string, publicKey: string }
-  /** One delivery to the first endpoint; `null` when none is enrolled. Throws a TypeError for a replay with nothing to copy. */
-  deliverOne (tamper: TamperKind | undefined): Promise<SandboxBatch | null>
+  /**
+   * One delivery to the first endpoint (one event of each of `types`, in order, when given);
+   * `null` when none is enrolled. Throws a TypeError for a replay with nothing to copy.
+   */
+  deliverOne (tamper: TamperKind | undefined, types: WebhookEventType[] | undefined): Promise<SandboxBatch | null>
+  /** The inspector page's data: the journal of attempts and the sandbox's description. */
+  readonly inspector: InspectorSite
 }
 
 const TAMPER_KINDS: readonly TamperKind[] = ['body', 'signature', 'expired', 'replay']
+/** Events one `POST /sandbox/deliver?types=` may ask for (the sandbox's largest batch). */
+const MAX_TYPES = 1000
 /** Request bodies the API reads (validate's) are tiny. */
 const MAX_BODY_BYTES = 16 * 1024
 
@@ -52,6 +63,8 @@ interface Exchange {
   url: URL
   /** The path parameter of a pattern route (`{id}`). */
   param: string
+  /** The inspector's live streams open on this server. */
+  streams: Set<http.ServerResponse>
 }
 
 interface Route {
@@ -183,9 +196,18 @@ const ROUTES: readonly Route[] = [
     async handle ({ res, url }, core) {
       const tamper = url.searchParams.get('tamper')
       if (tamper !== null && !TAMPER_KINDS.includes(tamper as TamperKind)) return errors(res, 400, `tamper must be one of ${TAMPER_KINDS.join(', ')}.`)
+      const typesParam = url.searchParams.get('types')
+      let types: WebhookEventType[] | undefined
+      if (typesParam !== null && typesParam !== '') {
+        const list = typesParam.split(',')
+        if (list.length > MAX_TYPES || list.some((type) => !(WEBHOOK_EVENT_TYPES as readonly string[]).includes(type))) {
+          return errors(res, 400, `types must be a comma-separated list of at most ${MAX_TYPES} event types among ${WEBHOOK_EVENT_TYPES.join(', ')}.`)
+        }
+        types = list as WebhookEventType[]
+      }
       let batch: SandboxBatch | null
       try {
-        batch = await core.deliverOne(tamper === null ? undefined : tamper as TamperKind)
+        batch = await core.deliverOne(tamper === null ? undefined : tamper as TamperKind, types)
       } catch (err) {
         // A replay with nothing to copy yet.
         if (err instanceof TypeError) return errors(res, 409, `${err.message}.`)
@@ -195,30 +217,23 @@ const ROUTES: readonly Route[] = [
       sendJson(res, 200, batch)
     },
   },
+  {
+    // The inspector page and its files: no secret in them, so no key.
+    method: 'GET',
+    path: /^(\/|\/inspector\/(?:app\.js|app\.css|icon\.svg))$/,
+    public: true,
+    handle ({ res, param }, core) {
+      sendPageFile(res, param, core.inspector.mode)
+    },
+  },
+  {
+    method: 'GET',
+    path: /^(\/inspector\/api\/.+)$/,
+    handle ({ req, res, url, streams }, core) {
+      if (!serveInspectorApi(req, res, url, core.inspector, streams)) sendInspectorJson(res, 404, { errors: ['Not found.'] })
+    },
+  },
 ]
-
-function sameSecret (a: string, b: string): boolean {
-  return crypto.timingSafeEqual(crypto.hash('sha256', a, 'buffer'), crypto.hash('sha256', b, 'buffer'))
-}
-
-const LOOPBACK_HOST = /^(?:localhost|127\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})|\[::1\])(?::(\d{1,5}))?$/i
-
-/**
- * True when a request names a loopback host in its one `Host` field (with or without a port).
- * A page that rebinds its own domain to 127.0.0.1 reaches the socket, but its requests still
- * carry that domain as `Host`, so they are refused.
- */
-export function isLoopbackHostHeader (rawHeaders: readonly string[]): boolean {
-  const hosts: string[] = []
-  for (let i = 0; i < rawHeaders.length; i += 2) {
-    if (rawHeaders[i]!.toLowerCase() === 'host') hosts.push(rawHeaders[i + 1]!)
-  }
-  if (hosts.length !== 1) return false
-  const m = LOOPBACK_HOST.exec(hosts[0]!)
-  if (m === null) return false
-  const [, a = '0', b = '0', c = '0', port] = m
-  return Number(a) <= 255 && Number(b) <= 255 && Number(c) <= 255 && (port === undefined || Number(port) <= 65535)
-}
 
 function match (route: Route, pathname: string): string | null {
   if (typeof route.path === 'string') return route.path === pathname ? '' : null
@@ -227,12 +242,21 @@ function match (route: Route, pathname: string): string | null {
 
 /** The request listener of the sandbox's API server. Never throws; failures answer 500. */
 export function createApiHandler (core: SandboxCore, logger: Logger): (req: http.IncomingMessage, res: http.ServerResponse) => void {
+  const streams = new Set<http.ServerResponse>()
   const handle = async (req: http.IncomingMessage, res: http.ServerResponse): Promise<void> => {
     if (!isLoopbackHostHeader(req.rawHeaders)) {
       req.resume()
       return errors(res, 421, 'This sandbox answers only to requests addressed to a loopback host (127.0.0.1, localhost or [::1]).')
     }
     const url = new URL(req.url ?? '/', 'http://sandbox.invalid')
+    if (req.method !== 'GET' && req.method !== 'HEAD' && !isSameOrigin(req)) {
+      req.resume()
+      return errors(res, 403, 'Cross-origin requests are refused: only pages served by this sandbox may act on it.')
+    }
+    if (isInspectorPath(url.pathname) && isRelayed(req)) {
+      req.resume()
+      return sendInspectorJson(res, 403, { errors: ['The inspector answers only direct requests from this machine, not requests relayed by a proxy or a tunnel.'] })
+    }
     const onPath = ROUTES.map((route) => ({ route, param: match(route, url.pathname) })).filter((m) => m.param !== null)
     const found = onPath.find((m) => m.route.method === req.method)
     if (found === undefined) {
@@ -240,15 +264,12 @@ export function createApiHandler (core: SandboxCore, logger: Logger): (req: http
       if (onPath.length === 0) return errors(res, 404, 'Not found.')
       return sendJson(res, 405, { errors: ['Method not allowed.'] }, { allow: onPath.map((m) => m.route.method).join(', ') })
     }
-    if (found.route.public !== true) {
-      const given = req.headers['x-api-key']
-      if (typeof given !== 'string' || !sameSecret(given, core.apiKey)) {
-        req.resume()
-        return errors(res, 401, 'Missing or invalid X-Api-Key header.')
-      }
+    if (found.route.public !== true && !hasApiKey(req, core.apiKey)) {
+      req.resume()
+      return errors(res, 401, 'Missing or invalid X-Api-Key header.')
     }
     if (found.route.method !== 'POST' || found.route.path !== '/tx/v1/webhook/validate') req.resume()
-    await found.route.handle({ req, res, url, param: found.param! }, core)
+    await found.route.handle({ req, res, url, param: found.param!, streams }, core)
   }
   return (req, res) => {
     handle(req, res).catch((err: Error) => {

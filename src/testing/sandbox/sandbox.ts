@@ -2,11 +2,13 @@ import crypto, { type KeyObject } from 'node:crypto'
 import http from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { setTimeout as sleep } from 'node:timers/promises'
-import type { WebhookEvent } from '../../events/types.js'
+import { WEBHOOK_EVENT_TYPES, type WebhookEvent } from '../../events/types.js'
 import { noopLogger, type Logger } from '../../logger.js'
+import { bodyText, classify, describeDigest, describeSignature, reasonOf, type InspectedDetail, type InspectedSummary } from '../inspector/describe.js'
+import { Journal } from '../inspector/journal.js'
 import { generateSigningKeyPair, signWebhook, type SignedWebhook, type WireEvent } from '../sign-webhook.js'
 import type { SandboxBatch } from './batch-query.js'
-import { parseTarget, postBatch } from './delivery.js'
+import { createAgents, destroyAgents, parseTarget, postBatch, type PostOutcome } from './delivery.js'
 import { createApiHandler, type SandboxCore, type SandboxResend, type SandboxValidation } from './routes.js'
 import { sampleEvent, sampleEvents } from './sample-events.js'
 
@@ -187,6 +189,14 @@ export interface Sandbox {
    * sandbox. Not enumerable, so it stays out of `util.inspect(sandbox)` output and JSON.
    */
   readonly apiKey: string
+  /**
+   * The inspector page of this sandbox, with the API key in the fragment
+   * (`http://127.0.0.1:39123/#key=…`): open it in a browser on this machine to see every
+   * attempt, its headers, body, signature base and the receiver's answer, and to send batches.
+   * The fragment never leaves the browser; the page keeps the key for the tab and removes it
+   * from the address bar. Not enumerable, like `apiKey`.
+   */
+  readonly inspectorUrl: string
   readonly customerHandle: string
   /** The first enrolled endpoint: where `deliver` sends by default (`null` while none is enrolled). */
   readonly target: string | null
@@ -282,14 +292,29 @@ const MAX_KEPT_EVENTS = 100_000
 const MAX_VALIDATION_BODY_BYTES = 1024
 
 /** What the sandbox keeps of a batch to resend it: its events, where it went, and the `created` of its last signature. */
-interface KeptBatch { events: ReadonlyArray<WebhookEvent | WireEvent>, webhook: string, eventCount: number, lastCreated: number }
+interface KeptBatch { events: ReadonlyArray<WebhookEvent | WireEvent>, webhook: string, eventCount: number, lastCreated: number, eventTypes: string[] }
+/** What the inspector keeps of a receiver's answer (enough for this library's error body). */
+const INSPECTED_ANSWER_BYTES = 8 * 1024
+
+/** The `event` of an event, as it goes on the wire. */
+const wireType = (event: WebhookEvent | WireEvent): string =>
+  event.event === 'unknown' && typeof (event as { eventName?: unknown }).eventName === 'string' ? (event as { eventName: string }).eventName : event.event
+
+/** One attempt as sent and answered, for the inspector. */
+interface Capture { signed: SignedWebhook, outcome: PostOutcome, eventTypes: string[] }
+
+const WARNINGS = {
+  tampered: 'The receiver accepted a delivery spoiled on purpose: it should have rejected it.',
+  replay: 'The receiver accepted an exact copy of an earlier delivery as new: with replay protection it answers it as a duplicate.',
+} as const
 
 /**
  * Starts a sandbox: an API server on 127.0.0.1 that serves MailChannels' webhook routes in the
  * service's wire format (`GET /tx/v1/webhook/public-key`, `GET /tx/v1/webhook-batch`,
  * `POST|GET|DELETE /tx/v1/webhook`, `POST /tx/v1/webhook/validate`,
  * `POST /tx/v1/webhook-batch/{id}/resend`, plus `POST /sandbox/rotate-key` and
- * `POST /sandbox/deliver`), and a sender that POSTs signed batches to the enrolled endpoints.
+ * `POST /sandbox/deliver`), the inspector page at `/` (open `inspectorUrl`), and a sender that
+ * POSTs signed batches to the enrolled endpoints.
  */
 export async function createSandbox (options: SandboxOptions = {}): Promise<Sandbox> {
   if (options === null || typeof options !== 'object') throw new TypeError('createSandbox options must be an object')
@@ -321,12 +346,15 @@ export async function createSandbox (options: SandboxOptions = {}): Promise<Sand
     // A Map iterates in insertion order: the first key is the oldest.
     while (keys.size > maxKeys) keys.delete(keys.keys().next().value!)
     logger.info({ keyId: current.id }, 'sandbox signing key rotated')
+    journal.infoChanged()
     return { keyId: current.id, publicKey: current.publicKey }
   }
-  rotateKey()
 
   const batches: SandboxBatch[] = []
   const kept = new Map<number, KeptBatch>()
+  const journal = new Journal()
+  const agents = createAgents()
+  rotateKey()
   let keptEvents = 0
   const stats: SandboxStats = { publicKeyRequests: 0, batchListRequests: 0, attempts: 0, validations: 0, resends: 0 }
   const closing = new AbortController()
@@ -362,6 +390,7 @@ export async function createSandbox (options: SandboxOptions = {}): Promise<Sand
     if (endpoints.length >= MAX_ENDPOINTS) throw new TypeError(`${option}: the sandbox takes at most ${MAX_ENDPOINTS} endpoints; remove them first`)
     endpoints.push(url)
     logger.info({ endpoint: url }, 'sandbox endpoint enrolled')
+    journal.infoChanged()
     return true
   }
 
@@ -389,9 +418,52 @@ export async function createSandbox (options: SandboxOptions = {}): Promise<Sand
     return { body: Buffer.from(JSON.stringify(wire), 'utf8'), headers: signed.headers }
   }
 
-  /** Records one attempt (a listing row), logs it and tells `onAttempt`. */
-  const record = (batch: SandboxBatch, detail: AttemptDetail): void => {
+  /** What the inspector's detail view shows of an attempt: built only when someone opens it. */
+  const inspectedDetail = (summary: InspectedSummary, { signed, outcome }: Capture): InspectedDetail => ({
+    ...summary,
+    request: {
+      method: 'POST',
+      url: summary.endpoint,
+      headers: outcome.requestHeaders,
+      body: bodyText(signed.body, signed.body.length).text,
+      bodyBytes: signed.body.length,
+      bodyTruncated: false,
+    },
+    signature: describeSignature(outcome.requestHeaders),
+    digest: describeDigest(outcome.requestHeaders, signed.body),
+    response: outcome.statusCode === null ? null : { headers: outcome.responseHeaders ?? [], body: outcome.body ?? '', truncated: outcome.bodyTruncated },
+    remoteAddress: null,
+  })
+
+  /** Adds an attempt to the inspector's journal. */
+  const inspect = (batch: SandboxBatch, detail: AttemptDetail, capture: Capture): void => {
+    const answer = capture.outcome.body
+    const outcome = classify(batch.status_code, answer)
+    const spoiled = detail.tamper !== null && detail.tamper !== 'replay' && (outcome === 'accepted' || outcome === 'duplicate')
+    const warning = spoiled ? WARNINGS.tampered : detail.tamper === 'replay' && outcome === 'accepted' ? WARNINGS.replay : null
+    journal.add({
+      at: batch.created_at,
+      endpoint: batch.webhook,
+      batchId: batch.batch_id,
+      attempt: detail.attempt,
+      eventCount: batch.event_count,
+      eventTypes: capture.eventTypes,
+      statusCode: batch.status_code,
+      durationMs: batch.duration.value,
+      outcome,
+      reason: reasonOf(answer),
+      tamper: detail.tamper,
+      resend: detail.resend,
+      retryInMs: detail.retryInMs,
+      error: detail.error,
+      warning,
+    }, (summary) => inspectedDetail(summary, capture), capture.signed.body.length + (answer?.length ?? 0))
+  }
+
+  /** Records one attempt (a listing row and an inspector entry), logs it and tells `onAttempt`. */
+  const record = (batch: SandboxBatch, detail: AttemptDetail, capture: Capture): void => {
     batches.push(batch)
+    inspect(batch, detail, capture)
     const log = { batchId: batch.batch_id, attempt: detail.attempt, status: batch.status, statusCode: batch.status_code, durationMs: batch.duration.value, tamper: detail.tamper, error: detail.error, resend: detail.resend }
     if (batch.status === '2xx_response') logger.info(log, 'sandbox delivery')
     else logger.warn(log, 'sandbox delivery failed')
@@ -404,22 +476,22 @@ export async function createSandbox (options: SandboxOptions = {}): Promise<Sand
   }
 
   /** One POST of a signed batch, recorded as a listing row. */
-  const attemptOnce = async (batchId: number, target: string, signed: SignedWebhook, eventCount: number): Promise<{ batch: SandboxBatch, error: string | null }> => {
+  const attemptOnce = async (batchId: number, target: string, signed: SignedWebhook, keptBatch: KeptBatch): Promise<{ batch: SandboxBatch, error: string | null, capture: Capture }> => {
     const createdAt = new Date()
     stats.attempts++
-    const outcome = await postBatch(target, signed, deliveryTimeout, closing.signal)
+    const outcome = await postBatch(target, signed, deliveryTimeout, closing.signal, INSPECTED_ANSWER_BYTES, agents)
     if (closing.signal.aborted) throw closedError()
     const batch: SandboxBatch = {
       batch_id: batchId,
       created_at: createdAt.toISOString(),
       customer_handle: customerHandle,
       duration: { unit: 'milliseconds', value: outcome.durationMs },
-      event_count: eventCount,
+      event_count: keptBatch.eventCount,
       status: outcome.status,
       status_code: outcome.statusCode,
       webhook: target,
     }
-    return { batch, error: outcome.error }
+    return { batch, error: outcome.error, capture: { signed, outcome, eventTypes: keptBatch.eventTypes } }
   }
 
   const deliver = async (events?: ReadonlyArray<WebhookEvent | WireEvent>, opts: DeliverOptions = {}, size = batchSize): Promise<SandboxBatch> => {
@@ -440,7 +512,7 @@ export async function createSandbox (options: SandboxOptions = {}): Promise<Sand
     const attempts = tamper === null ? maxAttempts : 1
     // One batch id for the delivery: its retries are the same batch, signed again.
     const batchId = nextBatchId++
-    const keptBatch: KeptBatch = { events: [...batchEvents], webhook: target, eventCount, lastCreated: 0 }
+    const keptBatch: KeptBatch = { events: [...batchEvents], webhook: target, eventCount, lastCreated: 0, eventTypes: batchEvents.slice(0, 1000).map(wireType) }
     keep(batchId, keptBatch)
     for (let attempt = 1; ; attempt++) {
       // Each attempt is signed afresh, as the real sender does. `created` always moves on, even
@@ -448,14 +520,14 @@ export async function createSandbox (options: SandboxOptions = {}): Promise<Sand
       const created = Math.max(Math.floor(Date.now() / 1000), keptBatch.lastCreated + 1)
       keptBatch.lastCreated = created
       const signed = copied !== null ? copied.signed : tamper === null ? sign(list!, created) : tampered(list!, tamper)
-      const { batch, error } = await attemptOnce(batchId, target, signed, eventCount)
+      const { batch, error, capture } = await attemptOnce(batchId, target, signed, keptBatch)
       if (tamper === null) {
         lastSent = { signed, kept: keptBatch }
         if (batch.status === '2xx_response') lastAccepted = lastSent
       }
       const willRetry = batch.status !== '2xx_response' && attempt < attempts
       const retryInMs = willRetry ? retryDelay * 2 ** (attempt - 1) : null
-      record(batch, { attempt, willRetry, retryInMs, tamper, error, resend: false })
+      record(batch, { attempt, willRetry, retryInMs, tamper, error, resend: false }, capture)
       if (retryInMs === null) return batch
       try {
         await sleep(retryInMs, undefined, { signal: closing.signal })
@@ -474,9 +546,9 @@ export async function createSandbox (options: SandboxOptions = {}): Promise<Sand
     // than any earlier attempt of the batch, so the signature is new even within the same second.
     const created = Math.max(Math.floor(Date.now() / 1000), batch.lastCreated + 1)
     batch.lastCreated = created
-    const { batch: row, error } = await attemptOnce(batchId, batch.webhook, sign(batch.events, created), batch.eventCount)
+    const { batch: row, error, capture } = await attemptOnce(batchId, batch.webhook, sign(batch.events, created), batch)
     const attempt = batches.filter((b) => b.batch_id === batchId).length + 1
-    record(row, { attempt, willRetry: false, retryInMs: null, tamper: null, error, resend: true })
+    record(row, { attempt, willRetry: false, retryInMs: null, tamper: null, error, resend: true }, capture)
     return {
       batch_id: batchId,
       customer_handle: customerHandle,
@@ -497,7 +569,7 @@ export async function createSandbox (options: SandboxOptions = {}): Promise<Sand
     }
     const results = await Promise.all([...endpoints].map(async (webhook) => {
       stats.validations++
-      const outcome = await postBatch(webhook, sign([event]), deliveryTimeout, closing.signal, MAX_VALIDATION_BODY_BYTES)
+      const outcome = await postBatch(webhook, sign([event]), deliveryTimeout, closing.signal, MAX_VALIDATION_BODY_BYTES, agents)
       const answered = outcome.statusCode !== null
       const passed = answered && outcome.statusCode! >= 200 && outcome.statusCode! < 300
       logger.info({ webhook, statusCode: outcome.statusCode, error: outcome.error }, 'sandbox validation')
@@ -546,6 +618,11 @@ export async function createSandbox (options: SandboxOptions = {}): Promise<Sand
     notifyIdle()
   })
 
+  let baseUrl = ''
+  const removeEndpoints = (): void => {
+    endpoints.length = 0
+    journal.infoChanged()
+  }
   const core: SandboxCore = {
     apiKey,
     customerHandle,
@@ -554,11 +631,20 @@ export async function createSandbox (options: SandboxOptions = {}): Promise<Sand
     publicKey: (id) => keys.get(id)?.publicKey ?? null,
     countRequest: (kind) => { if (kind === 'publicKey') stats.publicKeyRequests++; else stats.batchListRequests++ },
     enroll: (endpoint) => enroll(endpoint),
-    removeEndpoints: () => { endpoints.length = 0 },
+    removeEndpoints,
     validate,
     resend,
     rotateKey,
-    deliverOne: async (tamper) => (endpoints.length === 0 ? null : await deliver(undefined, tamper !== undefined ? { tamper } : {})),
+    deliverOne: async (tamper, types) => {
+      if (endpoints.length === 0) return null
+      const events = types?.map((type) => sampleEvent(type, customerHandle))
+      return await deliver(events, tamper !== undefined ? { tamper } : {})
+    },
+    inspector: {
+      mode: 'sandbox',
+      journal,
+      info: () => ({ baseUrl, customerHandle, keyId: current.id, endpoints: [...endpoints], eventTypes: WEBHOOK_EVENT_TYPES, tamperKinds: TAMPER_KINDS }),
+    },
   }
 
   const server = http.createServer(createApiHandler(core, logger))
@@ -570,7 +656,7 @@ export async function createSandbox (options: SandboxOptions = {}): Promise<Sand
     })
   })
   const address = server.address() as AddressInfo
-  const baseUrl = `http://127.0.0.1:${address.port}`
+  baseUrl = `http://127.0.0.1:${address.port}`
   let closed: Promise<void> | null = null
 
   const sandbox: Sandbox = {
@@ -578,13 +664,14 @@ export async function createSandbox (options: SandboxOptions = {}): Promise<Sand
     get publicKey () { return current.publicKey },
     get keyId () { return current.id },
     apiKey: '',
+    inspectorUrl: '',
     customerHandle,
     get target () { return endpoints[0] ?? null },
     get endpoints () { return [...endpoints] },
     get batches () { return batches },
     get stats () { return { ...stats } },
     enroll: (endpoint) => enroll(endpoint),
-    removeEndpoints: () => { endpoints.length = 0 },
+    removeEndpoints,
     validate: async (requestId) => {
       if (requestId !== undefined && (typeof requestId !== 'string' || requestId === '' || requestId.length > 28)) throw new TypeError('requestId must be a string of 1 to 28 characters')
       return validate(requestId)
@@ -615,6 +702,7 @@ export async function createSandbox (options: SandboxOptions = {}): Promise<Sand
           server.close(() => resolve())
           server.closeAllConnections()
         })
+        destroyAgents(agents)
         notifyIdle()
       })()
       return closed
@@ -622,5 +710,6 @@ export async function createSandbox (options: SandboxOptions = {}): Promise<Sand
   }
   // Not enumerable: readable where it is needed, absent from inspect output, logs and JSON.
   Object.defineProperty(sandbox, 'apiKey', { value: apiKey, enumerable: false, writable: false })
+  Object.defineProperty(sandbox, 'inspectorUrl', { value: `${baseUrl}/#key=${encodeURIComponent(apiKey)}`, enumerable: false, writable: false })
   return sandbox
 }

@@ -9,6 +9,12 @@ import { createSandbox, type Sandbox } from '../../src/testing/index.js'
 import { createInspector } from '../../src/testing/inspector/index.js'
 import { libraryReceiver } from './helpers.js'
 
+// The functions given to page.evaluate run in the page; these names are the browser's there.
+// Declared here, module-scoped, rather than adding the DOM library to the whole project.
+declare const window: Record<string, unknown>
+declare const document: any // eslint-disable-line @typescript-eslint/no-explicit-any
+declare function getComputedStyle (element: unknown): { backgroundColor: string }
+
 function findChromium (): string | null {
   if (process.env.CHROMIUM !== undefined && process.env.CHROMIUM !== '') return process.env.CHROMIUM
   if (existsSync('/usr/bin/chromium')) return '/usr/bin/chromium'
@@ -57,7 +63,7 @@ if (executablePath === null) {
   const text = (page: Page, selector: string): Promise<string> => page.$eval(selector, (el) => el.textContent ?? '')
   const row = (seq: number): string => `#list tbody tr[data-seq="${seq}"]`
   const noScriptRan = async (t: Test, page: Page): Promise<void> => {
-    t.equal(await page.evaluate(() => (window as unknown as { __pwned?: number }).__pwned), undefined, 'no injected script ran')
+    t.equal(await page.evaluate(() => window.__pwned), undefined, 'no injected script ran')
     t.equal(await page.evaluate(() => document.scripts.length), 1, 'the page\'s own script is the only one')
     t.equal(await page.evaluate(() => document.querySelectorAll('main img, main svg, main iframe').length), 0, 'no element was made from delivery text')
   }

@@ -5,6 +5,9 @@ import { createSandbox, signWebhook, type Sandbox } from '../../src/testing/inde
 import { createInspector, type Inspector } from '../../src/testing/inspector/index.js'
 import { headerOf, libraryReceiver, rawRequest } from './helpers.js'
 
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+const json = async (res: Response | Promise<Response>): Promise<any> => await (await res).json()
+
 // The inspector pages must not weaken the sandbox's rules: loopback Host only, the run's key
 // for data and actions, no other web origin, nothing relayed by a proxy.
 
@@ -177,7 +180,7 @@ t.test('inspect: every delivery is verified by the library and recorded with its
     [200, 'duplicate', null],
     [403, 'rejected', 'customer_not_allowed'],
   ])
-  const detail = await (await fetch(`${inspector.url}/inspector/api/attempts/2`, { headers: { 'x-api-key': inspector.apiKey } })).json()
+  const detail = await json(fetch(`${inspector.url}/inspector/api/attempts/2`, { headers: { 'x-api-key': inspector.apiKey } }))
   t.equal(detail.request.url, '/hooks/mc')
   t.equal(detail.digest.matches, false, 'the tampered body no longer matches its digest')
   t.match(detail.reason.message, /does not match its Content-Digest/)
@@ -193,7 +196,7 @@ t.test('inspect: a body over the limit is answered 413 and kept cut short', asyn
   t.teardown(() => inspector.close())
   const res = await fetch(`${inspector.url}/w`, { method: 'POST', body: 'y'.repeat(200) })
   t.equal(res.status, 413)
-  t.equal((await res.json()).code, 'payload_too_large')
+  t.equal((await json(res)).code, 'payload_too_large')
   t.match(inspector.deliveries[0], { statusCode: 413, outcome: 'rejected', reason: { type: 'payload_too_large' } })
   await t.rejects(createInspector({ publicKey: 'x', baseUrl: 'https://api.mailchannels.net' }), { name: 'TypeError', message: /publicKey and baseUrl cannot be given together/ })
   await t.rejects(createInspector({ publicKey: 'not a key' }), { name: 'TypeError', message: /publicKey is not usable/ })
@@ -209,9 +212,9 @@ t.test('sandbox: the detail shows exactly the headers the receiver got, the body
   t.equal(res.status, 200)
   const got = receiver.got[0]!
   t.same(JSON.parse(got.body.toString()).map((e: { event: string }) => e.event), ['click', 'delivered', 'click'], 'the chosen event types, in order')
-  const list = await (await fetch(`${sandbox.baseUrl}/inspector/api/attempts`, { headers: { 'x-api-key': sandbox.apiKey } })).json()
+  const list = await json(fetch(`${sandbox.baseUrl}/inspector/api/attempts`, { headers: { 'x-api-key': sandbox.apiKey } }))
   t.match(list.attempts, [{ seq: 1, batchId: 1, attempt: 1, eventCount: 3, eventTypes: ['click', 'delivered', 'click'], statusCode: 204, outcome: 'accepted', reason: null }])
-  const detail = await (await fetch(`${sandbox.baseUrl}/inspector/api/attempts/1`, { headers: { 'x-api-key': sandbox.apiKey } })).json()
+  const detail = await json(fetch(`${sandbox.baseUrl}/inspector/api/attempts/1`, { headers: { 'x-api-key': sandbox.apiKey } }))
   const rawPairs: string[][] = []
   for (let i = 0; i < got.rawHeaders.length; i += 2) rawPairs.push([got.rawHeaders[i]!, got.rawHeaders[i + 1]!])
   t.same(detail.request.headers, rawPairs, 'every header line, in order, as the receiver read it')
@@ -227,7 +230,7 @@ t.test('sandbox: the detail shows exactly the headers the receiver got, the body
 
   const bad = await fetch(`${sandbox.baseUrl}/sandbox/deliver?types=delivered,nope`, { method: 'POST', headers: { 'x-api-key': sandbox.apiKey } })
   t.equal(bad.status, 400)
-  t.match((await bad.json()).errors[0], /types must be a comma-separated list/)
+  t.match((await json(bad)).errors[0], /types must be a comma-separated list/)
   t.equal((await fetch(`${sandbox.baseUrl}/inspector/api/attempts/99`, { headers: { 'x-api-key': sandbox.apiKey } })).status, 404)
 })
 
@@ -241,7 +244,7 @@ t.test('sandbox: the receiver\'s error body gives the reason; a spoiled delivery
   await sandbox.deliver()
   answer = { status: 400, body: '{"error":"not the library shape"}' }
   await sandbox.deliver()
-  const list = (await (await fetch(`${sandbox.baseUrl}/inspector/api/attempts`, { headers: { 'x-api-key': sandbox.apiKey } })).json()).attempts
+  const list = (await json(fetch(`${sandbox.baseUrl}/inspector/api/attempts`, { headers: { 'x-api-key': sandbox.apiKey } }))).attempts
   t.match(list[0], { outcome: 'accepted', tamper: 'body', warning: /should have rejected it/ })
   t.equal(list[1].reason.type.length, 100, 'a long code is cut')
   t.equal(list[1].reason.message.length, 2000, 'a long message is cut')

@@ -123,9 +123,12 @@ if (executablePath === null) {
     await page.waitForSelector('#detail-reason')
     t.match(await text(page, '#detail-reason'), /^digest_mismatch The body does not match its Content-Digest/)
     t.match(await text(page, '#detail-digest'), 'does not match the body')
-    await page.click('#send-expired')
+    // By keyboard: the button keeps the focus while its request runs and after.
+    await page.focus('#send-expired')
+    await page.keyboard.press('Enter')
     await page.waitForSelector(row(3))
     t.match(await text(page, `${row(3)} td.outcome`), 'signature_expired')
+    t.equal(await page.evaluate(() => document.activeElement?.id), 'send-expired', 'focus stays on the button')
 
     // Attacker-controlled text arrives live (no reload) and shows as text.
     await sandbox.deliver([

@@ -342,8 +342,10 @@ export const APP_JS = String.raw`'use strict'
     else if (type === 'info') refreshInfo()
   }
 
+  // The button stays focusable while its request runs (disabling it would drop keyboard focus).
   async function act (button, path, done) {
-    button.disabled = true
+    if (button.getAttribute('aria-busy') === 'true') return
+    button.setAttribute('aria-busy', 'true')
     try {
       const r = await api(path, 'POST')
       if (r.ok) say(done(r.body))
@@ -351,7 +353,7 @@ export const APP_JS = String.raw`'use strict'
     } catch (err) {
       failed('The sandbox does not answer')(err)
     } finally {
-      button.disabled = false
+      button.removeAttribute('aria-busy')
     }
   }
   const answered = (code) => (code === null ? 'got no response' : 'was answered ' + code)

@@ -135,7 +135,7 @@ legend { color: var(--muted); padding: 0 4px; }
 button, input { font: inherit; color: inherit; }
 button { background: var(--bg); border: 1px solid var(--line); border-radius: 6px; padding: 5px 12px; cursor: pointer; }
 button:hover { border-color: var(--accent); }
-button:disabled { opacity: .6; cursor: progress; }
+button[aria-busy=true] { opacity: .6; cursor: progress; }
 button.primary { background: var(--accent); border-color: var(--accent); color: var(--accent-fg); font-weight: 600; }
 button.link { background: none; border: 0; padding: 0; color: var(--accent); text-decoration: underline; font-weight: 600; }
 .inline { display: flex; flex-wrap: wrap; gap: 8px; align-items: center; }

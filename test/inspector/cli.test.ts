@@ -88,12 +88,15 @@ t.test('inspect --sandbox: verifies what the sandbox sends, one line per deliver
   const waiters: Array<() => void> = []
   child.stdout.on('data', (c: Buffer) => { out += c.toString(); for (const w of waiters.splice(0)) w() })
   child.stderr.on('data', (c: Buffer) => { err += c.toString() })
-  const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)))
+  const exited = new Promise<number | null>((resolve) => child.on('close', (code) => {
+    resolve(code)
+    for (const w of waiters.splice(0)) w()
+  }))
   const until = async (pattern: RegExp): Promise<RegExpExecArray> => {
     for (;;) {
       const m = pattern.exec(out)
       if (m !== null) return m
-      if (child.exitCode !== null) throw new Error(`inspect exited: ${out}${err}`)
+      if (child.exitCode !== null || child.signalCode !== null) throw new Error(`inspect exited: ${out}${err}`)
       await new Promise<void>((resolve) => waiters.push(resolve))
     }
   }

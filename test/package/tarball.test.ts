@@ -2,7 +2,7 @@
 // `prepare` script builds dist/ the way a git install does), installed into an empty project
 // with no network, then imported, required, type-checked under every moduleResolution a
 // user may have, and its CLI run through node_modules/.bin.
-import { execFile } from 'node:child_process'
+import { execFile, spawn } from 'node:child_process'
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import path from 'node:path'
@@ -55,7 +55,7 @@ t.before(async () => {
   }
   await run(npm, ['install', '--offline', '--no-save', '--ignore-scripts', tarball], { cwd: consumer, env, timeout: 120_000 })
   // Peers and type packages a user would have installed for the subpaths they use.
-  for (const peer of ['fastify', 'express', 'hono', '@types/node', '@types/express']) {
+  for (const peer of ['fastify', 'express', 'hono', 'bullmq', 'ioredis', '@types/node', '@types/express']) {
     const target = path.join(consumer, 'node_modules', peer)
     mkdirSync(path.dirname(target), { recursive: true })
     if (!existsSync(target)) symlinkSync(path.join(root, 'node_modules', peer), target, 'dir')
@@ -87,12 +87,13 @@ t.test('the tarball holds the built package, its licence and the sources its map
 })
 
 const SUBPATHS: Record<string, string[]> = {
-  '': ['Webhooks', 'MailChannels', 'KeyStore', 'HTTP_STATUS_BY_TYPE', 'MemoryReplayStore', 'RedisReplayStore'],
+  '': ['Webhooks', 'MailChannels', 'KeyStore', 'HTTP_STATUS_BY_TYPE', 'MemoryReplayStore', 'RedisReplayStore', 'WebhookEventRouter', 'RedisSeenEventsStore', 'DELIVERY_CHANNEL'],
   '/fastify': ['default', 'mailchannelsWebhooks', 'batchesRoute'],
   '/express': ['mailchannelsWebhook', 'batchesRouter'],
   '/testing': ['generateSigningKeyPair', 'signWebhook', 'createSandbox'],
   '/web': ['createWebhookHandler', 'verifyWebhookRequest', 'MemoryReplayStore'],
   '/hono': ['mailchannelsWebhook'],
+  '/bullmq': ['bullmqEnqueue', 'createWebhookEventQueue', 'createWebhookEventWorker'],
 }
 
 t.test('every subpath imports with import and require, and the package verifies its own test kit\'s delivery', async (t) => {
@@ -196,6 +197,33 @@ t.test('the CLI runs from node_modules/.bin with --help and --version', async (t
   t.match(help.stdout, /sandbox/, '--help lists the sandbox command')
   const version = await run(bin, ['--version'], { cwd: consumer, env, timeout: 30_000 })
   t.equal(version.stdout.trim(), pkg.version, '--version prints the package version')
+})
+
+t.test('the installed sandbox serves its inspector page and script', async (t) => {
+  const bin = path.join(consumer, 'node_modules', '.bin', pkg.name)
+  const state = mkdtempSync(path.join(tmpdir(), 'mcwh-state-'))
+  t.teardown(() => { rmSync(state, { recursive: true, force: true }) })
+  const child = spawn(bin, ['sandbox', '--port', '0'], { cwd: consumer, env: { ...env, XDG_STATE_HOME: state }, stdio: ['ignore', 'pipe', 'pipe'] })
+  t.teardown(() => { child.kill('SIGKILL') })
+  let out = ''
+  child.stdout.setEncoding('utf8')
+  const link = await new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(() => { reject(new Error(`no inspector link printed within 20 s: ${out}`)) }, 20_000)
+    child.stdout.on('data', (chunk: string) => {
+      out += chunk
+      const m = /(http:\/\/127\.0\.0\.1:\d+)\/#key=/.exec(out)
+      if (m !== null) { clearTimeout(timer); resolve(m[1]!) }
+    })
+    child.once('exit', (code) => { clearTimeout(timer); reject(new Error(`the sandbox exited (${code}): ${out}`)) })
+  })
+  const page = await fetch(`${link}/`)
+  t.equal(page.status, 200)
+  t.match(page.headers.get('content-type'), /^text\/html/)
+  t.match(await page.text(), /inspector/i)
+  const script = await fetch(`${link}/inspector/app.js`)
+  t.equal(script.status, 200)
+  t.match(script.headers.get('content-type'), /javascript/)
+  t.ok((await script.text()).length > 1000, 'the page script is shipped in the package')
 })
 
 t.test('the installed package needs nothing outside it', async (t) => {

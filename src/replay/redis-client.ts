@@ -13,6 +13,8 @@ export interface RedisClientLike {
   evalsha (sha1: string, numkeys: number, ...args: Array<string | number>): Promise<unknown>
   /** Needed only with `waitForReplicas`: a write and its `WAIT` go to the key's node together. */
   pipeline? (): RedisPipelineLike
+  /** An ioredis `Cluster`'s: asked for after a redirect the stores did not follow. */
+  refreshSlotsCache? (): void
 }
 
 /** The part of an ioredis pipeline the stores use with `waitForReplicas`. */
@@ -39,13 +41,16 @@ export interface RedisStoreOptions {
    * mark acknowledged just before the failover can be lost, and an event handled again.
    * When fewer replicas acknowledge within `waitTimeout`, the call fails with
    * `ReplayStoreError` (the delivery gets 503, never a 2xx without a durable claim).
-   * Set it only where every master has that many replicas. `0`: do not wait.
+   * Set it only where every master has that many replicas (after a failover, the promoted
+   * replica needs one of its own before its claims succeed), and give the store its own client:
+   * `WAIT` holds the connection it runs on. `0`: do not wait.
    * @default 0
    */
   waitForReplicas?: number
   /**
-   * Longest wait, in ms, for the `waitForReplicas` acknowledgements; below `timeout`.
-   * @default 250
+   * Longest wait, in ms, for the `waitForReplicas` acknowledgements; below `timeout`, and below
+   * the client's `commandTimeout` (`WAIT` holds the connection it runs on meanwhile).
+   * @default 100 (or `timeout - 1` when that is shorter)
    */
   waitTimeout?: number
 }
@@ -72,7 +77,7 @@ export function checkTimeout (timeout: unknown): number {
 export function checkReplicaWait (client: RedisClientLike, options: RedisStoreOptions, timeout: number): ReplicaWait | null {
   const count = options.waitForReplicas ?? 0
   if (typeof count !== 'number' || !Number.isSafeInteger(count) || count < 0) throw new TypeError('waitForReplicas must be a non-negative integer (the replicas that must acknowledge each write; 0 to not wait)')
-  const waitTimeout = options.waitTimeout ?? Math.min(250, timeout - 1)
+  const waitTimeout = options.waitTimeout ?? Math.min(100, timeout - 1)
   if (typeof waitTimeout !== 'number' || !Number.isSafeInteger(waitTimeout) || waitTimeout < 1 || waitTimeout >= timeout) {
     throw new TypeError(`waitTimeout must be a positive integer number of milliseconds below timeout (${timeout})`)
   }
@@ -209,15 +214,27 @@ function byNode (client: RedisClientLike, keys: readonly string[]): number[][] {
   return [...groups.values()]
 }
 
+/** A cluster redirect: the command did not run there; ioredis redirects it when sent alone. */
+function isRedirect (err: Error): boolean {
+  return /^(MOVED|ASK|TRYAGAIN|CLUSTERDOWN) /.test(err.message)
+}
+
 /**
- * Runs `script` once per key (one key per command) and, on each node, `WAIT` for
- * `wait.count` replicas after them in the same pipeline (so on the same connection).
- * Rejects with `ReplayStoreError` when a node's replicas did not all acknowledge in time.
+ * Runs `script` once per key (one key per command, so no command spans cluster slots), the keys
+ * of each node in one pipeline: one write and about one round trip per node. With `wait`, the
+ * pipeline ends with `WAIT` for `wait.count` replicas (so on the connection that wrote), and
+ * fewer acknowledgements reject with `ReplayStoreError`. A command a cluster redirected
+ * (a moved slot) is sent again alone, which ioredis follows; with `wait`, it fails the call.
+ * A client without `pipeline` gets the commands one by one, in the same tick.
  * The caller wraps it in `guarded`.
  */
-export async function runWithReplicaWait (client: RedisClientLike, operation: string, script: LuaScript, keys: readonly string[],
-  args: (i: number) => Array<string | number>, wait: ReplicaWait, abandoned: () => boolean): Promise<unknown[]> {
+export async function runScript (client: RedisClientLike, operation: string, script: LuaScript, keys: readonly string[],
+  args: (i: number) => Array<string | number>, wait: ReplicaWait | null, abandoned: () => boolean): Promise<unknown[]> {
   const sha1 = await script.sha1()
+  // One command alone, or a client without pipelines: plain commands, sent in the same tick.
+  if (typeof client.pipeline !== 'function' || (wait === null && keys.length === 1)) {
+    return await Promise.all(keys.map(async (key, i) => await script.run(client, [key], args(i), abandoned, sha1)))
+  }
   const results: unknown[] = new Array(keys.length)
   const runGroup = async (group: number[], loadScript: boolean): Promise<void> => {
     const pipeline = client.pipeline!()
@@ -225,23 +242,33 @@ export async function runWithReplicaWait (client: RedisClientLike, operation: st
       if (loadScript) pipeline.eval(script.source, 1, keys[i]!, ...args(i))
       else pipeline.evalsha(sha1, 1, keys[i]!, ...args(i))
     }
-    pipeline.wait(wait.count, wait.timeout)
+    if (wait !== null) pipeline.wait(wait.count, wait.timeout)
     const replies = await pipeline.exec()
-    if (replies === null || replies.length !== group.length + 1) throw new ReplayStoreError(operation, `Redis answered ${operation} with an unexpected reply.`)
-    const missing: number[] = []
+    if (replies === null || replies.length !== group.length + (wait === null ? 0 : 1)) throw new ReplayStoreError(operation, `Redis answered ${operation} with an unexpected reply.`)
+    const noScript: number[] = []
+    const redirected: number[] = []
     for (const [j, i] of group.entries()) {
       const [err, value] = replies[j]!
       if (err === null) results[i] = value
-      else if (!loadScript && err.message.startsWith('NOSCRIPT')) missing.push(i)
-      else throw err
+      else if (!loadScript && err.message.startsWith('NOSCRIPT')) noScript.push(i)
+      else if (wait === null && isRedirect(err)) redirected.push(i)
+      else {
+        // The slots moved (a failover): learn where they are now, for the retry.
+        if (isRedirect(err)) client.refreshSlotsCache?.()
+        throw err
+      }
     }
-    const [waitErr, acks] = replies[group.length]!
-    if (waitErr !== null) throw waitErr
-    if (typeof acks !== 'number' || acks < wait.count) {
-      throw new ReplayStoreError(operation, `Only ${String(acks)} of ${wait.count} Redis replicas acknowledged ${operation} within ${wait.timeout} ms.`)
+    if (wait !== null) {
+      const [waitErr, acks] = replies[group.length]!
+      if (waitErr !== null) throw waitErr
+      if (typeof acks !== 'number' || acks < wait.count) {
+        throw new ReplayStoreError(operation, `Only ${String(acks)} of ${wait.count} Redis replicas acknowledged ${operation} within ${wait.timeout} ms.`)
+      }
     }
+    if (abandoned()) return
     // A node that did not know the script yet (a promoted replica): load it, for those keys only.
-    if (missing.length > 0 && !abandoned()) await runGroup(missing, true)
+    if (noScript.length > 0) await runGroup(noScript, true)
+    await Promise.all(redirected.map(async (i) => { results[i] = await script.run(client, [keys[i]!], args(i), abandoned, sha1) }))
   }
   await Promise.all(byNode(client, keys).map(async (group) => { await runGroup(group, false) }))
   return results

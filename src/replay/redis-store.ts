@@ -3,7 +3,7 @@ import { LRUCache } from 'lru-cache'
 import type { ClaimState, ReplayStore } from './types.js'
 import { ReplayStoreError } from './errors.js'
 import { checkTtl } from './ttl.js'
-import { LuaScript, assertConnected, checkClient, checkPrefix, checkReplicaWait, checkTimeout, guarded, runWithReplicaWait, type RedisClientLike, type RedisStoreOptions, type ReplicaWait } from './redis-client.js'
+import { LuaScript, assertConnected, checkClient, checkPrefix, checkReplicaWait, checkTimeout, guarded, runScript, type RedisClientLike, type RedisStoreOptions, type ReplicaWait } from './redis-client.js'
 
 export interface RedisReplayStoreOptions extends RedisStoreOptions {
   /**
@@ -83,8 +83,9 @@ return 1`)
  *
  * Pass your own ioredis client, configured to fail fast (README "Multi-instance setup"):
  * `new Redis({ enableOfflineQueue: false, commandTimeout: 250, maxRetriesPerRequest: 1 })`,
- * on a Redis with `maxmemory-policy noeviction` or a dedicated database (an evicted
- * key is a replay let through). Every failure rejects with `ReplayStoreError`.
+ * or a `Cluster` (README "Scaling out"), on a Redis with `maxmemory-policy noeviction` or a
+ * dedicated database (an evicted key is a replay let through). With replicas,
+ * `waitForReplicas` keeps claims across a failover. Every failure rejects with `ReplayStoreError`.
  */
 export class RedisReplayStore implements ReplayStore {
   readonly #client: RedisClientLike
@@ -105,7 +106,7 @@ export class RedisReplayStore implements ReplayStore {
   /** Runs a one-key script, followed by `WAIT` with `waitForReplicas`. */
   async #run (operation: string, script: LuaScript, key: string, args: Array<string | number>, abandoned: () => boolean): Promise<unknown> {
     if (this.#wait === null) return await script.run(this.#client, [key], args, abandoned)
-    const [reply] = await runWithReplicaWait(this.#client, operation, script, [key], () => args, this.#wait, abandoned)
+    const [reply] = await runScript(this.#client, operation, script, [key], () => args, this.#wait, abandoned)
     return reply
   }
 

@@ -3,7 +3,7 @@ import { LRUCache } from 'lru-cache'
 import type { WebhookEvent } from '../events/types.js'
 import { eventFingerprint } from './fingerprint.js'
 import { checkTtl } from './ttl.js'
-import { LuaScript, assertConnected, checkClient, checkPrefix, checkReplicaWait, checkTimeout, guarded, runWithReplicaWait, type RedisClientLike, type RedisStoreOptions, type ReplicaWait } from './redis-client.js'
+import { LuaScript, assertConnected, checkClient, checkPrefix, checkReplicaWait, checkTimeout, guarded, runScript, type RedisClientLike, type RedisStoreOptions, type ReplicaWait } from './redis-client.js'
 import { ReplayStoreError } from './errors.js'
 
 /** Three days: at least the horizon over which a delivery can be resent. */
@@ -73,9 +73,13 @@ export interface MemorySeenEventsStoreOptions extends SeenEventsStoreOptions {
 type MemoryEntry = { done: true } | { done: false, token: string }
 const DONE: MemoryEntry = Object.freeze({ done: true })
 
-/** A random claim token (runtime-neutral). */
-export function claimToken (): string {
-  return base64url(crypto.getRandomValues(new Uint8Array(12)))
+/**
+ * Claim tokens for a batch (runtime-neutral): one random 96-bit base per batch, numbered, so a
+ * token is unguessable and unique without a random draw per event.
+ */
+export function claimTokens (count: number): (i: number) => string {
+  const base = base64url(crypto.getRandomValues(new Uint8Array(12)))
+  return (i) => count === 1 ? base : `${base}.${i.toString(36)}`
 }
 
 /** A bounded, one-process seen-events store. */
@@ -115,10 +119,11 @@ export class MemorySeenEventsStore implements SeenEventsStore {
 
   async claim (fingerprints: readonly string[], lifetimeSeconds: number): Promise<EventClaimResult[]> {
     checkTtl(lifetimeSeconds, 'lifetimeSeconds')
-    return fingerprints.map((fingerprint): EventClaimResult => {
+    const tokenOf = claimTokens(fingerprints.length)
+    return fingerprints.map((fingerprint, i): EventClaimResult => {
       const entry = this.#seen.get(fingerprint)
       if (entry !== undefined) return entry.done ? 'done' : 'processing'
-      const token = claimToken()
+      const token = tokenOf(i)
       this.#seen.set(fingerprint, { done: false, token }, { ttl: lifetimeSeconds * 1000 })
       return { fingerprint, token }
     })
@@ -184,9 +189,10 @@ return 0`)
 /**
  * A seen-events store shared by every instance, on one Redis or a Redis Cluster: one key per
  * fingerprint and one key per command (so no command spans cluster slots), the commands of a
- * batch sent together (ioredis pipelines them; a Cluster client groups them per node), so a
- * batch costs about one round trip per node. Pass your own ioredis `Redis` or `Cluster`,
- * configured to fail fast as for `RedisReplayStore`. Failures reject with `ReplayStoreError`.
+ * batch sent in one pipeline per node, so a batch costs about one round trip per node. Pass
+ * your own ioredis `Redis` or `Cluster`, configured to fail fast as for `RedisReplayStore`.
+ * With replicas, `waitForReplicas` keeps claims and done marks across a failover.
+ * Failures reject with `ReplayStoreError`.
  */
 export class RedisSeenEventsStore implements SeenEventsStore {
   readonly #client: RedisClientLike
@@ -235,7 +241,8 @@ export class RedisSeenEventsStore implements SeenEventsStore {
     if (fingerprints.length === 0) return []
     // Not queued while disconnected; one that still runs late holds the event for its lifetime at most.
     assertConnected(this.#client, 'claim')
-    const mine: EventClaim[] = fingerprints.map((fingerprint) => ({ fingerprint, token: claimToken() }))
+    const tokenOf = claimTokens(fingerprints.length)
+    const mine: EventClaim[] = fingerprints.map((fingerprint, i) => ({ fingerprint, token: tokenOf(i) }))
     let replies: unknown[]
     try {
       replies = await this.#each('claim', CLAIM, fingerprints, (i) => [CLAIM_PREFIX + mine[i]!.token, lifetimeSeconds * 1000], true)
@@ -278,11 +285,8 @@ export class RedisSeenEventsStore implements SeenEventsStore {
     let abandoned = false
     const keys = fingerprints.map((fp) => this.#prefix + fp)
     const wait = durable ? this.#wait : null
-    const sha1 = await script.sha1()
     try {
-      return await guarded(operation, this.#timeout, async () => wait !== null
-        ? await runWithReplicaWait(this.#client, operation, script, keys, args, wait, () => abandoned)
-        : await Promise.all(keys.map(async (key, i) => await script.run(this.#client, [key], args(i), () => abandoned, sha1))), () => { abandoned = true })
+      return await guarded(operation, this.#timeout, async () => await runScript(this.#client, operation, script, keys, args, wait, () => abandoned), () => { abandoned = true })
     } catch (err) {
       abandoned = true
       throw err

@@ -30,7 +30,6 @@ export const CLUSTER_FAIL_FAST: ClusterOptions = {
   retryDelayOnTryAgain: 100,
   maxRedirections: 4,
   slotsRefreshTimeout: 500,
-  slotsRefreshInterval: 1000,
 }
 
 export interface ClusterNode {

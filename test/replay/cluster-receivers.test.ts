@@ -72,11 +72,15 @@ async function instances (cluster: LocalRedisCluster, effects: Effects, prefix: 
   return [await make(), await make()]
 }
 
-/** Posts like MailChannels: retries a 5xx (after a short, jittered pause) until a 2xx; returns every answer. */
-async function deliver (instance: Instance, d: SignedWebhook, rounds = 100): Promise<Answer[]> {
+/**
+ * Posts like MailChannels: retries a 5xx (after a short, jittered pause), re-signed as the
+ * service re-signs its retries, until a 2xx; returns every answer.
+ */
+async function deliver (instance: Instance, d: SignedWebhook, events: readonly WireEvent[], rounds = 100): Promise<Answer[]> {
   const answers: Answer[] = []
+  const age = 100 + Math.floor(Math.random() * 50)
   for (let i = 0; i < rounds; i++) {
-    const answer = await instance.post(d)
+    const answer = await instance.post(i === 0 ? d : sign(events, age + i))
     answers.push(answer)
     if (answer.status < 300) return answers
     if (answer.status < 500) throw new Error(`refused ${answer.status} ${JSON.stringify(answer.body)}`)
@@ -110,7 +114,7 @@ t.test('two receivers on a local Redis Cluster', { skip: reason ?? false }, asyn
     const fps = fingerprints(events)
     const original = sign(events)
     const copies = Array.from({ length: 20 }, (_v, i) => (i % 2 === 0 ? original : sign(events, 1 + (i % 7))))
-    const results = await Promise.all(copies.map(async (d, i) => await deliver(i % 2 === 0 ? a : b, d)))
+    const results = await Promise.all(copies.map(async (d, i) => await deliver(i % 2 === 0 ? a : b, d, events)))
     t.same(fps.map((fp) => effects.count(fp)), fps.map(() => 1), 'every event handled exactly once')
     t.ok(results.flat().every((r) => r.status === 200 || isRetryable(r)), 'only 200 and 503 with Retry-After were answered')
     t.ok(results.some((r) => (r.at(-1)!.body.skipped as number) > 0), 'resends skipped the events already handled')
@@ -193,8 +197,8 @@ t.test('two receivers on a local Redis Cluster', { skip: reason ?? false }, asyn
     t.ok(acked.every((s) => fingerprints(s.events).every((fp) => effects.count(fp) === 1)), 'a 2xx always meant its events were handled, once')
 
     // Resends of everything: nothing answered 2xx is handled again; everything else is handled once.
-    // Re-signed as MailChannels re-signs its retries: signed earlier than any original here.
-    const resends = await Promise.all(sent.map(async (s, i) => await deliver(i % 2 === 0 ? b : a, sign(s.events, 100 + (i % 50)))))
+    // Re-signed as MailChannels re-signs its retries (signed earlier than any original here).
+    const resends = await Promise.all(sent.map(async (s, i) => await deliver(i % 2 === 0 ? b : a, sign(s.events, 50 + (i % 50)), s.events)))
     t.ok(resends.flat().every((r) => r.status === 200 || isRetryable(r)), 'resends are answered 200 or 503 with Retry-After')
     const twice = acked.flatMap((s) => fingerprints(s.events)).filter((fp) => effects.count(fp) !== 1)
     t.same(twice, [], 'events of deliveries answered 2xx before and around the failover were not handled again')

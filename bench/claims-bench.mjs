@@ -215,7 +215,6 @@ function clusterClient (startupNodes) {
     retryDelayOnFailover: 100,
     retryDelayOnClusterDown: 100,
     slotsRefreshTimeout: 500,
-    slotsRefreshInterval: 1000,
   })
   c.on('error', () => {})
   connections.push(c)

@@ -11,8 +11,11 @@ export function signatureBase (contentDigest: string, params: string): Uint8Arra
   return latin1(`"content-digest": ${contentDigest}\n"@signature-params": ${params}`)
 }
 
-const invalid = (): VerificationError =>
+/** The error of a signature that does not verify. */
+export const signatureInvalid = (): VerificationError =>
   new VerificationError('signature_invalid', 'The signature does not verify with the MailChannels signing key: the delivery was not signed by MailChannels, or was altered.')
+
+const invalid = signatureInvalid
 
 const settle = (ok: boolean): void => { if (!ok) throw invalid() }
 
@@ -30,4 +33,9 @@ export function verifyEd25519 (base: Uint8Array, key: VerifyKey, signature: Uint
 /** Ed25519 verify off the calling thread (Node's libuv pool, so a second core can share the work). */
 export function verifyEd25519Async (base: Uint8Array, key: VerifyKey, signature: Uint8Array): Promise<void> {
   return verifyOffThread(key, base, signature).then(settle)
+}
+
+/** Ed25519 verify on the libuv pool, answering the verdict (only a literal `true` passes); never rejects. */
+export function verifyOnPool (base: Uint8Array, key: VerifyKey, signature: Uint8Array): Promise<boolean> {
+  return verifyOffThread(key, base, signature)
 }

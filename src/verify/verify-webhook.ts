@@ -7,7 +7,7 @@ import type { ResolvedVerifyConfig } from './options.js'
 import { checkContentDigest, parseContentDigest } from './content-digest.js'
 import { readSignatureFields, type HeadersInput } from './headers.js'
 import { parseSignature, type ParsedSignature } from './signature-input.js'
-import { signatureBase, verifyEd25519, verifyEd25519Async } from './signature.js'
+import { signatureBase, signatureInvalid, verifyEd25519, verifyEd25519Async, verifyOnPool } from './signature.js'
 
 /** What a verified delivery yields. */
 export interface VerifiedDelivery {
@@ -81,7 +81,16 @@ export function verifyDelivery (
 ): VerifiedDelivery | Promise<VerifiedDelivery> {
   const checked = checkDelivery(config, payload, headers, nowMs)
   const key = resolveKey(config, checked.sig.keyId)
-  if (!(key instanceof Promise) && !async) {
+  if (!(key instanceof Promise) && async) {
+    // The receivers' pool path with the key at hand: one promise for the pool's answer and no
+    // async function around it, as every hop costs the event loop on each delivery.
+    return verifyOnPool(checked.base, key, checked.sig.signature).then((ok) => {
+      if (ok) return finish(config, checked)
+      if (config.keyStore === null) throw signatureInvalid()
+      return retryWithRefreshedKey(config, checked, key, signatureInvalid(), true)
+    })
+  }
+  if (!(key instanceof Promise)) {
     let pending: void | Promise<void>
     try {
       pending = verifyEd25519(checked.base, key, checked.sig.signature)

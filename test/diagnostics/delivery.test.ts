@@ -195,3 +195,24 @@ t.test('handlers: a router answers; its answer is the delivery\'s outcome (web h
   for (const m of r.deliveries) t.ok(m.handlerDurationMs >= 25, `the router's handler time (${m.handlerDurationMs})`)
   checkTraces(t, r)
 })
+
+t.test('handlers: an event another delivery is handling: failed with the code answered (event_in_progress, 503)', async (t) => {
+  const r = record(t)
+  let entered!: () => void
+  const inHandler = new Promise<void>((resolve) => { entered = resolve })
+  let release!: () => void
+  const gate = new Promise<void>((resolve) => { release = resolve })
+  const router = new WebhookEventRouter({ seenEvents: new MemorySeenEventsStore() }).on('delivered', async () => { entered(); await gate })
+  const handler = createWebhookHandler({ ...base, handlers: router, logger: { debug () {}, info () {}, warn () {}, error () {} } })
+  const events = [{ event: 'delivered', customer_handle: CUSTOMER, timestamp: 1700000000, request_id: 'in-progress' }]
+  const first = handler(request(signWebhook({ events, privateKey: keys.privateKey, keyId: KEY_ID })))
+  await inHandler
+  const resent = signWebhook({ events, privateKey: keys.privateKey, keyId: KEY_ID, created: Math.floor(Date.now() / 1000) - 1 })
+  t.equal((await handler(request(resent))).status, 503, 'the resend of the same events meanwhile')
+  release()
+  t.equal((await first).status, 200)
+  t.match(r.deliveries, [
+    { outcome: 'failed', type: 'event_in_progress', status: 503, eventCount: 1 },
+    { outcome: 'accepted', type: null, status: 200, eventCount: 1 },
+  ])
+})

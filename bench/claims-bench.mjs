@@ -8,8 +8,9 @@
 // Throughput: deliveries of 1, 100 and 1,000 events, `--concurrency` deliveries in flight, each
 // sample `--time` ms, median of `--reps` round-robin samples. Rows: the first version's layout
 // (one multi-key Lua script per delivery: `add`, one Redis only; a cluster refuses it with
-// CROSSSLOT), then this version (one key per command): `add`, `claim`, `claim` + `complete`
-// (what a handled event costs), and the same with `waitForReplicas: 1`.
+// CROSSSLOT), then this version (on one Redis one multi-key script per call too, on a cluster one
+// key per command): `add`, `claim`, `claim` + `complete` (what a handled event costs), and the
+// same with `waitForReplicas: 1`.
 //
 // Failover (`--failover`, local cluster only): 100-event deliveries (`claim` then `complete`)
 // from `--concurrency` loops; after a second, one master is killed with SIGKILL; the traffic goes
@@ -277,7 +278,7 @@ function operations (client, name, prefix, waitForReplicas) {
   const store = new RedisSeenEventsStore(client, { prefix, waitForReplicas, timeout: 5000 })
   const suffix = waitForReplicas > 0 ? `, waitForReplicas ${waitForReplicas}` : ''
   return [
-    { name: `${name} · add (one key per command)${suffix}`, run: async (fps) => { await store.add(fps) }, show: waitForReplicas === 0 },
+    { name: `${name} · add (${client.isCluster === true ? 'one key per command' : 'one multi-key script per delivery'})${suffix}`, run: async (fps) => { await store.add(fps) }, show: waitForReplicas === 0 },
     { name: `${name} · claim${suffix}`, run: async (fps) => { await store.claim(fps, 30) } },
     {
       name: `${name} · claim + complete${suffix}`,

@@ -3,11 +3,14 @@ import { ReplayStoreError } from './errors.js'
 /**
  * The few ioredis methods the Redis stores call, typed structurally so ioredis is not a
  * dependency of this library: pass your own `ioredis` client (as with @fastify/redis).
- * An `ioredis` `Redis` or `Cluster` instance fits as is. The stores send one key per
- * command, so no command spans the slots of a Redis Cluster.
+ * An `ioredis` `Redis` or `Cluster` instance fits as is. To a Cluster (or a client of unknown
+ * kind) the stores send one key per command, so no command spans the slots of a Redis Cluster;
+ * to an ioredis `Redis` (`isCluster === false`), a batch goes as one multi-key command.
  */
 export interface RedisClientLike {
   get (key: string): Promise<string | null>
+  /** Used on a single Redis (not a Cluster) to read a batch in one command. */
+  mget? (...keys: string[]): Promise<Array<string | null>>
   del (...keys: string[]): Promise<number>
   eval (script: string, numkeys: number, ...args: Array<string | number>): Promise<unknown>
   evalsha (sha1: string, numkeys: number, ...args: Array<string | number>): Promise<unknown>
@@ -89,6 +92,82 @@ export function checkReplicaWait (client: RedisClientLike, options: RedisStoreOp
 export function checkPrefix (prefix: unknown): string {
   if (typeof prefix !== 'string' || prefix.length === 0) throw new TypeError('prefix must be a non-empty string')
   return prefix
+}
+
+/**
+ * True only for a client that says it is a single Redis (an ioredis `Redis`: `isCluster === false`),
+ * where one command may touch many keys. A Cluster, or a client of unknown kind, is not.
+ */
+export function isSingleRedis (client: RedisClientLike): boolean {
+  return (client as { isCluster?: unknown }).isCluster === false
+}
+
+/**
+ * A per-key Lua operation, `op(key, shared..., own...)` (`shared` arguments common to a batch, then
+ * `own` arguments of that key), written once and run two ways: `perKey`, a one-key script
+ * (ARGV: shared, then own), for a Cluster; `multiKey`, the same function over every key of a batch
+ * in one script (ARGV: shared, then each key's own in key order), answering an array, for a
+ * single Redis.
+ */
+export class KeyOperation {
+  readonly perKey: LuaScript
+  readonly multiKey: LuaScript
+  readonly shared: number
+  readonly own: number
+
+  /** `fn`: Lua source defining `local function op (key, ...)`. */
+  constructor (fn: string, shared: number, own: number) {
+    this.shared = shared
+    this.own = own
+    const sharedArgs = Array.from({ length: shared }, (_v, j) => `, ARGV[${j + 1}]`).join('')
+    const ownArgs = (at: (j: number) => string): string => Array.from({ length: own }, (_v, j) => `, ARGV[${at(j)}]`).join('')
+    this.perKey = new LuaScript(`${fn}
+return op(KEYS[1]${sharedArgs}${ownArgs((j) => String(shared + j + 1))})`)
+    this.multiKey = new LuaScript(`${fn}
+local out = {}
+for i = 1, #KEYS do
+  out[i] = op(KEYS[i]${sharedArgs}${ownArgs((j) => `${shared + j + 1} + (i - 1) * ${own}`)})
+end
+return out`)
+  }
+}
+
+/**
+ * Runs `op` over every key in ONE multi-key script (a single Redis only: the keys may span
+ * slots), followed by `WAIT` on the same connection with `wait`. Answers one reply per key.
+ * The caller wraps it in `guarded`.
+ */
+export async function runMultiKey (client: RedisClientLike, operation: string, op: KeyOperation, keys: readonly string[],
+  shared: Array<string | number>, own: (i: number) => Array<string | number>, wait: ReplicaWait | null, abandoned: () => boolean): Promise<unknown[]> {
+  const script = op.multiKey
+  const sha1 = await script.sha1()
+  const args = [...shared]
+  if (op.own > 0) keys.forEach((_k, i) => { for (const a of own(i)) args.push(a) })
+  let reply: unknown
+  if (wait === null) {
+    reply = await script.run(client, [...keys], args, abandoned, sha1)
+  } else {
+    const send = async (load: boolean): Promise<Array<[Error | null, unknown]> | null> => {
+      const pipeline = client.pipeline!()
+      if (load) pipeline.eval(script.source, keys.length, ...keys, ...args)
+      else pipeline.evalsha(sha1, keys.length, ...keys, ...args)
+      pipeline.wait(wait.count, wait.timeout)
+      return await pipeline.exec()
+    }
+    let replies = await send(false)
+    // NOSCRIPT: nothing ran; loaded with EVAL unless the caller gave up meanwhile.
+    if (replies?.[0]?.[0]?.message.startsWith('NOSCRIPT') === true && !abandoned()) replies = await send(true)
+    if (replies === null || replies.length !== 2) throw new ReplayStoreError(operation, `Redis answered ${operation} with an unexpected reply.`)
+    const [[err, value], [waitErr, acks]] = replies as [[Error | null, unknown], [Error | null, unknown]]
+    if (err !== null) throw err
+    if (waitErr !== null) throw waitErr
+    if (typeof acks !== 'number' || acks < wait.count) {
+      throw new ReplayStoreError(operation, `Only ${String(acks)} of ${wait.count} Redis replicas acknowledged ${operation} within ${wait.timeout} ms.`)
+    }
+    reply = value
+  }
+  if (!Array.isArray(reply) || reply.length !== keys.length) throw new ReplayStoreError(operation, `Redis answered ${operation} with an unexpected reply.`)
+  return reply
 }
 
 /** A Lua script run by SHA (one round trip), loaded with EVAL on the first NOSCRIPT. */

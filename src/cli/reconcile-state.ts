@@ -1,8 +1,7 @@
 // The `reconcile --state FILE` file: the batch ids a run has resent, so that a rerun (after a
 // crash, Ctrl-C or a stop) skips them. Rewritten atomically after every resend.
-import crypto from 'node:crypto'
 import fs from 'node:fs'
-import path from 'node:path'
+import { writePrivateJson } from '../testing/sandbox/state-file.js'
 
 interface StateFile {
   /** What wrote it, so a wrong file is recognised. */
@@ -41,12 +40,5 @@ export function readReconcileState (file: string): Set<number> {
 /** Writes the ids (a temporary file renamed over the old one, so a crash never leaves half a file). */
 export function writeReconcileState (file: string, resent: Iterable<number>): void {
   const state: StateFile = { kind: KIND, resent: [...resent], updatedAt: new Date().toISOString() }
-  const temp = path.join(path.dirname(file), `.${path.basename(file)}.${process.pid}.${crypto.randomBytes(4).toString('hex')}`)
-  try {
-    fs.writeFileSync(temp, `${JSON.stringify(state, null, 2)}\n`, { mode: 0o600, flag: 'wx' })
-    fs.renameSync(temp, file)
-  } catch (err) {
-    fs.rmSync(temp, { force: true })
-    throw err
-  }
+  writePrivateJson(file, state)
 }

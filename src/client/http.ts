@@ -297,9 +297,9 @@ function backoff (attempt: number, cap: number): number {
 }
 
 /** Waits `ms`, or less if `signal` fires; leaves no timer or listener behind. */
-function sleep (ms: number, signal: AbortSignal | undefined): Promise<void> {
+export function sleep (ms: number, signal: AbortSignal | undefined): Promise<void> {
   return new Promise((resolve) => {
-    if (signal?.aborted === true) return resolve()
+    if (ms <= 0 || signal?.aborted === true) return resolve()
     const wake = (): void => {
       clearTimeout(timer)
       signal?.removeEventListener('abort', wake)

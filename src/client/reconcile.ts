@@ -2,7 +2,7 @@
 // politely (bounded concurrency, a rate limit, a stop on auth errors or repeated failures).
 import { localError, type ErrorResponse, type Result } from '../errors.js'
 import { buildBatchesQuery, MAX_LIMIT, parseDateInput, type BatchesOptions, type WebhooksBatch, type WebhooksBatchStatus } from './batches.js'
-import { abortedError, isAbortSignal, isRecord } from './http.js'
+import { abortedError, isAbortSignal, isRecord, sleep } from './http.js'
 import type { RequestOptions } from './request-options.js'
 import { checkBatchId, type ResendBatchOptions, type ResentBatch } from './webhooks.js'
 
@@ -260,20 +260,6 @@ function isBatchSpecific (error: ErrorResponse): boolean {
   return error.type === 'validation_error' || [400, 404, 409, 410, 422].includes(error.statusCode ?? 0)
 }
 
-/** Waits `ms` or until `signal` fires. */
-function pause (ms: number, signal: AbortSignal | undefined): Promise<void> {
-  return new Promise((resolve) => {
-    if (ms <= 0 || signal?.aborted === true) return resolve()
-    const wake = (): void => {
-      clearTimeout(timer)
-      signal?.removeEventListener('abort', wake)
-      resolve()
-    }
-    const timer = setTimeout(wake, ms)
-    signal?.addEventListener('abort', wake, { once: true })
-  })
-}
-
 /**
  * Lists every batch in the window whose delivery failed and resends each distinct batch once.
  * Never throws, never rejects: invalid options, a failed listing or an abort during the listing
@@ -299,7 +285,7 @@ export async function reconcile (client: ReconcileClient, options?: ReconcileOpt
     let queue: Promise<void> = Promise.resolve()
     const startSlot = (): Promise<void> => {
       queue = queue.then(async () => {
-        await pause(lastStart + p.intervalMs - performance.now(), p.signal)
+        await sleep(lastStart + p.intervalMs - performance.now(), p.signal)
         lastStart = performance.now()
       })
       return queue

@@ -44,11 +44,18 @@ function privateDir (dir: string): void {
 
 /** Writes the state atomically with mode 0600 (a new file renamed over any earlier one). */
 export function writeState (file: string, state: SandboxState): void {
-  const dir = path.dirname(file)
-  privateDir(dir)
-  const temp = path.join(dir, `.sandbox.json.${process.pid}.${crypto.randomBytes(4).toString('hex')}`)
+  privateDir(path.dirname(file))
+  writePrivateJson(file, state)
+}
+
+/**
+ * Writes `value` as JSON to `file` with mode 0600, atomically: a temporary file in the same
+ * folder renamed over the old one, so a crash never leaves half a file.
+ */
+export function writePrivateJson (file: string, value: unknown): void {
+  const temp = path.join(path.dirname(file), `.${path.basename(file)}.${process.pid}.${crypto.randomBytes(4).toString('hex')}`)
   try {
-    fs.writeFileSync(temp, `${JSON.stringify(state, null, 2)}\n`, { mode: 0o600, flag: 'wx' })
+    fs.writeFileSync(temp, `${JSON.stringify(value, null, 2)}\n`, { mode: 0o600, flag: 'wx' })
     fs.renameSync(temp, file)
   } catch (err) {
     fs.rmSync(temp, { force: true })

@@ -62,6 +62,7 @@ if (process.argv[2] === '--server') {
     const { arrayBuffers, heapUsed } = process.memoryUsage()
     process.send({ ...procStatus(), arrayBuffers, heapUsed })
   })
+  process.on('disconnect', () => process.exit(0)) // the bench ended, however it ended
   process.send({ port: server.address().port })
 } else {
   const args = process.argv.slice(2)

@@ -28,8 +28,8 @@ t.before(() => {
 const SUBPATHS = ['.', './testing', './fastify', './express', './web', './hono'] as const
 const specifier = (sub: string): string => (sub === '.' ? pkg.name : `${pkg.name}/${sub.slice(2)}`)
 
-t.test('package.json exports list exactly the six entry points (plus package.json)', async (t) => {
-  t.strictSame(Object.keys(pkg.exports).sort(), ['.', './express', './fastify', './hono', './package.json', './testing', './web'])
+t.test('package.json exports list exactly the seven entry points (plus package.json)', async (t) => {
+  t.strictSame(Object.keys(pkg.exports).sort(), ['.', './bullmq', './express', './fastify', './hono', './package.json', './testing', './web'])
 })
 
 t.test('import() and require() by package name resolve every subpath', async (t) => {
@@ -40,6 +40,7 @@ t.test('import() and require() by package name resolve every subpath', async (t)
     './express': ['mailchannelsWebhook'],
     './web': ['createWebhookHandler', 'verifyWebhookRequest', 'MemoryReplayStore'],
     './hono': ['mailchannelsWebhook'],
+    './bullmq': ['bullmqEnqueue', 'createWebhookEventQueue', 'createWebhookEventWorker'],
   }
   // A plain `node` child, not this test process: the test runner's TypeScript loader hooks
   // require() and would hand back its own transpiled copy instead of Node's require(esm).
@@ -76,7 +77,9 @@ t.test('import() and require() by package name resolve every subpath', async (t)
 })
 
 /** Static and dynamic import specifiers of an emitted ES module. */
-function specifiers (source: string): string[] {
+function specifiers (code: string): string[] {
+  // Block comments hold TSDoc examples (`import { … } from 'mailchannels-webhooks'`), not imports.
+  const source = code.replace(/\/\*[\s\S]*?\*\//g, '')
   const out: string[] = []
   const patterns = [
     /\bimport\s+(?:[\w*{}\s,$]+\s+from\s+)?['"]([^'"]+)['"]/g,

@@ -29,18 +29,26 @@ const VERSION = 'mcwh-event-v1'
  * The result does not depend on key order or on how the body was formatted.
  */
 export function eventFingerprint (event: WebhookEvent): string {
-  const parts: unknown[] = [VERSION]
+  // The canonical text is built directly, byte for byte what `JSON.stringify(parts)` gives for
+  // `parts = [VERSION, [name, value]...]` (field names are plain identifiers): no array per field.
   const source = event as unknown as Record<string, unknown>
-  for (const name of FINGERPRINT_FIELDS) {
-    let value = source[name]
-    if (name === 'event' && event.event === 'unknown') value = event.eventName
+  const unknownType = event.event === 'unknown'
+  let text = HEAD
+  for (let f = 0; f < FINGERPRINT_FIELDS.length; f++) {
+    const name = FINGERPRINT_FIELDS[f]!
+    let value = name === 'event' && unknownType ? event.eventName : source[name]
     if (value === undefined || value === null) continue
-    if (name === 'recipients' && Array.isArray(value)) value = [...(value as string[])].sort()
-    parts.push([name, value])
+    if (name === 'recipients' && Array.isArray(value)) value = value.length > 1 ? [...(value as string[])].sort() : value
+    // Inside an array, a value JSON cannot represent (a function, a symbol) becomes null.
+    text += PAIR_OPEN[f]! + (JSON.stringify(value) ?? 'null') + ']'
   }
-  if (event.event === 'unknown') parts.push(['fields', canonical(event.fields)])
-  return base64url(hash('sha256', JSON.stringify(parts)))
+  if (unknownType) text += ',["fields",' + (JSON.stringify(canonical(event.fields)) ?? 'null') + ']'
+  return base64url(hash('sha256', text + ']'))
 }
+
+const HEAD = JSON.stringify([VERSION]).slice(0, -1)
+/** `,["<name>",` per field of `FINGERPRINT_FIELDS`. */
+const PAIR_OPEN: readonly string[] = FINGERPRINT_FIELDS.map((name) => ',' + JSON.stringify([name]).slice(0, -1) + ',')
 
 /**
  * Objects become `["{}", [key, value]...]` with sorted keys and arrays `["[]", item...]`,

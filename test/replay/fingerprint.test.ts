@@ -1,4 +1,5 @@
 import crypto from 'node:crypto'
+import fc from 'fast-check'
 import t from 'tap'
 import { eventFingerprint, FINGERPRINT_FIELDS, type WebhookEvent } from '../../src/index.js'
 import { toEvent } from '../../src/events/parse-events.js'
@@ -120,4 +121,71 @@ t.test('deeply nested extra fields of an unknown event are fingerprinted without
   const fp = eventFingerprint(event as never)
   t.match(fp, /^[A-Za-z0-9_-]{43}$/)
   t.equal(eventFingerprint(event as never), fp, 'stable')
+})
+
+// The canonical text was first built as an array and serialised with JSON.stringify; the
+// fingerprint is now written out directly. Stored fingerprints must keep matching: the direct
+// form must give the very same bytes as the reference below (the first implementation, verbatim).
+function referenceFingerprint (event: WebhookEvent): string {
+  const parts: unknown[] = ['mcwh-event-v1']
+  const source = event as unknown as Record<string, unknown>
+  for (const name of FINGERPRINT_FIELDS) {
+    let value = source[name]
+    if (name === 'event' && event.event === 'unknown') value = event.eventName
+    if (value === undefined || value === null) continue
+    if (name === 'recipients' && Array.isArray(value)) value = [...(value as string[])].sort()
+    parts.push([name, value])
+  }
+  if (event.event === 'unknown') parts.push(['fields', referenceCanonical(event.fields)])
+  return crypto.createHash('sha256').update(JSON.stringify(parts)).digest('base64url')
+}
+function referenceCanonical (value: unknown, depth = 0): unknown {
+  if (depth > 32) return ['...']
+  if (Array.isArray(value)) return ['[]', ...value.map((v) => referenceCanonical(v, depth + 1))]
+  if (typeof value !== 'object' || value === null) return value
+  const out: unknown[] = ['{}']
+  for (const key of Object.keys(value).sort()) out.push([key, referenceCanonical((value as Record<string, unknown>)[key], depth + 1)])
+  return out
+}
+
+t.test('the fingerprint of any event is the one the reference canonical form gives (property)', async (t) => {
+  const text = fc.oneof(fc.string(), fc.string({ unit: 'binary' }), fc.constantFrom('', '"', '\\', '\u2028', '\ud800', '\u0000'))
+  const scalar = fc.oneof(text, fc.integer(), fc.double(), fc.boolean(), fc.constant(null))
+  const json = fc.letrec((tie) => ({
+    value: fc.oneof({ depthSize: 'small' }, scalar, fc.array(tie('value'), { maxLength: 4 }), fc.dictionary(text, tie('value'), { maxKeys: 4 })),
+  })).value
+  const optional = <T>(arb: fc.Arbitrary<T>): fc.Arbitrary<T | undefined> => fc.option(arb, { nil: undefined })
+  const type = fc.oneof(fc.constantFrom('delivered', 'processed', 'dropped', 'hard-bounced', 'soft-bounced', 'open', 'click', 'complained', 'unsubscribed'), text)
+  const raw = fc.record({
+    event: type,
+    customer_handle: text,
+    timestamp: fc.oneof(fc.nat(), fc.maxSafeNat()),
+    request_id: optional(text),
+    smtp_id: optional(text),
+    email: optional(text),
+    campaign_id: optional(text),
+    recipients: optional(fc.array(text, { maxLength: 5 })),
+    url: optional(text),
+    ip: optional(text),
+    user_agent: optional(text),
+    status: optional(text),
+    reason: optional(text),
+    extra: optional(json),
+    more: optional(json),
+  }, { requiredKeys: ['event', 'customer_handle', 'timestamp'] })
+  let checked = 0
+  fc.assert(fc.property(raw, (r) => {
+    let event: WebhookEvent
+    try { event = toEvent(r, 0) } catch { return true }
+    checked++
+    return eventFingerprint(event) === referenceFingerprint(event)
+  }), { numRuns: 2000 })
+  t.ok(checked > 1000, `most generated events parse (${checked})`)
+  // Hand-built events a parser would not produce: null and odd values are treated alike too.
+  const odd = [
+    { event: 'open', customerHandle: 'a', timestamp: -0, recipients: null, email: null, reason: '\ud83d' },
+    { event: 'unknown', eventName: 'x', customerHandle: 'a', timestamp: 1, fields: { b: [1, { a: undefined, c: () => 1 }], a: Symbol('s') } },
+    { event: 'click', customerHandle: 'a', timestamp: 1.5e300, recipients: ['b', 'a', 'b'], url: 'https://x/\u2028' },
+  ]
+  for (const e of odd) t.equal(eventFingerprint(e as never), referenceFingerprint(e as never), JSON.stringify(e.event))
 })

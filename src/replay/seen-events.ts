@@ -86,6 +86,11 @@ export function claimTokens (count: number): (i: number) => string {
 export class MemorySeenEventsStore implements SeenEventsStore {
   readonly #seen: LRUCache<string, MemoryEntry>
   readonly #ttlMs: number
+  // A claim token only has to be unique among this store's claims (it never leaves the process):
+  // a counter does it, with no random draw per claim (OpenSSL's generator contends with the
+  // thread-pool verifies). The store's own random base keeps two stores' tokens apart.
+  readonly #tokenBase = base64url(crypto.getRandomValues(new Uint8Array(9))) + '.'
+  #tokenCount = 0
 
   constructor (options: MemorySeenEventsStoreOptions = {}) {
     const max = options.max ?? 1_000_000
@@ -119,14 +124,17 @@ export class MemorySeenEventsStore implements SeenEventsStore {
 
   async claim (fingerprints: readonly string[], lifetimeSeconds: number): Promise<EventClaimResult[]> {
     checkTtl(lifetimeSeconds, 'lifetimeSeconds')
-    const tokenOf = claimTokens(fingerprints.length)
-    return fingerprints.map((fingerprint, i): EventClaimResult => {
+    const ttl = { ttl: lifetimeSeconds * 1000 }
+    const results: EventClaimResult[] = new Array(fingerprints.length)
+    for (let i = 0; i < fingerprints.length; i++) {
+      const fingerprint = fingerprints[i]!
       const entry = this.#seen.get(fingerprint)
-      if (entry !== undefined) return entry.done ? 'done' : 'processing'
-      const token = tokenOf(i)
-      this.#seen.set(fingerprint, { done: false, token }, { ttl: lifetimeSeconds * 1000 })
-      return { fingerprint, token }
-    })
+      if (entry !== undefined) { results[i] = entry.done ? 'done' : 'processing'; continue }
+      const token = this.#tokenBase + (this.#tokenCount++).toString(36)
+      this.#seen.set(fingerprint, { done: false, token }, ttl)
+      results[i] = { fingerprint, token }
+    }
+    return results
   }
 
   async complete (claims: readonly EventClaim[]): Promise<void> {

@@ -119,6 +119,20 @@ t.test('MemorySeenEventsStore', async (t) => {
     t.same(await store.has(['fp-999']), [false], 'forgotten after its ttl')
   })
 
+  t.test('claim tokens are unique over many claims, and one store\'s token holds nothing in another', async (t) => {
+    const store = new MemorySeenEventsStore()
+    const fps = Array.from({ length: 2000 }, (_, i) => `fp-${i}`)
+    const claims = [...await store.claim(fps.slice(0, 1000), 30), ...await store.claim(fps.slice(1000), 30)].filter(isClaim)
+    t.equal(claims.length, 2000)
+    t.equal(new Set(claims.map((c) => c.token)).size, 2000, 'no token given twice')
+    const other = new MemorySeenEventsStore()
+    const [theirs] = await other.claim(['fp-0'], 30)
+    if (!isClaim(theirs)) return t.fail('claimed')
+    t.not(theirs.token, claims[0]!.token, 'two stores never hand out the same token')
+    await store.release([theirs])
+    t.same(await store.claim(['fp-0'], 30), ['processing'], 'the other store\'s token released nothing')
+  })
+
   t.test('options are validated', async (t) => {
     t.throws(() => new MemorySeenEventsStore({ max: 0 }), { name: 'TypeError', message: /max/ })
     t.throws(() => new MemorySeenEventsStore({ ttl: 0.5 }), { name: 'TypeError', message: /ttl/ })

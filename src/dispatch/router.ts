@@ -183,16 +183,15 @@ class Dispatch {
   /** By event index: the claim held and not yet handed to complete or release (what renewal extends). */
   #held: (EventClaim | undefined)[] | undefined
   #heldCount = 0
-  /** Made when a handler first reads `context.signal` (or the dispatch is given up before). */
+  /** Made when the first handler runs (a dispatch that runs none needs no signal). */
   #controller: AbortController | undefined
   #completes: Batch | undefined
   #releases: Batch | undefined
   #stopError: unknown = undefined
   #stopped = false
   #finished = false
-  /** The context's own enumerable keys, and the `signal` getter, set when the first handler runs. */
+  /** The context's own enumerable keys, read when the first handler runs. */
   #contextKeys: PropertyKey[] | undefined
-  #signalProperty: PropertyDescriptor | undefined
 
   constructor (
     readonly handlers: ReadonlyMap<string, AnyHandler[]>,
@@ -209,7 +208,7 @@ class Dispatch {
   }
 
   /** The signal handlers see: aborted when the dispatch is given up. */
-  get signal (): AbortSignal {
+  get #signal (): AbortSignal {
     if (this.#controller === undefined) {
       this.#controller = new AbortController()
       if (this.#stopped) this.#controller.abort(this.#stopError)
@@ -391,17 +390,12 @@ class Dispatch {
     return undefined
   }
 
-  /**
-   * `{ ...context, fingerprint, signal, log }`, built by assignment: V8 adds properties to a
-   * spread copy slowly (≈ 2 µs each here). `signal` is a getter, so that an AbortController is
-   * only made for a dispatch whose handlers read it.
-   */
+  /** `{ ...context, fingerprint, signal, log }`, built by assignment: V8 adds properties to a spread copy slowly (≈ 2 µs each here). */
   #handlerContext (i: number): DispatchContext {
     let keys = this.#contextKeys
     if (keys === undefined) {
       keys = this.#contextKeys = Object.keys(this.context)
       for (const key of Object.getOwnPropertySymbols(this.context)) if (Object.prototype.propertyIsEnumerable.call(this.context, key)) keys.push(key)
-      this.#signalProperty = { get: () => this.signal, enumerable: true, configurable: true }
     }
     const source = this.context as Record<PropertyKey, unknown>
     const handlerContext: Record<PropertyKey, unknown> = {}
@@ -412,7 +406,7 @@ class Dispatch {
       else handlerContext[key] = source[key]
     }
     handlerContext.fingerprint = this.#fingerprints[i]!
-    Object.defineProperty(handlerContext, 'signal', this.#signalProperty!)
+    handlerContext.signal = this.#signal
     handlerContext.log = this.log
     return handlerContext as unknown as DispatchContext
   }

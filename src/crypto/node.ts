@@ -18,6 +18,11 @@ export function hash (algorithm: DigestAlgorithm, data: Uint8Array | string): Ui
   return crypto.hash(algorithm, data, 'buffer')
 }
 
+// Encoded by OpenSSL's side directly: a 'buffer' output allocates a fresh ArrayBuffer per call.
+export function hashBase64url (algorithm: DigestAlgorithm, data: Uint8Array | string): string {
+  return crypto.hash(algorithm, data, 'base64url')
+}
+
 export function timingSafeEqual (a: Uint8Array, b: Uint8Array): boolean {
   return a.byteLength === b.byteLength && crypto.timingSafeEqual(a, b)
 }
@@ -78,4 +83,4 @@ export function utf8 (bytes: Uint8Array): string | undefined {
   return isUtf8(buf) ? buf.toString('utf8') : undefined
 }
 
-void ({ runtime, hash, timingSafeEqual, importRawEd25519, fromKeyObject, sameKey, verify, verifyOffThread, latin1, base64Decode, base64url, utf8 } satisfies CryptoPort)
+void ({ runtime, hash, hashBase64url, timingSafeEqual, importRawEd25519, fromKeyObject, sameKey, verify, verifyOffThread, latin1, base64Decode, base64url, utf8 } satisfies CryptoPort)

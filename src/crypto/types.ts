@@ -37,6 +37,8 @@ export interface CryptoPort {
   readonly runtime: 'node' | 'web'
   /** One-shot hash of bytes or of a string's UTF-8, synchronously. */
   hash (algorithm: DigestAlgorithm, data: Uint8Array | string): Uint8Array
+  /** The same hash as unpadded base64url text (on Node without an intermediate Buffer). */
+  hashBase64url (algorithm: DigestAlgorithm, data: Uint8Array | string): string
   timingSafeEqual (a: Uint8Array, b: Uint8Array): boolean
   /** A key from the 32 raw bytes of an already checked Ed25519 point. */
   importRawEd25519 (raw: Uint8Array): VerifyKey

@@ -55,6 +55,10 @@ export function hash (algorithm: DigestAlgorithm, data: Uint8Array | string): Ui
   return algorithm === 'sha256' ? sha256(bytes) : sha512(bytes)
 }
 
+export function hashBase64url (algorithm: DigestAlgorithm, data: Uint8Array | string): string {
+  return base64url(hash(algorithm, data))
+}
+
 export function timingSafeEqual (a: Uint8Array, b: Uint8Array): boolean {
   if (a.byteLength !== b.byteLength) return false
   let diff = 0
@@ -121,4 +125,4 @@ export function utf8 (bytes: Uint8Array): string | undefined {
   }
 }
 
-void ({ runtime, hash, timingSafeEqual, importRawEd25519, fromKeyObject, sameKey, verify, verifyOffThread, latin1, base64Decode, base64url, utf8 } satisfies CryptoPort)
+void ({ runtime, hash, hashBase64url, timingSafeEqual, importRawEd25519, fromKeyObject, sameKey, verify, verifyOffThread, latin1, base64Decode, base64url, utf8 } satisfies CryptoPort)

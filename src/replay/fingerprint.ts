@@ -1,4 +1,4 @@
-import { base64url, hash } from '#crypto'
+import { hashBase64url } from '#crypto'
 import type { WebhookEvent } from '../events/types.js'
 
 /**
@@ -43,7 +43,7 @@ export function eventFingerprint (event: WebhookEvent): string {
     text += PAIR_OPEN[f]! + (JSON.stringify(value) ?? 'null') + ']'
   }
   if (unknownType) text += ',["fields",' + (JSON.stringify(canonical(event.fields)) ?? 'null') + ']'
-  return base64url(hash('sha256', text + ']'))
+  return hashBase64url('sha256', text + ']')
 }
 
 const HEAD = JSON.stringify([VERSION]).slice(0, -1)

@@ -1,4 +1,4 @@
-import { base64url, hash } from '#crypto'
+import { hashBase64url } from '#crypto'
 
 /** Where a delivery stands in a replay store. */
 export type ClaimState = 'claimed' | 'processing' | 'done'
@@ -30,5 +30,5 @@ export function deliveryId (base: Uint8Array, signature: Uint8Array): string {
   const both = new Uint8Array(base.byteLength + signature.byteLength)
   both.set(base)
   both.set(signature, base.byteLength)
-  return base64url(hash('sha256', both))
+  return hashBase64url('sha256', both)
 }

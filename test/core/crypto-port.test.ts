@@ -15,6 +15,9 @@ t.test('hashes, encodings and comparisons agree', async (t) => {
       const want = crypto.hash(alg, data, 'buffer')
       if (!want.equals(web.hash(alg, data)) || !want.equals(node.hash(alg, data))) return false
       if (!Buffer.from(web.hash(alg, text)).equals(crypto.hash(alg, text, 'buffer'))) return false
+      const text64 = want.toString('base64url')
+      if (web.hashBase64url(alg, data) !== text64 || node.hashBase64url(alg, data) !== text64) return false
+      if (web.hashBase64url(alg, text) !== node.hashBase64url(alg, text)) return false
     }
     const b64 = Buffer.from(data).toString('base64')
     return web.base64url(data) === node.base64url(data) &&

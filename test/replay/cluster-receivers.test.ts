@@ -73,7 +73,7 @@ async function instances (cluster: LocalRedisCluster, effects: Effects, prefix: 
 }
 
 /**
- * Posts like MailChannels: retries a 5xx (after a short, jittered pause), re-signed as the
+ * Posts like MailChannels: retries a 5xx (after a growing, jittered pause), re-signed as the
  * service re-signs its retries, until a 2xx; returns every answer.
  */
 async function deliver (instance: Instance, d: SignedWebhook, events: readonly WireEvent[], rounds = 100): Promise<Answer[]> {
@@ -84,7 +84,9 @@ async function deliver (instance: Instance, d: SignedWebhook, events: readonly W
     answers.push(answer)
     if (answer.status < 300) return answers
     if (answer.status < 500) throw new Error(`refused ${answer.status} ${JSON.stringify(answer.body)}`)
-    await sleep(20 + Math.floor(Math.random() * 30))
+    // Backing off as MailChannels does (up to 250 ms here): a cluster that is still healing after a
+    // failover (a replica resyncing, clients refreshing their slot map) gets up to about 20 s.
+    await sleep(Math.min(20 + i * 5, 250) + Math.floor(Math.random() * 30))
   }
   throw new Error(`not acknowledged after ${rounds} attempts: ${JSON.stringify(answers.slice(-3))}`)
 }

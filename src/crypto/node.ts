@@ -1,14 +1,31 @@
 import { isAscii, isUtf8 } from 'node:buffer'
 import crypto, { type KeyObject } from 'node:crypto'
+import { availableParallelism } from 'node:os'
+import { loadSodiumVerify, type RawEd25519Verify } from './sodium.js'
 import type { CryptoPort, DigestAlgorithm, VerifyKey } from './types.js'
 
-// The Node port: node:crypto and Buffer, the measured fast path.
+// The Node port: node:crypto and Buffer, the measured fast path; Ed25519 through libsodium when
+// the optional peer sodium-native is installed.
 
 const ED25519_SPKI_PREFIX = Buffer.from('302a300506032b6570032100', 'hex')
 // ASCII (the usual body) is valid UTF-8 and decodes byte for byte: latin1 is the cheaper
 // decoder. Not for large bodies: from Node's EXTERN_APEX (src/string_bytes.cc) on, latin1
 // strings are external, and their off-heap size triggers collections that cost more than it saves.
 const LATIN1_MAX = 0xFBEE9
+
+/** libsodium's verify, loaded at the first verify (undefined until then), or null without sodium-native. */
+let sodiumVerify: RawEd25519Verify | null | undefined
+const sodium = (): RawEd25519Verify | null => (sodiumVerify === undefined ? (sodiumVerify = loadSodiumVerify()) : sodiumVerify)
+/** The 32 raw bytes of every key imported here (libsodium verifies from them). */
+const rawKeys = new WeakMap<KeyObject, Uint8Array>()
+function rawOf (key: KeyObject): Uint8Array {
+  let raw = rawKeys.get(key)
+  if (raw === undefined) {
+    raw = key.export({ format: 'der', type: 'spki' }).subarray(-32)
+    rawKeys.set(key, raw)
+  }
+  return raw
+}
 
 const asBuffer = (b: Uint8Array): Buffer => Buffer.isBuffer(b) ? b : Buffer.from(b.buffer, b.byteOffset, b.byteLength)
 
@@ -28,7 +45,9 @@ export function timingSafeEqual (a: Uint8Array, b: Uint8Array): boolean {
 }
 
 export function importRawEd25519 (raw: Uint8Array): VerifyKey {
-  return crypto.createPublicKey({ key: Buffer.concat([ED25519_SPKI_PREFIX, raw]), format: 'der', type: 'spki' }) as unknown as VerifyKey
+  const key = crypto.createPublicKey({ key: Buffer.concat([ED25519_SPKI_PREFIX, raw]), format: 'der', type: 'spki' })
+  rawKeys.set(key, Uint8Array.from(raw))
+  return key as unknown as VerifyKey
 }
 
 export function fromKeyObject (material: object): { key: VerifyKey, raw: Uint8Array | null } | undefined {
@@ -39,7 +58,7 @@ export function fromKeyObject (material: object): { key: VerifyKey, raw: Uint8Ar
     return undefined
   }
   if (key.type !== 'public' || key.asymmetricKeyType !== 'ed25519') return undefined
-  return { key: key as unknown as VerifyKey, raw: key.export({ format: 'der', type: 'spki' }).subarray(-32) }
+  return { key: key as unknown as VerifyKey, raw: rawOf(key) }
 }
 
 export function sameKey (a: VerifyKey, b: VerifyKey): boolean {
@@ -48,11 +67,25 @@ export function sameKey (a: VerifyKey, b: VerifyKey): boolean {
 
 // Typed as the port is (a promise elsewhere) so that shared code handles both.
 export function verify (key: VerifyKey, data: Uint8Array, signature: Uint8Array): boolean | Promise<boolean> {
+  const libsodium = sodium()
+  return libsodium === null ? verifyNodeCrypto(key, data, signature) : libsodium(rawOf(key as unknown as KeyObject), data, signature)
+}
+
+/** Ed25519 verify with node:crypto (OpenSSL), on the calling thread. */
+export function verifyNodeCrypto (key: VerifyKey, data: Uint8Array, signature: Uint8Array): boolean {
   try {
     return crypto.verify(null, data, key as unknown as KeyObject, signature) === true
   } catch {
     return false
   }
+}
+
+/**
+ * Whether verifying on the thread pool pays: only without libsodium (whose verify on the event
+ * loop costs less CPU than node:crypto's on the pool plus the round trip) and with a second CPU.
+ */
+export function offThreadPays (): boolean {
+  return sodium() === null && availableParallelism() > 1
 }
 
 export function verifyOffThread (key: VerifyKey, data: Uint8Array, signature: Uint8Array): Promise<boolean> {
@@ -83,4 +116,4 @@ export function utf8 (bytes: Uint8Array): string | undefined {
   return isUtf8(buf) ? buf.toString('utf8') : undefined
 }
 
-void ({ runtime, hash, hashBase64url, timingSafeEqual, importRawEd25519, fromKeyObject, sameKey, verify, verifyOffThread, latin1, base64Decode, base64url, utf8 } satisfies CryptoPort)
+void ({ runtime, hash, hashBase64url, timingSafeEqual, importRawEd25519, fromKeyObject, sameKey, verify, offThreadPays, verifyOffThread, latin1, base64Decode, base64url, utf8 } satisfies CryptoPort)

@@ -51,6 +51,11 @@ export interface CryptoPort {
   sameKey (a: VerifyKey, b: VerifyKey): boolean
   /** Ed25519 verify; only a literal `true` is a valid signature. Never throws or rejects. */
   verify (key: VerifyKey, data: Uint8Array, signature: Uint8Array): boolean | Promise<boolean>
+  /**
+   * Whether `verifyOffThread` is worth its round trip for small bodies (`verifyOnThreadPool: 'auto'`):
+   * Node with a second CPU and without libsodium. Loads libsodium when it first asks.
+   */
+  offThreadPays (): boolean
   /** Ed25519 verify off the calling thread where the runtime can (Node's thread pool). */
   verifyOffThread (key: VerifyKey, data: Uint8Array, signature: Uint8Array): Promise<boolean>
   /** Bytes of a latin1 (one byte per char) string. */

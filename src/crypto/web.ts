@@ -95,6 +95,9 @@ export async function verify (key: VerifyKey, data: Uint8Array, signature: Uint8
 
 export const verifyOffThread = verify
 
+/** WebCrypto has no thread pool of its own to hand work to. */
+export const offThreadPays = (): boolean => false
+
 export function latin1 (text: string): Uint8Array {
   const out = new Uint8Array(text.length)
   for (let i = 0; i < text.length; i++) out[i] = text.charCodeAt(i)
@@ -125,4 +128,4 @@ export function utf8 (bytes: Uint8Array): string | undefined {
   }
 }
 
-void ({ runtime, hash, hashBase64url, timingSafeEqual, importRawEd25519, fromKeyObject, sameKey, verify, verifyOffThread, latin1, base64Decode, base64url, utf8 } satisfies CryptoPort)
+void ({ runtime, hash, hashBase64url, timingSafeEqual, importRawEd25519, fromKeyObject, sameKey, verify, offThreadPays, verifyOffThread, latin1, base64Decode, base64url, utf8 } satisfies CryptoPort)

@@ -1,3 +1,4 @@
+import { offThreadPays } from '#crypto'
 import { DEFAULT_BASE_URL, parseBaseUrl } from '../base-url.js'
 import { KeyStore } from '../keys/key-store.js'
 import { noopLogger, type Logger } from '../logger.js'
@@ -12,7 +13,7 @@ import { resolveContentTypes } from './transport.js'
 /** Default body limit of the plugin and the middleware: 1 MiB. */
 export const DEFAULT_BODY_LIMIT = 1024 * 1024
 
-/** Bodies below this many bytes are verified on the libuv pool with `verifyOnThreadPool: 'auto'`. */
+/** Bodies below this many bytes are verified on the libuv pool with `verifyOnThreadPool: 'auto'` (when it pays). */
 export const POOL_BODY_THRESHOLD = 64 * 1024
 
 /**
@@ -56,8 +57,12 @@ export interface WebhookReceiverOptions extends Omit<VerifyConfig, 'customerHand
   replay?: ReplayStore | false
   /**
    * Run the Ed25519 verify on the libuv thread pool (frees the event loop; uses a second core).
-   * `'auto'`: on the pool for bodies under 64 KiB, on the event loop above (large bodies are
-   * dominated by JSON parsing, where the pool round trip loses).
+   * `'auto'` picks what costs least on Node: with the optional `sodium-native` installed, the
+   * event loop (libsodium's verify costs less CPU than node:crypto's on the pool plus the round
+   * trip); without it, the pool for bodies under 64 KiB when the machine has a second CPU, the
+   * event loop otherwise (large bodies are dominated by JSON parsing, where the round trip loses).
+   * `true` always uses node:crypto on the pool; `false` always the event loop. Other runtimes
+   * verify with WebCrypto whatever this says.
    * @default 'auto'
    */
   verifyOnThreadPool?: boolean | 'auto'
@@ -215,7 +220,7 @@ export function resolveReceiverOptions (
     // seconds, so a delivery stays fresh until a second after its window: one more second, so
     // the entry outlives it even for a delivery claimed at the far end of clockSkew.
     replayTtl: Math.ceil(config.maxAge + config.clockSkew) + 1,
-    poolBelow: pool === 'auto' ? POOL_BODY_THRESHOLD : pool ? Infinity : 0,
+    poolBelow: pool === 'auto' ? (offThreadPays() ? POOL_BODY_THRESHOLD : 0) : pool ? Infinity : 0,
     clock: new SteadyClock(options.now),
     anyCustomer,
     contentTypes,

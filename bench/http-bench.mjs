@@ -12,7 +12,7 @@ import autocannon from 'autocannon'
 import { installedVersion, machine } from './lib/env.mjs'
 import { contentDigest, makeBody, makeKeyPair, signedHeaders, tamper } from './lib/fixtures.mjs'
 import { fmtBytes, fmtOps, fmtRatio, mdTable, median, ratio, stats } from './lib/measure.mjs'
-import { parseBenchArgs } from './options.mjs'
+import { SERVERS, parseBenchArgs } from './options.mjs'
 
 const here = path.dirname(fileURLToPath(import.meta.url))
 const s = parseBenchArgs(process.argv.slice(2)).httpBench
@@ -22,7 +22,7 @@ const FASTIFY_IDEAL = 'fastify-ideal'
 const EXPRESS_IDEAL = 'express-ideal'
 const EXPRESS_MIDDLEWARE = 'express-middleware'
 const SUBSCRIBED = 'fastify-router-subscribed'
-const VARIANTS = [FASTIFY_IDEAL, EXPRESS_IDEAL, 'fastify-plugin', 'fastify-router', SUBSCRIBED, 'web-handler', EXPRESS_MIDDLEWARE]
+const VARIANTS = [FASTIFY_IDEAL, EXPRESS_IDEAL, ...SERVERS.filter((v) => s.servers === undefined || s.servers.includes(v))]
 const LABELS = {
   'fastify-ideal': 'ideal Fastify receiver',
   'express-ideal': 'ideal Express receiver',
@@ -46,7 +46,7 @@ const settings = [
   `${s.duration} s × ${s.reps} rep${s.reps === 1 ? '' : 's'}, ${s.warmup} s warm-up per server and body`,
   s.unique > 0 ? `unique deliveries: up to ${s.unique.toLocaleString('en')} per run (distinct events and signatures, cycled; no two runs share an event)` : 'unique deliveries: off (every request of a run is identical)',
   `verifyOnThreadPool: ${poolSetting}`,
-  'replay protection: off',
+  s.replay === 'memory' ? 'replay protection: on (the default MemoryReplayStore; every delivery is new, so each is claimed and completed)' : 'replay protection: off',
   'router rows: path + handlers (WebhookEventRouter, MemorySeenEventsStore, one empty handler per event type)',
   'web handler: createWebhookHandler (mailchannels-webhooks/web) served by @hono/node-server serve() (node:http ↔ fetch Request/Response)',
   PIN ? 'pinned (server on CPU 1, load generator on CPU 0)' : 'unpinned (server and load generator share every CPU)',
@@ -67,9 +67,10 @@ for (const signal of ['SIGINT', 'SIGTERM']) process.on(signal, () => { stopServe
 
 function startServer (variant) {
   return new Promise((resolve, reject) => {
-    const argv = [path.join(here, 'http-server.mjs'), variant]
+    // BENCH_SERVER_NODE_ARGS="--cpu-prof --cpu-prof-dir=prof": Node options for the servers only (profiling).
+    const argv = [...(process.env.BENCH_SERVER_NODE_ARGS?.split(' ').filter(Boolean) ?? []), path.join(here, 'http-server.mjs'), variant]
     const child = spawn(PIN ? 'taskset' : process.execPath, PIN ? ['-c', '1', process.execPath, ...argv] : argv, {
-      env: { ...process.env, BENCH_PUBLIC_KEY: keys.spkiB64, BENCH_VERIFY_ON_THREAD_POOL: String(s.verifyOnThreadPool) },
+      env: { ...process.env, BENCH_PUBLIC_KEY: keys.spkiB64, BENCH_VERIFY_ON_THREAD_POOL: String(s.verifyOnThreadPool), BENCH_REPLAY: s.replay },
       stdio: ['ignore', 'pipe', 'inherit'],
     })
     const timer = setTimeout(() => { child.kill(); reject(new Error(`${variant}: not listening after 20 s`)) }, 20_000)
@@ -188,7 +189,7 @@ async function published () {
   const res = await fetch(`http://127.0.0.1:${servers.get(SUBSCRIBED).port}/published`)
   return res.json()
 }
-const probed = await published()
+const probed = servers.has(SUBSCRIBED) ? await published() : { accepted: 1, messages: 2 }
 if (probed.accepted !== 1 || probed.messages !== 2) throw new Error(`${SUBSCRIBED}: the subscriber did not see the probe deliveries (${JSON.stringify(probed)})`)
 
 const summary = []
@@ -255,8 +256,8 @@ console.log(mdTable(['receiver', ...columns], [
   ...VARIANTS.map((v) => [LABELS[v], ...columns.map((k) => cell(v, k, (x) => `${x.vsFastify.median.toFixed(2)}× (${fmtOps(x.rps)}/s)`))]),
   ['Express middleware ÷ ideal Express receiver', ...columns.map((k) => cell(EXPRESS_MIDDLEWARE, k, (x) => fmtRatio(x.vsExpress)))],
 ]))
-const seen = await published()
-log(`${SUBSCRIBED}: its delivery-channel subscriber received ${seen.messages.toLocaleString('en')} messages (${seen.accepted.toLocaleString('en')} accepted)`)
+const seen = servers.has(SUBSCRIBED) ? await published() : null
+if (seen) log(`${SUBSCRIBED}: its delivery-channel subscriber received ${seen.messages.toLocaleString('en')} messages (${seen.accepted.toLocaleString('en')} accepted)`)
 if (failures > 0) console.log(`\n${failures} requests failed or got a non-2xx answer during the load runs (see the notes column): those runs do not measure verification alone.`)
 
 if (process.env.BENCH_RESULTS_FILE) fs.writeFileSync(process.env.BENCH_RESULTS_FILE, JSON.stringify(results))

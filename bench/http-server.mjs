@@ -12,8 +12,8 @@
 //                       with a MemorySeenEventsStore and one (empty) handler per event type (200 with counts)
 //   fastify-router-subscribed  the same, with a subscriber on the delivery diagnostics channel
 //                       (GET /published answers how many messages it received)
-// The library gets the key statically (no key fetch on the timed path) and replay protection
-// off. Every variant accepts bodies up to 16 MiB. Prints "READY <port>" once listening.
+// The library gets the key statically (no key fetch on the timed path) and its default replay
+// protection (BENCH_REPLAY=off turns it off). Every variant accepts bodies up to 16 MiB. Prints "READY <port>" once listening.
 import diagnosticsChannel from 'node:diagnostics_channel'
 import { serve } from '@hono/node-server'
 import express from 'express'
@@ -35,7 +35,8 @@ const pool = process.env.BENCH_VERIFY_ON_THREAD_POOL ?? 'auto'
 const libraryOptions = {
   publicKey,
   customerHandles: [CUSTOMER_HANDLE],
-  replay: false,
+  // The default store (a MemoryReplayStore per receiver) unless BENCH_REPLAY=off.
+  ...(process.env.BENCH_REPLAY === 'off' ? { replay: false } : {}),
   bodyLimit: BODY_LIMIT,
   verifyOnThreadPool: pool === 'auto' ? 'auto' : pool === 'true',
 }

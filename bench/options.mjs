@@ -21,13 +21,16 @@ Verify bench
 
 HTTP bench
   --http-events 4,1000         events per delivery (4 ≈ 1 KiB, 1000 ≈ 256 KiB)
-  --connections 10,100         concurrent connections of the load generator (autocannon)
+  --connections 100            concurrent connections of the load generator (autocannon)
   --duration 10                seconds per load run
   --http-reps 3                repetitions (round-robin over the servers)
   --http-warmup 2              seconds of untimed load per server and body size (0: none)
   --unique 5000                distinct deliveries (own events, own signature) per load run, cycled, so
                                that requests differ as real ones do (0: every request of a run is identical)
   --verify-on-thread-pool auto the receivers' verifyOnThreadPool: auto, true or false
+  --receiver-replay memory     the receivers' replay protection: memory (the default MemoryReplayStore) or off
+  --servers a,b                only these receivers (the ideal ones are always run): fastify-plugin,
+                               fastify-router, fastify-router-subscribed, web-handler, express-middleware
   --pin                        server on CPU 1, load generator on CPU 0 (needs taskset and 2 CPUs);
                                default: unpinned, the server may use every core
 
@@ -46,14 +49,19 @@ const OPTIONS = {
   time: { type: 'string', default: '300' },
   warmup: { type: 'string', default: '200' },
   'http-events': { type: 'string', default: '4,1000' },
-  connections: { type: 'string', default: '10,100' },
+  connections: { type: 'string', default: '100' },
   duration: { type: 'string', default: '10' },
   'http-reps': { type: 'string', default: '3' },
   'http-warmup': { type: 'string', default: '2' },
   unique: { type: 'string', default: '5000' },
   'verify-on-thread-pool': { type: 'string', default: 'auto' },
+  'receiver-replay': { type: 'string', default: 'memory' },
+  servers: { type: 'string' },
   pin: { type: 'boolean', default: false },
 }
+
+/** The library's receivers of the HTTP bench (bench/http-server.mjs variants). */
+export const SERVERS = ['fastify-plugin', 'fastify-router', 'fastify-router-subscribed', 'web-handler', 'express-middleware']
 
 function count (name, value, min) {
   const n = Number(value)
@@ -75,6 +83,11 @@ export function parseBenchArgs (argv) {
   }
   const pool = values['verify-on-thread-pool']
   if (!['auto', 'true', 'false'].includes(pool)) throw new Error(`--verify-on-thread-pool must be auto, true or false (got "${pool}")`)
+  const replay = values['receiver-replay']
+  if (!['memory', 'off'].includes(replay)) throw new Error(`--receiver-replay must be memory or off (got "${replay}")`)
+  const servers = values.servers === undefined ? undefined : values.servers.split(',').map((v) => v.trim())
+  const unknown = servers?.filter((v) => !SERVERS.includes(v)) ?? []
+  if (unknown.length > 0) throw new Error(`--servers: unknown receiver ${unknown.join(', ')} (one of ${SERVERS.join(', ')})`)
   return {
     help: values.help,
     verify: values.verify,
@@ -95,6 +108,8 @@ export function parseBenchArgs (argv) {
       warmup: count('http-warmup', values['http-warmup'], 0),
       unique: count('unique', values.unique, 0),
       verifyOnThreadPool: pool === 'auto' ? 'auto' : pool === 'true',
+      replay,
+      servers,
       pin: values.pin,
     },
   }

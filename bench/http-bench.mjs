@@ -20,7 +20,6 @@ const log = (line) => process.stderr.write(line + '\n')
 
 const FASTIFY_IDEAL = 'fastify-ideal'
 const EXPRESS_IDEAL = 'express-ideal'
-const EXPRESS_MIDDLEWARE = 'express-middleware'
 const SUBSCRIBED = 'fastify-router-subscribed'
 const VARIANTS = [FASTIFY_IDEAL, EXPRESS_IDEAL, ...SERVERS.filter((v) => s.servers === undefined || s.servers.includes(v))]
 const LABELS = {
@@ -31,6 +30,8 @@ const LABELS = {
   [SUBSCRIBED]: 'Fastify plugin, handlers: router, delivery channel subscribed',
   'web-handler': 'web handler (@hono/node-server)',
   'express-middleware': 'Express middleware',
+  'fastify-plugin-node-crypto': 'Fastify plugin without sodium-native (node:crypto)',
+  'express-middleware-node-crypto': 'Express middleware without sodium-native (node:crypto)',
 }
 
 function canPin () {
@@ -46,6 +47,7 @@ const settings = [
   `${s.duration} s × ${s.reps} rep${s.reps === 1 ? '' : 's'}, ${s.warmup} s warm-up per server and body`,
   s.unique > 0 ? `unique deliveries: up to ${s.unique.toLocaleString('en')} per run (distinct events and signatures, cycled; no two runs share an event)` : 'unique deliveries: off (every request of a run is identical)',
   `verifyOnThreadPool: ${poolSetting}`,
+  `Ed25519: ${installedVersion('sodium-native') !== '?' ? `libsodium (sodium-native ${installedVersion('sodium-native')}), node:crypto in the *without sodium-native* rows` : 'node:crypto (sodium-native is not installed)'}`,
   s.replay === 'memory' ? 'replay protection: on (the default MemoryReplayStore; every delivery is new, so each is claimed and completed)' : 'replay protection: off',
   'router rows: path + handlers (WebhookEventRouter, MemorySeenEventsStore, one empty handler per event type)',
   'web handler: createWebhookHandler (mailchannels-webhooks/web) served by @hono/node-server serve() (node:http ↔ fetch Request/Response)',
@@ -254,7 +256,7 @@ const cell = (v, key, pick) => {
 console.log(`\n### HTTP summary: throughput ÷ the ideal Fastify receiver (median of per-rep ratios, req/s in brackets)\n\nSettings: ${settings}.\n`)
 console.log(mdTable(['receiver', ...columns], [
   ...VARIANTS.map((v) => [LABELS[v], ...columns.map((k) => cell(v, k, (x) => `${x.vsFastify.median.toFixed(2)}× (${fmtOps(x.rps)}/s)`))]),
-  ['Express middleware ÷ ideal Express receiver', ...columns.map((k) => cell(EXPRESS_MIDDLEWARE, k, (x) => fmtRatio(x.vsExpress)))],
+  ...VARIANTS.filter((v) => v.startsWith('express-middleware')).map((v) => [`${LABELS[v]} ÷ ideal Express receiver`, ...columns.map((k) => cell(v, k, (x) => fmtRatio(x.vsExpress)))]),
 ]))
 const seen = servers.has(SUBSCRIBED) ? await published() : null
 if (seen) log(`${SUBSCRIBED}: its delivery-channel subscriber received ${seen.messages.toLocaleString('en')} messages (${seen.accepted.toLocaleString('en')} accepted)`)

@@ -5,6 +5,8 @@
 //   fastify-ideal       Fastify, raw Buffer body, the ideal receiver + JSON.parse inline
 //   express-ideal       Express, express.raw, the same inline work
 //   fastify-plugin      the library's Fastify plugin (from dist/)
+//   fastify-plugin-node-crypto, express-middleware-node-crypto: the same without sodium-native
+//                       (its lookup fails, as when it is not installed): Ed25519 by node:crypto
 //   express-middleware  the library's Express middleware (from dist/)
 //   web-handler         the library's fetch handler (createWebhookHandler, mailchannels-webhooks/web,
 //                       from dist/) on node:http through @hono/node-server's serve()
@@ -15,20 +17,30 @@
 // The library gets the key statically (no key fetch on the timed path) and its default replay
 // protection (BENCH_REPLAY=off turns it off). Every variant accepts bodies up to 16 MiB. Prints "READY <port>" once listening.
 import diagnosticsChannel from 'node:diagnostics_channel'
+import Module from 'node:module'
 import { serve } from '@hono/node-server'
 import express from 'express'
 import Fastify from 'fastify'
-import mailchannelsWebhooks from '../dist/fastify/index.js'
-import { mailchannelsWebhook } from '../dist/express/index.js'
-import { DELIVERY_CHANNEL, MemorySeenEventsStore, WEBHOOK_EVENT_TYPES, WebhookEventRouter } from '../dist/index.js'
-import { createWebhookHandler } from '../dist/web/index.js'
 import { CUSTOMER_HANDLE, KEY_ID } from './lib/fixtures.mjs'
 import { createIdealVerifier } from './lib/ideal.mjs'
+
+const variant = process.argv[2]
+if (variant.endsWith('-node-crypto')) {
+  // The library as installed without the optional sodium-native: its lookup fails, as it does then.
+  const resolve = Module._resolveFilename
+  Module._resolveFilename = function (request, ...rest) {
+    if (request === 'sodium-native') throw Object.assign(new Error("Cannot find module 'sodium-native'"), { code: 'MODULE_NOT_FOUND' })
+    return resolve.call(this, request, ...rest)
+  }
+}
+const { default: mailchannelsWebhooks } = await import('../dist/fastify/index.js')
+const { mailchannelsWebhook } = await import('../dist/express/index.js')
+const { DELIVERY_CHANNEL, MemorySeenEventsStore, WEBHOOK_EVENT_TYPES, WebhookEventRouter } = await import('../dist/index.js')
+const { createWebhookHandler } = await import('../dist/web/index.js')
 
 const BODY_LIMIT = 16 * 1024 * 1024
 const PATH = '/webhook'
 
-const variant = process.argv[2]
 const publicKey = process.env.BENCH_PUBLIC_KEY
 if (!publicKey) throw new Error('BENCH_PUBLIC_KEY is not set')
 const pool = process.env.BENCH_VERIFY_ON_THREAD_POOL ?? 'auto'
@@ -82,7 +94,8 @@ switch (variant) {
     server = await listenExpress(app)
     break
   }
-  case 'fastify-plugin': {
+  case 'fastify-plugin':
+  case 'fastify-plugin-node-crypto': {
     const app = fastifyApp()
     await app.register(mailchannelsWebhooks, libraryOptions)
     app.post(PATH, { config: { mailchannelsWebhook: true } }, (request, reply) => { reply.code(204).send() })
@@ -111,7 +124,8 @@ switch (variant) {
     server = app.server
     break
   }
-  case 'express-middleware': {
+  case 'express-middleware':
+  case 'express-middleware-node-crypto': {
     const app = expressApp()
     app.post(PATH, mailchannelsWebhook(libraryOptions), (req, res) => { res.status(204).end() })
     server = await listenExpress(app)

@@ -30,7 +30,9 @@ HTTP bench
   --verify-on-thread-pool auto the receivers' verifyOnThreadPool: auto, true or false
   --receiver-replay memory     the receivers' replay protection: memory (the default MemoryReplayStore) or off
   --servers a,b                only these receivers (the ideal ones are always run): fastify-plugin,
-                               fastify-router, fastify-router-subscribed, web-handler, express-middleware
+                               fastify-plugin-node-crypto, fastify-router, fastify-router-subscribed,
+                               web-handler, express-middleware, express-middleware-node-crypto
+                               (*-node-crypto: as installed without sodium-native)
   --pin                        server on CPU 1, load generator on CPU 0 (needs taskset and 2 CPUs);
                                default: unpinned, the server may use every core
 
@@ -61,7 +63,7 @@ const OPTIONS = {
 }
 
 /** The library's receivers of the HTTP bench (bench/http-server.mjs variants). */
-export const SERVERS = ['fastify-plugin', 'fastify-router', 'fastify-router-subscribed', 'web-handler', 'express-middleware']
+export const SERVERS = ['fastify-plugin', 'fastify-plugin-node-crypto', 'fastify-router', 'fastify-router-subscribed', 'web-handler', 'express-middleware', 'express-middleware-node-crypto']
 
 function count (name, value, min) {
   const n = Number(value)

@@ -81,11 +81,16 @@ export function verifyNodeCrypto (key: VerifyKey, data: Uint8Array, signature: U
 }
 
 /**
- * Whether verifying on the thread pool pays: only without libsodium (whose verify on the event
- * loop costs less CPU than node:crypto's on the pool plus the round trip) and with a second CPU.
+ * How many verifies `verifyOnThreadPool: 'auto'` keeps on the thread pool at once. Without
+ * libsodium, every small body's (node:crypto on the loop costs the most). With libsodium, whose
+ * verify on the loop costs less CPU than node:crypto's on the pool, only enough to keep the other
+ * CPUs' pool threads busy (one running and one waiting per CPU): the rest stay on the loop. None
+ * on one CPU, where the round trip is pure overhead.
  */
-export function offThreadPays (): boolean {
-  return sodium() === null && availableParallelism() > 1
+export function offThreadSlots (): number {
+  const others = availableParallelism() - 1
+  if (others < 1) return 0
+  return sodium() === null ? Infinity : 2 * others
 }
 
 export function verifyOffThread (key: VerifyKey, data: Uint8Array, signature: Uint8Array): Promise<boolean> {
@@ -116,4 +121,4 @@ export function utf8 (bytes: Uint8Array): string | undefined {
   return isUtf8(buf) ? buf.toString('utf8') : undefined
 }
 
-void ({ runtime, hash, hashBase64url, timingSafeEqual, importRawEd25519, fromKeyObject, sameKey, verify, offThreadPays, verifyOffThread, latin1, base64Decode, base64url, utf8 } satisfies CryptoPort)
+void ({ runtime, hash, hashBase64url, timingSafeEqual, importRawEd25519, fromKeyObject, sameKey, verify, offThreadSlots, verifyOffThread, latin1, base64Decode, base64url, utf8 } satisfies CryptoPort)

@@ -52,10 +52,10 @@ export interface CryptoPort {
   /** Ed25519 verify; only a literal `true` is a valid signature. Never throws or rejects. */
   verify (key: VerifyKey, data: Uint8Array, signature: Uint8Array): boolean | Promise<boolean>
   /**
-   * Whether `verifyOffThread` is worth its round trip for small bodies (`verifyOnThreadPool: 'auto'`):
-   * Node with a second CPU and without libsodium. Loads libsodium when it first asks.
+   * How many small-body verifies `verifyOnThreadPool: 'auto'` keeps off the calling thread at
+   * once (0: none, `Infinity`: all). Loads libsodium on Node when it first asks.
    */
-  offThreadPays (): boolean
+  offThreadSlots (): number
   /** Ed25519 verify off the calling thread where the runtime can (Node's thread pool). */
   verifyOffThread (key: VerifyKey, data: Uint8Array, signature: Uint8Array): Promise<boolean>
   /** Bytes of a latin1 (one byte per char) string. */

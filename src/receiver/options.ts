@@ -1,4 +1,4 @@
-import { offThreadPays } from '#crypto'
+import { offThreadSlots } from '#crypto'
 import { DEFAULT_BASE_URL, parseBaseUrl } from '../base-url.js'
 import { KeyStore } from '../keys/key-store.js'
 import { noopLogger, type Logger } from '../logger.js'
@@ -57,12 +57,12 @@ export interface WebhookReceiverOptions extends Omit<VerifyConfig, 'customerHand
   replay?: ReplayStore | false
   /**
    * Run the Ed25519 verify on the libuv thread pool (frees the event loop; uses a second core).
-   * `'auto'` picks what costs least on Node: with the optional `sodium-native` installed, the
-   * event loop (libsodium's verify costs less CPU than node:crypto's on the pool plus the round
-   * trip); without it, the pool for bodies under 64 KiB when the machine has a second CPU, the
-   * event loop otherwise (large bodies are dominated by JSON parsing, where the round trip loses).
-   * `true` always uses node:crypto on the pool; `false` always the event loop. Other runtimes
-   * verify with WebCrypto whatever this says.
+   * `'auto'`, for bodies under 64 KiB on a machine with a second CPU: without the optional
+   * `sodium-native`, every verify on the pool; with it, at most two per other CPU at once on the
+   * pool and the rest on the event loop with libsodium (whose verify costs less CPU than
+   * node:crypto's on the pool plus the round trip). Larger bodies, and one CPU: the event loop
+   * (JSON parsing dominates there, and the round trip loses). `true`: always node:crypto on the
+   * pool; `false`: always the event loop. Other runtimes verify with WebCrypto whatever this says.
    * @default 'auto'
    */
   verifyOnThreadPool?: boolean | 'auto'
@@ -107,6 +107,8 @@ export interface ResolvedReceiver {
   replayTtl: number
   /** Bodies shorter than this are verified on the pool (0: never; Infinity: always). */
   poolBelow: number
+  /** At most this many verifies of this process on the pool at once; the others on the event loop. */
+  poolSlots: number
   /** The receiver's clock (never runs backwards). */
   clock: SteadyClock
   /** True when `customerHandles: 'any'` was given. */
@@ -220,7 +222,8 @@ export function resolveReceiverOptions (
     // seconds, so a delivery stays fresh until a second after its window: one more second, so
     // the entry outlives it even for a delivery claimed at the far end of clockSkew.
     replayTtl: Math.ceil(config.maxAge + config.clockSkew) + 1,
-    poolBelow: pool === 'auto' ? (offThreadPays() ? POOL_BODY_THRESHOLD : 0) : pool ? Infinity : 0,
+    poolBelow: pool === 'auto' ? POOL_BODY_THRESHOLD : pool ? Infinity : 0,
+    poolSlots: pool === 'auto' ? offThreadSlots() : pool ? Infinity : 0,
     clock: new SteadyClock(options.now),
     anyCustomer,
     contentTypes,

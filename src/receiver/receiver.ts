@@ -10,6 +10,7 @@ import type { Logger } from '../logger.js'
 import { deliveryId, type ClaimState, type ReplayStore } from '../replay/types.js'
 import { readSignatureFields, type HeadersInput } from '../verify/headers.js'
 import { parseSignature } from '../verify/signature-input.js'
+import { verifiesOnPool } from '../verify/signature.js'
 import { verifyDelivery, type VerifiedDelivery } from '../verify/verify-webhook.js'
 import { keyStoreFactory, rejectUnknownOptions, resolveLogger, resolveReceiverOptions, type ResolvedReceiver, type WebhookReceiverOptions } from './options.js'
 import { errorReply, type ErrorBody, type Reply } from './reply.js'
@@ -62,7 +63,7 @@ function keyIdForLog (headers: HeadersInput): string | undefined {
 function verifyBody (r: ResolvedReceiver, body: Uint8Array, headers: HeadersInput, log: Logger): VerifiedDelivery | Promise<VerifiedDelivery> {
   // `cache: false` builds a key store per call: give it the request's logger.
   const config = r.config.freshStorePerCall === null ? r.config : { ...r.config, logger: log }
-  return verifyDelivery(config, body, headers, r.clock.now(), body.length < r.poolBelow)
+  return verifyDelivery(config, body, headers, r.clock.now(), body.length < r.poolBelow && verifiesOnPool() < r.poolSlots)
 }
 
 /** The outcome of a replay claim. */

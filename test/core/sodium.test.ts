@@ -1,9 +1,10 @@
 // libsodium (the optional peer sodium-native) verifies Ed25519 on Node when it is installed: it
 // must answer exactly what node:crypto answers on every vector, never throw, and make
-// verifyOnThreadPool: 'auto' stay on the event loop. sodium-native is a devDependency, so the
+// verifyOnThreadPool: 'auto' keep most verifies on the event loop. sodium-native is a devDependency, so the
 // suite always runs with it; the node:crypto path is checked through verifyNodeCrypto.
 import crypto from 'node:crypto'
 import { readFileSync } from 'node:fs'
+import { availableParallelism } from 'node:os'
 import t from 'tap'
 import * as node from '../../src/crypto/node.js'
 import { loadSodiumVerify } from '../../src/crypto/sodium.js'
@@ -71,16 +72,34 @@ t.test('wrong lengths and a broken or missing addon never throw', async (t) => {
   t.equal(truthy?.(raw, Buffer.from('x'), new Uint8Array(64)), false, 'only a literal true passes')
 })
 
-t.test("verifyOnThreadPool: 'auto' verifies on the event loop with libsodium; true still uses the pool", async (t) => {
-  t.equal(node.offThreadPays(), false, 'with libsodium the pool round trip does not pay')
+t.test("verifyOnThreadPool: 'auto' keeps at most two verifies per other CPU on the pool, the rest on the event loop; true and false as said", async (t) => {
+  const slots = node.offThreadSlots()
+  t.equal(slots, 2 * (availableParallelism() - 1), 'with libsodium: two per other CPU (none on one CPU)')
   const keys = generateSigningKeyPair()
   const silent = { debug () {}, info () {}, warn () {}, error () {} }
   let n = 0
-  for (const [setting, onPool] of [['auto', false], [undefined, false], [false, false], [true, true]] as const) {
-    const { receiver, log } = createStandaloneReceiver({ publicKey: keys.publicKey, customerHandles: ['acct_1'], replay: false, logger: silent, ...(setting === undefined ? {} : { verifyOnThreadPool: setting }) })
-    const signed = signWebhook({ events: [{ event: 'delivered', customer_handle: 'acct_1', timestamp: 1700000000, request_id: `s${++n}` }], privateKey: keys.privateKey, keyId: 'k' })
-    const outcome = receiver.receive(signed.body, signed.headers, log)
-    t.equal(outcome instanceof Promise, onPool, `${String(setting ?? 'default')}: ${onPool ? 'a promise (the pool)' : 'answered synchronously (the event loop)'}`)
-    t.match(await outcome, { kind: 'accepted' }, `${String(setting ?? 'default')}: accepted`)
+  const delivery = () => signWebhook({ events: [{ event: 'delivered', customer_handle: 'acct_1', timestamp: 1700000000, request_id: `s${++n}` }], privateKey: keys.privateKey, keyId: 'k' })
+  const receiverWith = (setting?: boolean | 'auto') => createStandaloneReceiver({ publicKey: keys.publicKey, customerHandles: ['acct_1'], replay: false, logger: silent, ...(setting === undefined ? {} : { verifyOnThreadPool: setting }) })
+
+  for (const setting of ['auto', undefined] as const) {
+    const { receiver, log } = receiverWith(setting)
+    const outcomes = []
+    for (let i = 0; i <= slots + 1; i++) {
+      const signed = delivery()
+      outcomes.push(receiver.receive(signed.body, signed.headers, log))
+    }
+    const onPool = outcomes.map((o) => o instanceof Promise)
+    t.strictSame(onPool, [...Array(slots).fill(true), false, false], `${String(setting ?? 'default')}: the first ${slots} on the pool (a promise), then the event loop (synchronous)`)
+    for (const o of await Promise.all(outcomes)) t.equal(o.kind, 'accepted')
+    const signed = delivery()
+    const again = receiver.receive(signed.body, signed.headers, log)
+    t.equal(again instanceof Promise, slots > 0, 'once they answered, the pool takes verifies again')
+    await again
+  }
+  for (const [setting, onPool] of [[true, true], [false, false]] as const) {
+    const { receiver, log } = receiverWith(setting)
+    const outcomes = Array.from({ length: slots + 3 }, () => { const signed = delivery(); return receiver.receive(signed.body, signed.headers, log) })
+    t.ok(outcomes.every((o) => (o instanceof Promise) === onPool), `${setting}: ${onPool ? 'always the pool' : 'always the event loop'}`)
+    for (const o of await Promise.all(outcomes)) t.equal(o.kind, 'accepted')
   }
 })

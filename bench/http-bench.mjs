@@ -45,7 +45,9 @@ if (PIN) execFileSync('taskset', ['-a', '-cp', '0', String(process.pid)], { stdi
 const poolSetting = s.verifyOnThreadPool === 'auto' ? "'auto'" : String(s.verifyOnThreadPool)
 const settings = [
   `${s.duration} s × ${s.reps} rep${s.reps === 1 ? '' : 's'}, ${s.warmup} s warm-up per server and body`,
-  s.unique > 0 ? `unique deliveries: up to ${s.unique.toLocaleString('en')} per run (distinct events and signatures, cycled; no two runs share an event)` : 'unique deliveries: off (every request of a run is identical)',
+  s.unique === 'auto'
+    ? 'every request a new delivery (its own signature and, up to 192 MiB of bodies per run, its own events; no two runs share an event)'
+    : s.unique > 0 ? `unique deliveries: ${s.unique.toLocaleString('en')} per run (distinct events and signatures, cycled; no two runs share an event)` : 'unique deliveries: off (every request of a run is identical)',
   `verifyOnThreadPool: ${poolSetting}`,
   `Ed25519: ${installedVersion('sodium-native') !== '?' ? `libsodium (sodium-native ${installedVersion('sodium-native')}), node:crypto in the *without sodium-native* rows` : 'node:crypto (sodium-native is not installed)'}`,
   s.replay === 'memory' ? 'replay protection: on (the default MemoryReplayStore; every delivery is new, so each is claimed and completed)' : 'replay protection: off',
@@ -99,31 +101,55 @@ function cpuSeconds (pid) {
 }
 
 // ------------------------------------------------------------------ load
-/** The bodies of unique deliveries of a load run take at most this much memory: fewer, cycled, for large bodies. */
-const POOL_BYTES = 64 * 1024 * 1024
+/** The distinct bodies of a load run take at most this much memory; beyond, bodies are reused with another `created`. */
+const POOL_BYTES = 192 * 1024 * 1024
 let runs = 0
 
 /**
- * The requests of one load run, signed now (so a run never outlives the 300 s freshness window):
- * one delivery, or up to `unique` distinct ones, as real deliveries differ: each has its own events
- * (a seed in every event's `reason`, so each event's fingerprint differs and a seen-events store
- * sees new events) and its own signature. No two runs share an event, so a receiver that remembers
- * events (the router rows) never skips one left by an earlier run or the warm-up. The body size does
- * not change (the seed replaces padding). Beyond the pool, deliveries repeat (the router skips their events).
+ * How many deliveries a load run of `variant` gets. With `--unique auto` (the default): one per
+ * request, from the highest rate this server reached so far with this body (its warm-up, then its
+ * earlier runs), with a margin; a run that sends more repeats deliveries, and says so.
  */
-function requestPool (template) {
+const rates = new Map() // `${variant} ${events}` -> { rps: highest req/s seen, timed: whether in a timed run }
+function poolSize (variant, events, bytes) {
+  if (s.unique !== 'auto') return s.unique
+  // A warm-up (short, the code still being optimised) runs slower than the timed runs: a wider margin.
+  const seen = rates.get(`${variant} ${events}`) ?? { rps: 15_000 * 1024 / Math.max(1024, bytes), timed: false }
+  return Math.ceil(seen.rps * (seen.timed ? 2 : 2.5) * Math.max(s.duration, s.warmup)) + 500
+}
+function noteRate (variant, events, rps, timed) {
+  const key = `${variant} ${events}`
+  const seen = rates.get(key)
+  rates.set(key, { rps: Math.max(seen?.rps ?? 0, rps), timed: timed || (seen?.timed ?? false) })
+}
+
+/**
+ * The requests of one load run, signed now (so a run never outlives the 300 s freshness window):
+ * one delivery (`--unique 0`), or `size` distinct ones, as real deliveries differ: each has its own
+ * signature and, up to the run's memory budget, its own events (a seed in every event's `reason`, so
+ * each event's fingerprint differs and a seen-events store sees new events). Beyond the budget (large
+ * bodies), bodies are reused with an earlier `created`: another signature, hence a new delivery for
+ * the replay store, with events a seen-events store has seen (the router rows skip them). No two
+ * runs share an event. The body size does not change (the seed replaces padding).
+ */
+function requestPool (template, size) {
   const created = Math.floor(Date.now() / 1000)
-  if (s.unique === 0) {
+  if (size === 0) {
     const body = Buffer.from(JSON.stringify(template))
-    return [{ body, headers: signedHeaders(contentDigest(body), keys.privateKey, { created, label: labelFor(0) }) }]
+    return { requests: [{ body, headers: signedHeaders(contentDigest(body), keys.privateKey, { created, label: labelFor(0) }) }], bodies: 1 }
   }
   const run = (runs++).toString(36)
-  const size = Math.max(1, Math.min(s.unique, Math.floor(POOL_BYTES / Buffer.byteLength(JSON.stringify(template)))))
-  return Array.from({ length: size }, (_, i) => {
+  const bodies = Math.max(1, Math.min(size, Math.floor(POOL_BYTES / Buffer.byteLength(JSON.stringify(template)))))
+  const made = Array.from({ length: bodies }, (_, i) => {
     const seed = `${run}.${i.toString(36)}.`
     const body = Buffer.from(JSON.stringify(template.map((e) => ({ ...e, reason: seed + e.reason.slice(seed.length) }))))
-    return { body, headers: signedHeaders(contentDigest(body), keys.privateKey, { created, label: labelFor(i) }) }
+    return { body, digest: contentDigest(body) }
   })
+  const requests = Array.from({ length: size }, (_, i) => {
+    const { body, digest } = made[i % bodies]
+    return { body, headers: signedHeaders(digest, keys.privateKey, { created: created - Math.floor(i / bodies), label: labelFor(i) }) }
+  })
+  return { requests, bodies }
 }
 const labelFor = (i) => (s.unique === 0 ? 'sig_1' : `sig_${1_000_000 + i}`)
 
@@ -134,7 +160,7 @@ async function post (port, body, headers) {
 }
 
 /** One load run with the requests of `pool` (`requestPool`: built before, outside the measured CPU time). */
-function load (port, pool, connections, duration) {
+function load (port, { requests: pool }, connections, duration) {
   let next = 0
   const requests = pool.length > 1
     ? [{ setupRequest: (req) => { const r = pool[next++ % pool.length]; Object.assign(req.headers, r.headers); req.body = r.body; return req } }]
@@ -156,7 +182,7 @@ function load (port, pool, connections, duration) {
       if (err) return reject(err)
       const sorted = latencies.subarray(0, n).sort()
       const pct = (q) => (n ? sorted[Math.min(n - 1, Math.floor(q * n))] : NaN)
-      resolve({ result, p50: pct(0.5), p99: pct(0.99) })
+      resolve({ result, p50: pct(0.5), p99: pct(0.99), repeated: pool.length > 1 ? Math.max(0, next - pool.length) : 0 })
     })
     instance.on('response', (client, statusCode, bytes, responseTime) => {
       if (statusCode < 200 || statusCode > 299) return
@@ -178,7 +204,7 @@ for (const v of VARIANTS) {
 
 // Each receiver must accept a valid delivery (signed the way the load signs) and reject a tampered one.
 const probe = makeBody(4)
-const probeHeaders = signedHeaders(contentDigest(probe), keys.privateKey, { label: labelFor(s.unique - 1) })
+const probeHeaders = signedHeaders(contentDigest(probe), keys.privateKey, { label: labelFor(1) })
 for (const [v, { port }] of servers) {
   const valid = await post(port, probe, probeHeaders)
   const tampered = await post(port, tamper(probe), probeHeaders)
@@ -200,22 +226,31 @@ for (const events of s.events) {
   const body = makeBody(events)
   const template = JSON.parse(body.toString())
   if (s.warmup > 0) {
-    for (const [v, { port }] of servers) { log(`warm-up: ${v}, ${events} events`); await load(port, requestPool(template), 10, s.warmup) }
+    for (const [v, { port }] of servers) {
+      log(`warm-up: ${v}, ${events} events`)
+      // As many connections as the timed runs, so that its rate sizes their pools.
+      const { result } = await load(port, requestPool(template, s.unique === 0 ? 0 : poolSize(v, events, body.length)), Math.max(...s.connections), s.warmup)
+      noteRate(v, events, result['2xx'] / result.duration, false)
+    }
   }
   for (const connections of s.connections) {
-    const per = new Map(VARIANTS.map((v) => [v, { rps: [], p50: [], p99: [], cpuUs: [], cpuPct: [], genPct: [], failed: 0 }]))
+    const per = new Map(VARIANTS.map((v) => [v, { rps: [], p50: [], p99: [], cpuUs: [], cpuPct: [], genPct: [], failed: 0, repeated: 0, requests: 0, bodies: Infinity }]))
     for (let r = 0; r < s.reps; r++) {
       const k = r % VARIANTS.length
       for (const v of [...VARIANTS.slice(k), ...VARIANTS.slice(0, k)]) {
         const { pid, port } = servers.get(v)
-        const pool = requestPool(template)
+        const pool = requestPool(template, poolSize(v, events, body.length))
         const cpu0 = cpuSeconds(pid)
         const gen0 = process.cpuUsage()
-        const { result, p50, p99 } = await load(port, pool, connections, s.duration)
+        const { result, p50, p99, repeated } = await load(port, pool, connections, s.duration)
         const gen = process.cpuUsage(gen0)
         const cpu = cpuSeconds(pid) - cpu0
         const ok = result['2xx']
+        noteRate(v, events, ok / result.duration, true)
         const p = per.get(v)
+        p.repeated += repeated
+        p.requests += result.requests.total
+        if (pool.bodies < pool.requests.length) p.bodies = Math.min(p.bodies, pool.bodies)
         p.rps.push(ok / result.duration)
         p.p50.push(p50)
         p.p99.push(p99)
@@ -239,8 +274,8 @@ for (const events of s.events) {
       rows.push([LABELS[v], fmtOps(st.median), `${fmtOps(st.min)}–${fmtOps(st.max)} (${st.spreadPct.toFixed(0)}%)`,
         median(p.p50).toFixed(2), median(p.p99).toFixed(2), median(p.cpuUs).toFixed(0), `${median(p.cpuPct).toFixed(0)}%`,
         `${median(p.genPct).toFixed(0)}%`, fmtRatio(vsFastify), v === EXPRESS_IDEAL ? '1.00×' : fmtRatio(vsExpress),
-        p.failed ? `${p.failed} failed requests` : ''])
-      results.cases.push({ events, bytes: body.length, connections, variant: v, reqPerSec: st, p50Ms: p.p50, p99Ms: p.p99, serverCpuUsPerRequest: p.cpuUs, serverCpuPct: p.cpuPct, loadGeneratorCpuPct: p.genPct, vsFastifyIdeal: vsFastify, vsExpressIdeal: vsExpress, failedRequests: p.failed })
+        [p.failed ? `${p.failed} failed requests` : '', p.repeated ? `${p.repeated.toLocaleString('en')} of ${p.requests.toLocaleString('en')} requests repeated a delivery of their run` : '', p.bodies !== Infinity ? `bodies reused (${p.bodies.toLocaleString('en')} per run) with other signatures` : ''].filter(Boolean).join('; ')])
+      results.cases.push({ events, bytes: body.length, connections, variant: v, repeatedRequests: p.repeated, reqPerSec: st, p50Ms: p.p50, p99Ms: p.p99, serverCpuUsPerRequest: p.cpuUs, serverCpuPct: p.cpuPct, loadGeneratorCpuPct: p.genPct, vsFastifyIdeal: vsFastify, vsExpressIdeal: vsExpress, failedRequests: p.failed })
       summary.push({ key: `${events.toLocaleString('en')} events (${fmtBytes(body.length)}), ${connections} conns`, v, rps: st.median, vsFastify, vsExpress })
     }
     console.log(`\n### HTTP, ${events.toLocaleString('en')} events (${fmtBytes(body.length)} body), ${connections} connections\n\nSettings: ${settings}.\n`)

@@ -25,8 +25,9 @@ HTTP bench
   --duration 10                seconds per load run
   --http-reps 3                repetitions (round-robin over the servers)
   --http-warmup 2              seconds of untimed load per server and body size (0: none)
-  --unique 5000                distinct deliveries (own events, own signature) per load run, cycled, so
-                               that requests differ as real ones do (0: every request of a run is identical)
+  --unique auto                distinct deliveries (own events, own signature) per load run, so that
+                               requests differ as real ones do. auto: one per request (sized from the
+                               server's rate); a number: that many, cycled; 0: every request identical
   --verify-on-thread-pool auto the receivers' verifyOnThreadPool: auto, true or false
   --receiver-replay memory     the receivers' replay protection: memory (the default MemoryReplayStore) or off
   --servers a,b                only these receivers (the ideal ones are always run): fastify-plugin,
@@ -55,7 +56,7 @@ const OPTIONS = {
   duration: { type: 'string', default: '10' },
   'http-reps': { type: 'string', default: '3' },
   'http-warmup': { type: 'string', default: '2' },
-  unique: { type: 'string', default: '5000' },
+  unique: { type: 'string', default: 'auto' },
   'verify-on-thread-pool': { type: 'string', default: 'auto' },
   'receiver-replay': { type: 'string', default: 'memory' },
   servers: { type: 'string' },
@@ -108,7 +109,7 @@ export function parseBenchArgs (argv) {
       duration: count('duration', values.duration, 1),
       reps: count('http-reps', values['http-reps'], 1),
       warmup: count('http-warmup', values['http-warmup'], 0),
-      unique: count('unique', values.unique, 0),
+      unique: values.unique === 'auto' ? 'auto' : count('unique', values.unique, 0),
       verifyOnThreadPool: pool === 'auto' ? 'auto' : pool === 'true',
       replay,
       servers,

@@ -111,11 +111,11 @@ let runs = 0
  * earlier runs), with a margin; a run that sends more repeats deliveries, and says so.
  */
 const rates = new Map() // `${variant} ${events}` -> { rps: highest req/s seen, timed: whether in a timed run }
-function poolSize (variant, events, bytes) {
+function poolSize (variant, events, bytes, seconds) {
   if (s.unique !== 'auto') return s.unique
   // A warm-up (short, the code still being optimised) runs slower than the timed runs: a wider margin.
   const seen = rates.get(`${variant} ${events}`) ?? { rps: 15_000 * 1024 / Math.max(1024, bytes), timed: false }
-  return Math.ceil(seen.rps * (seen.timed ? 2 : 2.5) * Math.max(s.duration, s.warmup)) + 500
+  return Math.ceil(seen.rps * (seen.timed ? 2 : 2.5) * seconds) + 500
 }
 function noteRate (variant, events, rps, timed) {
   const key = `${variant} ${events}`
@@ -229,7 +229,7 @@ for (const events of s.events) {
     for (const [v, { port }] of servers) {
       log(`warm-up: ${v}, ${events} events`)
       // As many connections as the timed runs, so that its rate sizes their pools.
-      const { result } = await load(port, requestPool(template, s.unique === 0 ? 0 : poolSize(v, events, body.length)), Math.max(...s.connections), s.warmup)
+      const { result } = await load(port, requestPool(template, s.unique === 0 ? 0 : poolSize(v, events, body.length, s.warmup)), Math.max(...s.connections), s.warmup)
       noteRate(v, events, result['2xx'] / result.duration, false)
     }
   }
@@ -239,7 +239,7 @@ for (const events of s.events) {
       const k = r % VARIANTS.length
       for (const v of [...VARIANTS.slice(k), ...VARIANTS.slice(0, k)]) {
         const { pid, port } = servers.get(v)
-        const pool = requestPool(template, poolSize(v, events, body.length))
+        const pool = requestPool(template, poolSize(v, events, body.length, s.duration))
         const cpu0 = cpuSeconds(pid)
         const gen0 = process.cpuUsage()
         const { result, p50, p99, repeated } = await load(port, pool, connections, s.duration)

@@ -120,7 +120,7 @@ t.test('two receivers sharing one Redis', async (t) => {
 
     const late = await a.post(sign(events, 30))
     t.same(late, { status: 200, body: { handled: 0, skipped: 6, unhandled: 0 }, retryAfter: null }, 'a later resend skips every event')
-    t.same((await b.post(sign(events, 31))).body, { handled: 0, skipped: 6, unhandled: 0 })
+    t.same((await b.post(sign(events, 40))).body, { handled: 0, skipped: 6, unhandled: 0 })
     t.equal(effects.total, 6)
   })
 

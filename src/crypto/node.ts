@@ -93,10 +93,18 @@ export function offThreadSlots (): number {
   return sodium() === null ? Infinity : 2 * others
 }
 
+/** Verifies of this process on the libuv pool now (the pool is one per process, whatever the caller). */
+let offThread = 0
+
+export function offThreadInFlight (): number {
+  return offThread
+}
+
 export function verifyOffThread (key: VerifyKey, data: Uint8Array, signature: Uint8Array): Promise<boolean> {
   return new Promise((resolve) => {
     try {
-      crypto.verify(null, data, key as unknown as KeyObject, signature, (err, ok) => { resolve(err === null && ok === true) })
+      crypto.verify(null, data, key as unknown as KeyObject, signature, (err, ok) => { offThread--; resolve(err === null && ok === true) })
+      offThread++
     } catch {
       resolve(false)
     }
@@ -121,4 +129,4 @@ export function utf8 (bytes: Uint8Array): string | undefined {
   return isUtf8(buf) ? buf.toString('utf8') : undefined
 }
 
-void ({ runtime, hash, hashBase64url, timingSafeEqual, importRawEd25519, fromKeyObject, sameKey, verify, offThreadSlots, verifyOffThread, latin1, base64Decode, base64url, utf8 } satisfies CryptoPort)
+void ({ runtime, hash, hashBase64url, timingSafeEqual, importRawEd25519, fromKeyObject, sameKey, verify, offThreadSlots, offThreadInFlight, verifyOffThread, latin1, base64Decode, base64url, utf8 } satisfies CryptoPort)

@@ -56,6 +56,8 @@ export interface CryptoPort {
    * once (0: none, `Infinity`: all). Loads libsodium on Node when it first asks.
    */
   offThreadSlots (): number
+  /** How many `verifyOffThread` calls of this process have not answered yet (0 where nothing runs off thread). */
+  offThreadInFlight (): number
   /** Ed25519 verify off the calling thread where the runtime can (Node's thread pool). */
   verifyOffThread (key: VerifyKey, data: Uint8Array, signature: Uint8Array): Promise<boolean>
   /** Bytes of a latin1 (one byte per char) string. */

@@ -97,6 +97,7 @@ export const verifyOffThread = verify
 
 /** WebCrypto has no thread pool of its own to hand work to. */
 export const offThreadSlots = (): number => 0
+export const offThreadInFlight = (): number => 0
 
 export function latin1 (text: string): Uint8Array {
   const out = new Uint8Array(text.length)
@@ -128,4 +129,4 @@ export function utf8 (bytes: Uint8Array): string | undefined {
   }
 }
 
-void ({ runtime, hash, hashBase64url, timingSafeEqual, importRawEd25519, fromKeyObject, sameKey, verify, offThreadSlots, verifyOffThread, latin1, base64Decode, base64url, utf8 } satisfies CryptoPort)
+void ({ runtime, hash, hashBase64url, timingSafeEqual, importRawEd25519, fromKeyObject, sameKey, verify, offThreadSlots, offThreadInFlight, verifyOffThread, latin1, base64Decode, base64url, utf8 } satisfies CryptoPort)

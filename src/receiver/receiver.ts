@@ -1,6 +1,7 @@
 // The webhook request flow, once for every adapter: transport checks, the raw body (through the
 // adapter's readBody port), verification, the replay claim, the outcome the adapter answers, and the
 // settlement of the claim on the handler's own answer. Runtime-neutral: no node: import, no Buffer.
+import { offThreadInFlight } from '#crypto'
 import { DeliveryObservation, observeRefusal, observing } from '../diagnostics/delivery.js'
 import type { WebhookDeliveryErrorType } from '../diagnostics/types.js'
 import { HTTP_STATUS_BY_TYPE, VerificationError, type VerifyErrorType } from '../errors.js'
@@ -10,7 +11,6 @@ import type { Logger } from '../logger.js'
 import { deliveryId, type ClaimState, type ReplayStore } from '../replay/types.js'
 import { readSignatureFields, type HeadersInput } from '../verify/headers.js'
 import { parseSignature } from '../verify/signature-input.js'
-import { verifiesOnPool } from '../verify/signature.js'
 import { verifyDelivery, type VerifiedDelivery } from '../verify/verify-webhook.js'
 import { keyStoreFactory, rejectUnknownOptions, resolveLogger, resolveReceiverOptions, type ResolvedReceiver, type WebhookReceiverOptions } from './options.js'
 import { errorReply, type ErrorBody, type Reply } from './reply.js'
@@ -63,7 +63,7 @@ function keyIdForLog (headers: HeadersInput): string | undefined {
 function verifyBody (r: ResolvedReceiver, body: Uint8Array, headers: HeadersInput, log: Logger): VerifiedDelivery | Promise<VerifiedDelivery> {
   // `cache: false` builds a key store per call: give it the request's logger.
   const config = r.config.freshStorePerCall === null ? r.config : { ...r.config, logger: log }
-  return verifyDelivery(config, body, headers, r.clock.now(), body.length < r.poolBelow && verifiesOnPool() < r.poolSlots)
+  return verifyDelivery(config, body, headers, r.clock.now(), body.length < r.poolBelow && offThreadInFlight() < r.poolSlots)
 }
 
 /** The outcome of a replay claim. */

@@ -35,15 +35,7 @@ export function verifyEd25519Async (base: Uint8Array, key: VerifyKey, signature:
   return verifyOffThread(key, base, signature).then(settle)
 }
 
-/** Verifies this process has on the pool now (the pool is one per process, whatever the receiver). */
-let onPool = 0
-const leavePool = (ok: boolean): boolean => { onPool--; return ok }
-
-/** How many `verifyOnPool` calls have not answered yet. */
-export const verifiesOnPool = (): number => onPool
-
 /** Ed25519 verify on the libuv pool, answering the verdict (only a literal `true` passes); never rejects. */
 export function verifyOnPool (base: Uint8Array, key: VerifyKey, signature: Uint8Array): Promise<boolean> {
-  onPool++
-  return verifyOffThread(key, base, signature).then(leavePool)
+  return verifyOffThread(key, base, signature)
 }

@@ -97,8 +97,9 @@ export class VerificationError extends Error {
   readonly type: VerifyErrorType
   /** Seconds the sender should wait before retrying (set for transient failures). */
   readonly retryAfter: number | undefined
-  constructor (type: VerifyErrorType, message: string, retryAfter?: number) {
-    super(message)
+  /** `options.cause`: the underlying failure (a replay store's error), for logs; never sent to the sender. */
+  constructor (type: VerifyErrorType, message: string, retryAfter?: number, options?: { cause?: unknown }) {
+    super(message, options)
     this.name = 'VerificationError'
     this.type = type
     this.retryAfter = retryAfter

@@ -75,8 +75,8 @@ async function claimDelivery (store: ReplayStore, delivery: VerifiedDelivery, tt
   let state: ClaimState
   try {
     state = await store.claim(id, ttl)
-  } catch {
-    throw new VerificationError('replay_store_unavailable', 'The replay store is unavailable; MailChannels will retry the delivery.', REPLAY_RETRY_AFTER)
+  } catch (err) {
+    throw new VerificationError('replay_store_unavailable', 'The replay store is unavailable; MailChannels will retry the delivery.', REPLAY_RETRY_AFTER, { cause: err })
   }
   if (state === 'claimed') return { claimed: true, id }
   if (state === 'processing' || state === 'done') return { claimed: false, state }
@@ -215,7 +215,10 @@ function reject (err: unknown, headers: HeadersInput | null, log: Logger, observ
   const error = asVerificationError(err)
   if (error !== err) log.error({ err }, 'mailchannels webhook: unexpected error while verifying')
   const reply = failureReply(error)
-  log[logLevelFor(reply.status)]({ reason: error.type, statusCode: reply.status, keyId: headers === null ? undefined : keyIdForLog(headers) }, 'mailchannels webhook rejected')
+  // The store's own error (its message only) says why it answered 503; senders never see it.
+  const line: Record<string, unknown> = { reason: error.type, statusCode: reply.status, keyId: headers === null ? undefined : keyIdForLog(headers) }
+  if (error.cause !== undefined) line.cause = error.cause instanceof Error ? error.cause.message : String(error.cause)
+  log[logLevelFor(reply.status)](line, 'mailchannels webhook rejected')
   if (observation !== null) observation.finish('rejected', error.type, reply.status)
   return { kind: 'rejected', reply, error }
 }

@@ -36,6 +36,8 @@ t.test('one log line per rejection with reason and keyid; never the signature, b
   t.same(rejections.map((l) => l.reason), sent.map((s) => s[4]), 'one line per rejection, in order')
   t.same(rejections.map((l) => l.level), [30, 30, 30, 30, 40, 40], '4xx at info, 503 at warn')
   t.ok(rejections.slice(0, 3).every((l) => l.keyId === 'mckey'), 'keyid when parsed')
+  t.equal(rejections[5]!.cause, 'ECONNREFUSED 127.0.0.1:6379', "the replay store's own error, so an operator sees why it answered 503")
+  t.same(rejections.slice(0, 5).map((l) => l.cause), [undefined, undefined, undefined, undefined, undefined], 'no cause where there is none')
   const text = logs.text()
   const sigValue = forged.headers.signature.split(':')[1]!
   t.notOk(text.includes(sigValue), 'no signature')

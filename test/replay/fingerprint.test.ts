@@ -189,3 +189,16 @@ t.test('the fingerprint of any event is the one the reference canonical form giv
   ]
   for (const e of odd) t.equal(eventFingerprint(e as never), referenceFingerprint(e as never), JSON.stringify(e.event))
 })
+
+t.test('every UTF-16 code unit in a string field, alone and in a surrogate pair, serialises as JSON.stringify does', async (t) => {
+  // Strings without a character JSON escapes are quoted directly; this sweep holds that shortcut
+  // to the reference for each of the 65,536 code units and for pairs.
+  const wrong: string[] = []
+  const check = (s: string): void => {
+    const event = { event: 'open', customerHandle: 'acct_1', timestamp: 1, email: s } as WebhookEvent
+    if (eventFingerprint(event) !== referenceFingerprint(event)) wrong.push(JSON.stringify(s))
+  }
+  for (let unit = 0; unit <= 0xffff; unit++) check(`a${String.fromCharCode(unit)}b`)
+  for (const pair of ['\ud83d\ude00', '\ud800\udc00', '\udbff\udfff', '\ude00\ud83d', 'x\ud83d']) check(pair)
+  t.same(wrong, [])
+})

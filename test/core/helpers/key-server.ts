@@ -72,13 +72,6 @@ export async function startKeyServer (behaviour: KeyBehaviour): Promise<KeyServe
   }
 }
 
-/** A port nothing listens on (bound, then closed). */
-export async function closedPort (): Promise<number> {
-  const s = http.createServer()
-  await new Promise<void>((resolve) => s.listen(0, '127.0.0.1', resolve))
-  const port = (s.address() as AddressInfo).port
-  await new Promise<void>((resolve) => s.close(() => resolve()))
-  return port
-}
+export { closedPort } from '../../helpers/closed-port.js'
 
 export const delay = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms))

@@ -45,14 +45,7 @@ export async function startKeyServer (keys: Record<string, string>): Promise<{ b
   }
 }
 
-/** A loopback port nothing listens on (connection refused). */
-export async function closedPort (): Promise<number> {
-  const server = net.createServer()
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
-  const port = (server.address() as net.AddressInfo).port
-  await new Promise<void>((resolve) => server.close(() => resolve()))
-  return port
-}
+export { closedPort } from '../../helpers/closed-port.js'
 
 /** Collects pino's JSON lines. */
 export function logCapture (): { stream: Writable, lines: () => Array<Record<string, unknown>>, text: () => string } {

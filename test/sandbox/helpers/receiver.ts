@@ -1,6 +1,7 @@
 import http from 'node:http'
 import type { AddressInfo } from 'node:net'
 import type { Test } from 'tap'
+import { closedPort } from '../../helpers/closed-port.js'
 
 /** One POST a receiver got. */
 export interface Received {
@@ -35,11 +36,7 @@ export async function startReceiver (t: Test, respond: (r: Received, n: number) 
   return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/webhooks`, received }
 }
 
-/** A loopback URL nobody listens on (a port just released). */
+/** A loopback URL nobody listens on, and nobody will during the test. */
 export async function closedPortUrl (): Promise<string> {
-  const server = http.createServer()
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
-  const { port } = server.address() as AddressInfo
-  await new Promise<void>((resolve) => server.close(() => resolve()))
-  return `http://127.0.0.1:${port}/webhooks`
+  return `http://127.0.0.1:${await closedPort()}/webhooks`
 }

@@ -37,6 +37,10 @@ const fingerprints = (events: readonly WireEvent[]): string[] => events.map((raw
 class Effects {
   readonly #counts = new Map<string, number>()
   readonly failOnce = new Set<string>()
+  /** Events whose handler has started (so their claim is held). */
+  readonly started = new Set<string>()
+  /** While set, handlers wait for it before they record their effect. */
+  gate: Promise<void> | null = null
   record (fingerprint: string): void { this.#counts.set(fingerprint, (this.#counts.get(fingerprint) ?? 0) + 1) }
   count (fingerprint: string): number { return this.#counts.get(fingerprint) ?? 0 }
 }
@@ -45,7 +49,7 @@ interface Answer { status: number, body: Record<string, unknown>, retryAfter: st
 interface Instance { post: (d: SignedWebhook) => Promise<Answer> }
 
 /** Instance A and B, each its own Cluster client, router, seen-events and replay store; one cluster. */
-async function instances (cluster: LocalRedisCluster, effects: Effects, prefix: string, options: { waitForReplicas?: number, clients?: Cluster[], slow?: number } = {}): Promise<[Instance, Instance]> {
+async function instances (cluster: LocalRedisCluster, effects: Effects, prefix: string, options: { waitForReplicas?: number, clients?: Cluster[] } = {}): Promise<[Instance, Instance]> {
   const make = async (): Promise<Instance> => {
     const client = await cluster.client()
     options.clients?.push(client)
@@ -53,7 +57,9 @@ async function instances (cluster: LocalRedisCluster, effects: Effects, prefix: 
     const seenEvents = new RedisSeenEventsStore(client, { prefix: `${prefix}seen:`, ...store })
     const handlers = new WebhookEventRouter({ seenEvents, concurrency: 3, claimLifetime: CLAIM_LIFETIME })
       .on('*', async (_event, { fingerprint }) => {
-        await sleep(options.slow ?? 1 + Math.floor(Math.random() * 5))
+        effects.started.add(fingerprint)
+        if (effects.gate !== null) await effects.gate
+        else await sleep(1 + Math.floor(Math.random() * 5))
         if (effects.failOnce.delete(fingerprint)) throw new Error('injected handler failure')
         effects.record(fingerprint)
       })
@@ -141,13 +147,19 @@ t.test('two receivers on a local Redis Cluster', { skip: reason ?? false }, asyn
 
   t.test('waitForReplicas 1: a done mark no replica acknowledged is not answered 2xx', async (t) => {
     const effects = new Effects()
-    const [a] = await instances(cluster, effects, 'mark:', { waitForReplicas: 1, slow: 300 })
+    const [a] = await instances(cluster, effects, 'mark:', { waitForReplicas: 1 })
     const events = wireEvents(['delivered'])
-    const master = await cluster.masterOf(`mark:seen:${fingerprints(events)[0]!}`)
+    const fp = fingerprints(events)[0]!
+    const master = await cluster.masterOf(`mark:seen:${fp}`)
     // Claimed (durably) before the handler runs; the replica is cut off while it runs.
+    let open = (): void => {}
+    effects.gate = new Promise((resolve) => { open = resolve })
     const answer = a.post(sign(events))
-    await sleep(120)
+    for (let i = 0; i < 500 && !effects.started.has(fp); i++) await sleep(10)
+    t.ok(effects.started.has(fp), 'the claim was acknowledged by the replica and the handler started')
     await cluster.cutOffReplicas(master)
+    effects.gate = null
+    open()
     const res = await answer
     t.equal(effects.count(fingerprints(events)[0]!), 1, 'the handler ran')
     t.same([res.status, res.body.code], [503, 'replay_store_unavailable'], 'the done mark was not durable: not a 2xx')

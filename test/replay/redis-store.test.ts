@@ -1,7 +1,8 @@
 import t from 'tap'
 import { Redis } from 'ioredis'
 import { RedisReplayStore, ReplayStoreError, deliveryId, type RedisClientLike } from '../../src/index.js'
-import { startRedisServer, freePort } from './helpers/redis-server.js'
+import { startRedisServer } from './helpers/redis-server.js'
+import { closedPort } from '../helpers/closed-port.js'
 
 const unhandled: unknown[] = []
 const onUnhandled = (reason: unknown): void => { unhandled.push(reason) }
@@ -122,7 +123,7 @@ t.test('a client that never answers: the timeout guard rejects', async (t) => {
 
 t.test('an offline client with the default ioredis options: claims reject, never hang', async (t) => {
   // Nothing listens on this port; the offline queue is on (ioredis' default).
-  const port = await freePort()
+  const port = await closedPort()
   const client = new Redis({ host: '127.0.0.1', port, lazyConnect: true, retryStrategy: () => 1000 })
   client.on('error', () => {})
   t.teardown(() => { client.disconnect() })

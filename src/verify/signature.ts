@@ -34,8 +34,3 @@ export function verifyEd25519 (base: Uint8Array, key: VerifyKey, signature: Uint
 export function verifyEd25519Async (base: Uint8Array, key: VerifyKey, signature: Uint8Array): Promise<void> {
   return verifyOffThread(key, base, signature).then(settle)
 }
-
-/** Ed25519 verify on the libuv pool, answering the verdict (only a literal `true` passes); never rejects. */
-export function verifyOnPool (base: Uint8Array, key: VerifyKey, signature: Uint8Array): Promise<boolean> {
-  return verifyOffThread(key, base, signature)
-}

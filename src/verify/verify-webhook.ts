@@ -1,3 +1,4 @@
+import { verifyOffThread } from '#crypto'
 import type { VerifyKey } from '../crypto/types.js'
 import { VerificationError } from '../errors.js'
 import { parseEvents } from '../events/parse-events.js'
@@ -7,7 +8,7 @@ import type { ResolvedVerifyConfig } from './options.js'
 import { checkContentDigest, parseContentDigest } from './content-digest.js'
 import { readSignatureFields, type HeadersInput } from './headers.js'
 import { parseSignature, type ParsedSignature } from './signature-input.js'
-import { signatureBase, signatureInvalid, verifyEd25519, verifyEd25519Async, verifyOnPool } from './signature.js'
+import { signatureBase, signatureInvalid, verifyEd25519, verifyEd25519Async } from './signature.js'
 
 /** What a verified delivery yields. */
 export interface VerifiedDelivery {
@@ -84,7 +85,8 @@ export function verifyDelivery (
   if (!(key instanceof Promise) && async) {
     // The receivers' pool path with the key at hand: one promise for the pool's answer and no
     // async function around it, as every hop costs the event loop on each delivery.
-    return verifyOnPool(checked.base, key, checked.sig.signature).then((ok) => {
+    // The verdict only (only a literal `true` passes; it never rejects).
+    return verifyOffThread(key, checked.base, checked.sig.signature).then((ok) => {
       if (ok) return finish(config, checked)
       if (config.keyStore === null) throw signatureInvalid()
       return retryWithRefreshedKey(config, checked, key, signatureInvalid(), true)

@@ -1,9 +1,8 @@
 // Key-fetch diagnostics: one message per request to the public-key endpoint, built only when
-// someone listens. Runtime-neutral.
+// someone listens. Runtime-neutral. Below keys/: the key store says what happened (it knows its
+// errors), this only publishes it.
 import * as port from '#diagnostics'
-import { VerificationError } from '../errors.js'
-import { KeyFetchError } from '../keys/fetch-public-key.js'
-import type { DiagnosticsPort } from './types.js'
+import type { DiagnosticsPort, KeyFetchMessage } from './types.js'
 
 const { keyFetch, now }: DiagnosticsPort = port
 
@@ -12,17 +11,7 @@ export function keyFetchStarted (): number {
   return keyFetch.hasSubscribers ? now() : -1
 }
 
-/** Publishes a fetch that started at `startedAt` (`keyFetchStarted`); `error` is null when the key was served. */
-export function keyFetchEnded (startedAt: number, keyId: string, baseUrl: string, refresh: boolean, error: unknown): void {
-  if (startedAt < 0) return
-  const f = error instanceof KeyFetchError ? error : undefined
-  keyFetch.publish({
-    outcome: error === null ? 'fetched' : error instanceof VerificationError && error.type === 'unknown_key' ? 'unknown_key' : 'failed',
-    keyId,
-    baseUrl,
-    refresh,
-    cause: error === null ? null : f?.reason ?? null,
-    status: f?.status ?? null,
-    durationMs: now() - startedAt,
-  })
+/** Publishes a fetch that started at `startedAt` (`keyFetchStarted`), adding its duration. Call only when `startedAt` is not -1. */
+export function keyFetchEnded (startedAt: number, message: Omit<KeyFetchMessage, 'durationMs'>): void {
+  keyFetch.publish({ ...message, durationMs: now() - startedAt })
 }

@@ -2,7 +2,6 @@
 // message types, and the port that publishes them (`#diagnostics`: node:diagnostics_channel on
 // Node, nothing elsewhere). Runtime-neutral: no node: import.
 import type { VerifyErrorType } from '../errors.js'
-import type { KeyFetchCause } from '../keys/fetch-public-key.js'
 
 /**
  * The `node:diagnostics_channel` channel of one `WebhookDeliveryMessage` per delivery, published
@@ -65,6 +64,22 @@ export interface WebhookReceiveContext {
   /** The delivery's outcome, set from `asyncStart` on. */
   result?: WebhookDeliveryMessage
 }
+
+/** Why a key fetch failed, as logged (`cause`) and published (`KeyFetchMessage.cause`). */
+export type KeyFetchCause =
+  | 'timeout'
+  | 'dns'
+  | 'connection_refused'
+  | 'connection_reset'
+  | 'tls'
+  | 'network'
+  | 'aborted'
+  | 'redirect'
+  | 'not_found'
+  | 'http_status'
+  | 'too_large'
+  | 'invalid_response'
+  | 'invalid_key'
 
 /**
  * How a key fetch ended: `fetched` (a valid key was served), `unknown_key` (the endpoint does not

@@ -1,4 +1,5 @@
 import type { VerifyKey } from '../crypto/types.js'
+import type { KeyFetchCause } from '../diagnostics/types.js'
 import { VerificationError } from '../errors.js'
 import { importEd25519PublicKey, KeyRejectedError } from './public-key.js'
 
@@ -19,21 +20,8 @@ export function publicKeyUrl (baseUrl: string, keyId: string): URL {
   return url
 }
 
-/** Why a key fetch failed, as logged (`cause`). */
-export type KeyFetchCause =
-  | 'timeout'
-  | 'dns'
-  | 'connection_refused'
-  | 'connection_reset'
-  | 'tls'
-  | 'network'
-  | 'aborted'
-  | 'redirect'
-  | 'not_found'
-  | 'http_status'
-  | 'too_large'
-  | 'invalid_response'
-  | 'invalid_key'
+// The causes are the diagnostics message's vocabulary (keys/ imports diagnostics/, never the reverse).
+export type { KeyFetchCause }
 
 /**
  * A failed key fetch: a `VerificationError` (`unknown_key` or `key_unavailable`, with a

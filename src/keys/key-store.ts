@@ -287,7 +287,7 @@ export class KeyStore {
     const startedAt = keyFetchStarted()
     try {
       const key = await fetchPublicKey(keyId, { baseUrl: this.#baseUrl, fetch: this.#fetch, signal: AbortSignal.timeout(this.#fetchTimeout) })
-      keyFetchEnded(startedAt, keyId, this.#baseUrl, true, null)
+      this.#published(startedAt, keyId, true, null)
       if (sameKey(key, failed)) {
         this.#keys.set(keyId, { key: failed, fetchedAt: this.#now() })
         return undefined
@@ -296,7 +296,7 @@ export class KeyStore {
       this.#keys.set(keyId, { key, fetchedAt: this.#now() })
       return key
     } catch (err) {
-      keyFetchEnded(startedAt, keyId, this.#baseUrl, true, err)
+      this.#published(startedAt, keyId, true, err)
       // Keep the cached key: the endpoint failing is no reason to drop a key that worked.
       this.#logFailure(log, keyId, err, Math.ceil(this.#refreshCooldown / 1000), 'refreshing the signing key failed; the cached key stays in use')
       return undefined
@@ -389,11 +389,11 @@ export class KeyStore {
         fetch: this.#fetch,
         signal: limited.signal,
       })
-      keyFetchEnded(startedAt, keyId, this.#baseUrl, false, null)
+      this.#published(startedAt, keyId, false, null)
       this.#gate.settled(keyId)
       return { key, fetchedAt: this.#now() }
     } catch (err) {
-      keyFetchEnded(startedAt, keyId, this.#baseUrl, false, err)
+      this.#published(startedAt, keyId, false, err)
       const error = err instanceof VerificationError
         ? err
         /* c8 ignore next */
@@ -419,6 +419,20 @@ export class KeyStore {
     this.#failures.set(keyId, err, { ttl })
     this.#logFailure(log, keyId, err, Math.ceil(ttl / 1000), err.type === 'unknown_key' ? 'the key id is unknown to MailChannels' : 'fetching the signing key failed')
     throw err
+  }
+
+  /** Publishes how a fetch ended (`err` null: the key was served), only when someone listens (`startedAt` is -1 otherwise). */
+  #published (startedAt: number, keyId: string, refresh: boolean, err: unknown): void {
+    if (startedAt < 0) return
+    const f = err instanceof KeyFetchError ? err : undefined
+    keyFetchEnded(startedAt, {
+      outcome: err === null ? 'fetched' : err instanceof VerificationError && err.type === 'unknown_key' ? 'unknown_key' : 'failed',
+      keyId,
+      baseUrl: this.#baseUrl,
+      refresh,
+      cause: err === null ? null : f?.reason ?? null,
+      status: f?.status ?? null,
+    })
   }
 
   /** One warn line per failed fetch: where, why, and when the next try happens. Never a secret: the URL holds only the base URL and the key id. */

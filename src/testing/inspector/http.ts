@@ -2,10 +2,8 @@
 // secret in them), and its API (the run's key required): the info, the list, one delivery's
 // detail and a live stream of server-sent events.
 import type http from 'node:http'
-import { APP_CSS, APP_JS, ICON_SVG, pageHtml } from './page.js'
+import { APP_CSS, APP_JS, ICON_SVG, pageHtml, type InspectorMode } from './page.js'
 import type { Journal, JournalNews } from './journal.js'
-
-export type InspectorMode = 'sandbox' | 'receiver'
 
 /** What the inspector routes need from the server that mounts them. */
 export interface InspectorSite {

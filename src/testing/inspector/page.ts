@@ -2,10 +2,12 @@
 // them with no build step, no framework and nothing fetched from another origin. The markup holds
 // no data and no secret: the script fetches both (with the key from the link's fragment) and puts
 // every value in the page as text.
-import type { InspectorMode } from './http.js'
 import { APP_JS } from './page-script.js'
 
 export { APP_JS }
+
+/** Which side the page is for: the sandbox (it sends) or `inspect` (it receives). */
+export type InspectorMode = 'sandbox' | 'receiver'
 
 const TITLES: Record<InspectorMode, string> = {
   sandbox: 'MailChannels sandbox inspector',

@@ -7,9 +7,26 @@ import type { Logger } from '../../logger.js'
 import { isInspectorPath, sendInspectorJson, sendPageFile, serveInspectorApi, type InspectorSite } from '../inspector/http.js'
 import { filterBatches, parseBatchQuery, type SandboxBatch } from './batch-query.js'
 import { hasApiKey, isLoopbackHostHeader, isRelayed, isSameOrigin } from './guards.js'
-import type { TamperKind } from './sandbox.js'
 
 export { isLoopbackHostHeader } from './guards.js'
+
+/** How `deliver` can spoil a delivery on purpose, to show a receiver rejecting it. */
+export type TamperKind =
+  /** The body is changed after signing: `digest_mismatch`. */
+  | 'body'
+  /** Signed with a key the sandbox does not serve, under the current keyid: `signature_invalid`. */
+  | 'signature'
+  /** Signed an hour ago: `signature_expired`. */
+  | 'expired'
+  /**
+   * The exact bytes and headers of the last accepted delivery sent again (same signature):
+   * what an attacker holding a captured delivery does. A receiver with replay protection answers
+   * it as a duplicate. MailChannels itself never does this: it signs every retry afresh.
+   */
+  | 'replay'
+
+/** Every `TamperKind`, as the sandbox option, the page and `POST /sandbox/deliver?tamper=` accept them. */
+export const TAMPER_KINDS: readonly TamperKind[] = ['body', 'signature', 'expired', 'replay']
 
 /** What `POST /tx/v1/webhook/validate` answers (snake_case, as the service does). */
 export interface SandboxValidation {
@@ -51,7 +68,6 @@ export interface SandboxCore {
   readonly inspector: InspectorSite
 }
 
-const TAMPER_KINDS: readonly TamperKind[] = ['body', 'signature', 'expired', 'replay']
 /** Events one `POST /sandbox/deliver?types=` may ask for (the sandbox's largest batch). */
 const MAX_TYPES = 1000
 /** Request bodies the API reads (validate's) are tiny. */

@@ -9,28 +9,12 @@ import { Journal } from '../inspector/journal.js'
 import { generateSigningKeyPair, signWebhook, type SignedWebhook, type WireEvent } from '../sign-webhook.js'
 import type { SandboxBatch } from './batch-query.js'
 import { createAgents, destroyAgents, parseTarget, postBatch, type PostOutcome } from './delivery.js'
-import { createApiHandler, type SandboxCore, type SandboxResend, type SandboxValidation } from './routes.js'
+import { createApiHandler, TAMPER_KINDS, type SandboxCore, type SandboxResend, type SandboxValidation, type TamperKind } from './routes.js'
 import { sampleEvent, sampleEvents } from './sample-events.js'
 
 export { isLoopbackHostHeader } from './routes.js'
-export type { SandboxResend, SandboxValidation } from './routes.js'
+export type { SandboxResend, SandboxValidation, TamperKind } from './routes.js'
 
-/** How `deliver` can spoil a delivery on purpose, to show a receiver rejecting it. */
-export type TamperKind =
-  /** The body is changed after signing: `digest_mismatch`. */
-  | 'body'
-  /** Signed with a key the sandbox does not serve, under the current keyid: `signature_invalid`. */
-  | 'signature'
-  /** Signed an hour ago: `signature_expired`. */
-  | 'expired'
-  /**
-   * The exact bytes and headers of the last accepted delivery sent again (same signature):
-   * what an attacker holding a captured delivery does. A receiver with replay protection answers
-   * it as a duplicate. MailChannels itself never does this: it signs every retry afresh.
-   */
-  | 'replay'
-
-const TAMPER_KINDS: readonly TamperKind[] = ['body', 'signature', 'expired', 'replay']
 /** What `tamperEvery` cycles through (a replay needs an accepted delivery to copy). */
 const PERIODIC_TAMPER_KINDS: readonly TamperKind[] = ['body', 'signature', 'expired']
 

@@ -5,6 +5,7 @@ import type { WebhookEvent } from '../events/types.js'
 import type { EnqueueContext } from '../dispatch/types.js'
 import { eventFingerprint } from '../replay/fingerprint.js'
 import { EnqueueTimeoutError, ReplicaWaitError } from './errors.js'
+import { checkClusterPrefix } from './prefix.js'
 
 /** What every job carries: the verified event (as JSON) and the key id its delivery was verified with. */
 export interface WebhookEventJobData {
@@ -88,6 +89,8 @@ export type BullmqEnqueueEvents = (events: readonly WebhookEvent[], context: Pic
  * - Rejects (the receiver answers 503, nothing is lost) when BullMQ refuses the jobs or does not
  *   answer within `timeout`. Give the queue a fail-fast connection (`enableOfflineQueue: false`)
  *   so that a Redis that is down is answered at once rather than at the timeout.
+ * - Throws `ClusterPrefixError` at once for a queue on an ioredis `Cluster` whose prefix (or name)
+ *   holds no `{hash tag}`: its jobs could never be added (see `createWebhookEventQueue`).
  *
  * @example
  * const queue = createWebhookEventQueue({ connection: new Redis(url, { enableOfflineQueue: false }) })
@@ -97,6 +100,8 @@ export function bullmqEnqueue (queue: Queue, options: BullmqEnqueueOptions = {})
   if (typeof queue !== 'object' || queue === null || typeof (queue as Partial<Queue>).addBulk !== 'function') {
     throw new TypeError('bullmqEnqueue: queue must be a BullMQ Queue (new Queue(name, { connection }) or createWebhookEventQueue()).')
   }
+  // A queue made by hand may carry BullMQ's own default prefix, 'bull': on a cluster every delivery would get 503.
+  checkClusterPrefix('bullmqEnqueue', queue.opts?.connection, queue.opts?.prefix ?? 'bull', queue.name)
   if (typeof options !== 'object' || options === null) throw new TypeError('bullmqEnqueue: options must be an object.')
   const timeout = options.timeout ?? 3000
   if (typeof timeout !== 'number' || !Number.isSafeInteger(timeout) || timeout < 1 || timeout > MAX_TIMER) {

@@ -47,3 +47,28 @@ export class ReplicaWaitError extends Error {
     this.acknowledged = acknowledged
   }
 }
+
+/**
+ * A queue, worker or `bullmqEnqueue` hook on a Redis Cluster client whose BullMQ keys would not
+ * share one cluster slot: the prefix (or the queue name) holds no non-empty `{hash tag}`.
+ * BullMQ's scripts touch several keys of a queue at once, which a cluster allows only within one
+ * slot, so such a queue could never take a job (and a worker would fail forever); it is refused
+ * when made. Keep the default prefix `'{mailchannels-webhooks}'` or put a `{...}` in yours.
+ */
+export class ClusterPrefixError extends TypeError {
+  override readonly name = 'ClusterPrefixError'
+  /** The prefix refused. */
+  readonly prefix: string
+  /** The queue's name. */
+  readonly queueName: string
+
+  constructor (caller: string, prefix: string, queueName: string, defaultPrefix: string) {
+    super(`${caller}: on a Redis Cluster the prefix needs a {hash tag}, and ${JSON.stringify(prefix)} (queue ${JSON.stringify(queueName)}) has none: ` +
+      'BullMQ runs scripts over several keys of a queue, which a cluster allows only when they share one slot, and only the ' +
+      'text between the first "{" and the next "}" of a key (if not empty) picks its slot ' +
+      '(https://redis.io/docs/latest/operate/oss_and_stack/reference/cluster-spec/#hash-tags). ' +
+      `Keep the default prefix '${defaultPrefix}' or put a {...} in yours, e.g. '{${prefix.replace(/[{}]/g, '') || 'bull'}}', the same on the queue and its workers.`)
+    this.prefix = prefix
+    this.queueName = queueName
+  }
+}

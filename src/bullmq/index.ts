@@ -3,8 +3,9 @@
 // (`createWebhookEventWorker`) with BullMQ's retries. Needs `bullmq` (an optional peer dependency).
 export { bullmqEnqueue, DEFAULT_JOB_OPTIONS } from './enqueue.js'
 export type { BullmqEnqueueEvents, BullmqEnqueueOptions, WebhookEventJobData, WebhookEventJobOptions } from './enqueue.js'
-export { createWebhookEventQueue, DEFAULT_QUEUE_NAME, DEFAULT_PREFIX } from './queue.js'
+export { createWebhookEventQueue, DEFAULT_QUEUE_NAME } from './queue.js'
+export { DEFAULT_PREFIX } from './prefix.js'
 export type { WebhookEventQueueOptions } from './queue.js'
 export { createWebhookEventWorker } from './worker.js'
 export type { WebhookEventJobDispatcher, WebhookEventWorkerOptions, WebhookEventJobContext, WebhookEventJob, WebhookEventJobResult } from './worker.js'
-export { EnqueueTimeoutError, EventInProgressError, ReplicaWaitError } from './errors.js'
+export { ClusterPrefixError, EnqueueTimeoutError, EventInProgressError, ReplicaWaitError } from './errors.js'

@@ -3,16 +3,10 @@
 import { Queue, type QueueOptions } from 'bullmq'
 import { noopLogger, type Logger } from '../logger.js'
 import type { WebhookEventJobData } from './enqueue.js'
+import { checkClusterPrefix, DEFAULT_PREFIX } from './prefix.js'
 
 /** The queue name `createWebhookEventQueue` and `createWebhookEventWorker` use unless given one. */
 export const DEFAULT_QUEUE_NAME = 'mailchannels-events'
-
-/**
- * The key prefix `createWebhookEventQueue` and `createWebhookEventWorker` use unless given one.
- * Its `{hash tag}` puts every key of the queue in one Redis Cluster slot: BullMQ's scripts touch
- * several keys of a queue at once, which a cluster only allows within one slot.
- */
-export const DEFAULT_PREFIX = '{mailchannels-webhooks}'
 
 export interface WebhookEventQueueOptions extends Omit<QueueOptions, 'prefix'> {
   /**
@@ -21,7 +15,8 @@ export interface WebhookEventQueueOptions extends Omit<QueueOptions, 'prefix'> {
    */
   name?: string
   /**
-   * BullMQ's key prefix: give the workers the same. Keep a `{hash tag}` in it for Redis Cluster.
+   * BullMQ's key prefix: give the workers the same. Keep a `{hash tag}` in it for Redis Cluster:
+   * on an ioredis `Cluster` connection a prefix without one is refused (`ClusterPrefixError`).
    * @default '{mailchannels-webhooks}'
    */
   prefix?: string
@@ -55,6 +50,7 @@ export function createWebhookEventQueue (options: WebhookEventQueueOptions): Que
   if (queueOptions.connection === undefined || queueOptions.connection === null) {
     throw new TypeError('createWebhookEventQueue: connection is required: an ioredis instance created with enableOfflineQueue: false (fails fast while Redis is down), or connection options.')
   }
+  checkClusterPrefix('createWebhookEventQueue', queueOptions.connection, prefix, name)
   const queue = new Queue<WebhookEventJobData>(name, { ...queueOptions, prefix })
   queue.on('error', (err) => { log.warn({ err: err instanceof Error ? err.message : String(err) }, 'mailchannels webhook queue: BullMQ error') })
   return queue

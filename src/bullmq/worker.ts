@@ -5,7 +5,8 @@ import { WEBHOOK_EVENT_TYPES, type WebhookEvent } from '../events/types.js'
 import { noopLogger, type Logger } from '../logger.js'
 import type { WebhookEventJobData } from './enqueue.js'
 import { EventInProgressError } from './errors.js'
-import { DEFAULT_PREFIX, DEFAULT_QUEUE_NAME } from './queue.js'
+import { checkClusterPrefix, DEFAULT_PREFIX } from './prefix.js'
+import { DEFAULT_QUEUE_NAME } from './queue.js'
 
 /** What a job resolves (its `returnvalue`): what became of its event. */
 export type WebhookEventJobResult = 'handled' | 'skipped' | 'unhandled'
@@ -38,7 +39,8 @@ export interface WebhookEventWorkerOptions extends Omit<WorkerOptions, 'prefix' 
   queueName?: string
   /**
    * BullMQ's key prefix: the same as the queue's. Its `{hash tag}` keeps every key of the queue in
-   * one Redis Cluster slot, which BullMQ needs on a cluster.
+   * one Redis Cluster slot, which BullMQ needs on a cluster: on an ioredis `Cluster` connection a
+   * prefix without one is refused (`ClusterPrefixError`).
    * @default '{mailchannels-webhooks}'
    */
   prefix?: string
@@ -96,6 +98,8 @@ export function createWebhookEventWorker (
     throw new TypeError('createWebhookEventWorker: connection is required: Redis connection options ({ host, port }) or an ioredis instance created with maxRetriesPerRequest: null.')
   }
   if (!isLogger(log)) throw new TypeError('createWebhookEventWorker: log must be a logger (debug, info, warn and error methods), e.g. a pino instance.')
+  // Thrown here, so a worker that could never take a job is never started (it would log CROSSSLOT errors forever).
+  checkClusterPrefix('createWebhookEventWorker', workerOptions.connection, prefix, queueName)
 
   const processor = async (job: WebhookEventJob, _token?: string, signal?: AbortSignal): Promise<WebhookEventJobResult> => {
     const { event, keyId } = readJobData(job)

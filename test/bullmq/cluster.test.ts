@@ -1,7 +1,7 @@
 // BullMQ on a real Redis Cluster (three masters, three replicas): with the hash-tagged prefix
 // every key of the queue lives in one slot, so one job per event is added (none more for a
 // resend, through the web handler as well) and workers on the cluster run each event once.
-// Without a hash tag the keys of one queue span slots and the hook rejects (503, nothing lost).
+// Without a hash tag the keys of one queue span slots: the queue, the hook and the worker are refused when made.
 import t from 'tap'
 import { Queue } from 'bullmq'
 import { Cluster } from 'ioredis'
@@ -56,14 +56,28 @@ t.test('one job per event on the cluster, none more for a resend; a worker on th
   t.same(await queue.getJobCounts('waiting', 'completed'), { waiting: 0, completed: 20 })
 })
 
-t.test('without a hash tag in the prefix, adding jobs on the cluster fails: the hook rejects (the receiver answers 503) and no job is added', async (t) => {
+t.test('without a hash tag the queue, the worker and the hook are refused when made; a tag in the queue name works', async (t) => {
   const connection = await cluster.client()
-  const queue = new Queue(queueName('untagged'), { connection, prefix: 'bull' })
+  const name = queueName('untagged')
+  // BullMQ's own default prefix, 'bull': the keys of one queue span slots, so ioredis would refuse
+  // every enqueue ("All the keys in a pipeline command should belong to the same slot").
+  t.throws(() => createWebhookEventQueue({ connection, name, prefix: 'bull' }), { name: 'ClusterPrefixError', prefix: 'bull', message: /hash tag.*'\{mailchannels-webhooks\}'/ })
+  const queue = new Queue(name, { connection, prefix: 'bull' })
   queue.on('error', () => {})
   t.teardown(() => queue.close())
-  const err = await bullmqEnqueue(queue, { timeout: 3000 })(sampleEvents(3), context).then(() => null, (e: unknown) => e)
-  // ioredis refuses the whole pipeline before sending anything: no job is added.
-  t.match(err, { message: /same slot/ })
+  t.throws(() => bullmqEnqueue(queue), { name: 'ClusterPrefixError', queueName: name })
+  // A worker would log CROSSSLOT errors forever: it is never started.
+  const router = new WebhookEventRouter().on('*', () => {})
+  t.throws(() => createWebhookEventWorker(router, { connection, queueName: name, prefix: 'bull' }), { name: 'ClusterPrefixError' })
+  t.same(await queue.getJobCounts('waiting', 'active', 'completed', 'failed').catch(() => null), null, 'the untagged queue cannot even be read on the cluster')
+
+  // The tag may sit in the queue name: every key of the queue still shares one slot.
+  const tagged = new Queue(`{${name}}`, { connection, prefix: 'bull' })
+  tagged.on('error', () => {})
+  t.teardown(() => tagged.close())
+  const events = sampleEvents(3)
+  await bullmqEnqueue(tagged)(events, context)
+  t.same(await tagged.getJobCounts('waiting'), { waiting: 3 })
   t.match(DEFAULT_PREFIX, /^\{.+\}$/)
 })
 

@@ -1,7 +1,7 @@
 // The `reconcile --state FILE` file: the batch ids a run has resent, so that a rerun (after a
 // crash, Ctrl-C or a stop) skips them. Rewritten atomically after every resend.
 import fs from 'node:fs'
-import { writePrivateJson } from '../testing/sandbox/state-file.js'
+import { writePrivateJson } from '../private-json-file.js'
 
 interface StateFile {
   /** What wrote it, so a wrong file is recognised. */

@@ -1,6 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http'
-import type { BatchesAuthorize, BatchesClient, ProxyReply } from '../client/batches-proxy.js'
-import { checkProxyOptions, createBatchesProxy, pathOf } from '../client/batches-proxy.js'
+import type { BatchesAuthorize, BatchesClient, ProxyReply } from '../batches-route/core.js'
+import { checkProxyOptions, createBatchesProxy, pathOf } from '../batches-route/core.js'
 import type { Logger } from '../logger.js'
 import { resolveLogger } from '../receiver/options.js'
 import { writeReply } from '../receiver/node/reply.js'

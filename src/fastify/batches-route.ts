@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify'
-import type { BatchesAuthorize, BatchesClient, ProxyReply } from '../client/batches-proxy.js'
-import { checkProxyOptions, createBatchesProxy } from '../client/batches-proxy.js'
+import type { BatchesAuthorize, BatchesClient, ProxyReply } from '../batches-route/core.js'
+import { checkProxyOptions, createBatchesProxy } from '../batches-route/core.js'
 import { JSON_CONTENT_TYPE } from '../receiver/reply.js'
 
 /** Options of the `batchesRoute` plugin. */

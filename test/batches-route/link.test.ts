@@ -1,6 +1,6 @@
 import t from 'tap'
 import { MailChannels } from '../../src/index.js'
-import { linkPath } from '../../src/client/batches-proxy.js'
+import { linkPath } from '../../src/batches-route/core.js'
 import { FAKE_API_KEY, startFakeApi, type FakeApi } from '../client/helpers/fake-api.js'
 import { frameworks, parseLinkHeader, rawGet, type Served } from './helpers/servers.js'
 

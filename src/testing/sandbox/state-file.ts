@@ -1,10 +1,10 @@
 // Where a running `mailchannels-webhooks sandbox` leaves its address and API key for the CLI's
 // other commands (`batches`, `rotate-key`): one small file, readable by its owner only,
 // removed when the sandbox stops.
-import crypto from 'node:crypto'
 import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
+import { writePrivateJson } from '../../private-json-file.js'
 
 /** What the file holds. */
 export interface SandboxState {
@@ -46,21 +46,6 @@ function privateDir (dir: string): void {
 export function writeState (file: string, state: SandboxState): void {
   privateDir(path.dirname(file))
   writePrivateJson(file, state)
-}
-
-/**
- * Writes `value` as JSON to `file` with mode 0600, atomically: a temporary file in the same
- * folder renamed over the old one, so a crash never leaves half a file.
- */
-export function writePrivateJson (file: string, value: unknown): void {
-  const temp = path.join(path.dirname(file), `.${path.basename(file)}.${process.pid}.${crypto.randomBytes(4).toString('hex')}`)
-  try {
-    fs.writeFileSync(temp, `${JSON.stringify(value, null, 2)}\n`, { mode: 0o600, flag: 'wx' })
-    fs.renameSync(temp, file)
-  } catch (err) {
-    fs.rmSync(temp, { force: true })
-    throw err
-  }
 }
 
 /** Removes the file if this process wrote it (a sandbox started later keeps its own). Never throws. */

@@ -1,12 +1,13 @@
+import { buildBatchesQuery, MAX_LIMIT, type BatchesOptions, type WebhooksBatch, type WebhooksBatchStatus } from '../client/batches.js'
+import { isTimeoutError } from '../client/http.js'
+import type { RequestOptions } from '../client/request-options.js'
+import type { ResendBatchOptions, ResentBatch } from '../client/webhooks.js'
 import type { ErrorResponse, Result } from '../errors.js'
 import type { Logger } from '../logger.js'
-import { buildBatchesQuery, MAX_LIMIT, type BatchesOptions, type WebhooksBatch, type WebhooksBatchStatus } from './batches.js'
-import { isTimeoutError } from './http.js'
-import type { RequestOptions } from './request-options.js'
-import type { ResendBatchOptions, ResentBatch } from './webhooks.js'
 import { errorReply, NO_STORE, type ErrorBody, type Reply } from '../receiver/reply.js'
 
-// The framework-free core of the Fastify and Express batches routes.
+// The framework-free core of the Fastify and Express batches routes: server side, so it lives
+// beside the receivers and not in client/ (the API client it calls depends on nothing above it).
 // The adapters only translate: they hand over the request, its target and the node:http
 // response, and send the reply `serve` returns (or nothing, when it returns null). Replies use
 // the webhook receivers' vocabulary (../receiver/reply.ts), with `Cache-Control: no-store`.

@@ -5,9 +5,10 @@ import { createInterface } from 'node:readline/promises'
 import { fileURLToPath } from 'node:url'
 import { BIN, parse, UsageError, type CommandSpec, type Parsed } from './cli/args.js'
 import { INSPECT_COMMANDS, runInspect } from './cli/inspect-command.js'
-import { useColor, type CliIo } from './cli/io.js'
+import { filteredIo, useColor, type CliIo } from './cli/io.js'
 import { OPERATOR_COMMANDS, runOperatorCommand } from './cli/operator-commands.js'
 import { runRotateKey, runSandbox, SANDBOX_COMMANDS } from './cli/sandbox-commands.js'
+import { terminalText } from './terminal-text.js'
 
 export type { CliIo } from './cli/io.js'
 export { useColor } from './cli/io.js'
@@ -81,7 +82,9 @@ Output is coloured on a terminal only, and never when NO_COLOR is set.`
 const COMMANDS: Record<string, CommandSpec> = { ...OPERATOR_COMMANDS, ...SANDBOX_COMMANDS, ...INSPECT_COMMANDS }
 
 /** Runs the command; resolves with the exit code once it is done (for `sandbox` and `inspect`, once the server has closed). */
-export async function main (argv: string[], io: CliIo = processIo): Promise<number> {
+export async function main (argv: string[], given: CliIo = processIo): Promise<number> {
+  // Every line written goes through the terminal filter, whatever the command prints.
+  const io = filteredIo(given)
   const env = io.env ?? process.env
   let parsed: Parsed
   try {
@@ -108,14 +111,14 @@ export async function main (argv: string[], io: CliIo = processIo): Promise<numb
     return 0
   } catch (err) {
     if (err instanceof UsageError) return usageError(io, err)
-    io.err(`${BIN} ${command}: ${(err as Error).message}\n`)
+    io.err(`${BIN} ${command}: ${terminalText((err as Error).message)}\n`)
     return 1
   }
 }
 
 function usageError (io: CliIo, err: UsageError): number {
   const where = err.command === null ? BIN : `${BIN} ${err.command}`
-  io.err(`${where}: ${err.message}\nRun '${where} --help' for the usage.\n`)
+  io.err(`${where}: ${terminalText(err.message)}\nRun '${where} --help' for the usage.\n`)
   return 2
 }
 

@@ -5,6 +5,7 @@ import { createInspector, type Inspector, type InspectedSummary } from '../testi
 import { BIN, HELP_OPTION, numeric, UsageError, type CommandSpec } from './args.js'
 import { BOLD, DIM, GREEN, oneLine, painter, RED, YELLOW, type CliIo } from './io.js'
 import { runningSandbox } from './sandbox-commands.js'
+import { terminalText } from '../terminal-text.js'
 
 export const INSPECT_COMMANDS: Record<string, CommandSpec> = {
   inspect: {
@@ -96,8 +97,8 @@ export async function runInspect (values: Record<string, string | boolean>, io: 
   const verifyWith = str('public-key') !== undefined ? 'the public key given' : `keys from ${baseUrl ?? DEFAULT_BASE_URL}`
   io.out(`${paint(BOLD, 'Webhook inspector listening on')} ${inspector.url}`)
   io.out(`  deliveries       POST ${inspector.url}/<any path>, e.g. ${inspector.url}/webhooks`)
-  io.out(`  verifying with   ${verifyWith}`)
-  io.out(`  customers        ${handles === undefined ? 'any' : handles.join(', ')}`)
+  io.out(`  verifying with   ${terminalText(verifyWith)}`)
+  io.out(`  customers        ${handles === undefined ? 'any' : terminalText(handles.join(', '))}`)
   io.out(`  page             ${inspector.pageUrl}${paint(DIM, '  (open it in a browser on this machine; the key is new for each run)')}`)
   if (values.sandbox === true) io.out(`  from the sandbox ${BIN} enroll ${inspector.url}/webhooks --sandbox`)
   io.out('Press Ctrl-C to stop.')

@@ -1,4 +1,5 @@
 // Where the CLI writes, and small output helpers shared by its commands.
+import { terminalLine, terminalOutput } from '../terminal-text.js'
 
 /** Where the command writes and what it may use; the real process by default, a buffer in tests. */
 export interface CliIo {
@@ -54,11 +55,45 @@ export const seconds = (ms: number): string => (ms < 1000 ? `${ms} ms` : `${Math
 
 export const plural = (n: number, one: string, many = `${one}s`): string => `${n} ${n === 1 ? one : many}`
 
-/** Text from elsewhere (an endpoint's answer), made safe for one terminal line: no control characters, cut to `max`. */
+/**
+ * Text from elsewhere (an endpoint's answer) for one terminal line: line ends and tabs as one
+ * space, other control, bidi and invisible characters as visible escapes, cut to `max`
+ * characters (never inside an escape).
+ */
 export function oneLine (text: string, max: number): string {
-  // eslint-disable-next-line no-control-regex
-  const flat = text.replace(/[\u0000-\u001f\u007f-\u009f\u2028\u2029]+/g, ' ').trim()
-  return flat.length > max ? `${flat.slice(0, max - 3)}...` : flat
+  const flat = terminalLine(text)
+  if (flat.length <= max) return flat
+  let cut = flat.slice(0, max - 3)
+  // An escape cut in two (`\x1`, `\u20`) would read as other text: drop its start.
+  cut = cut.replace(/\\(?:x[0-9a-f]?|u[0-9a-f]{0,3}|)$/, '')
+  return `${cut}...`
+}
+
+// The CLI's own escape sequences: the painter's colours and the progress bar's "return, erase
+// the line". Text from outside never brings them: it is passed through terminalText first.
+const OWN_SEQUENCES = /\u001b\[(?:0|1|2|31|32|33)m|\r\u001b\[K/g
+
+/** Every human-readable line the CLI writes, through the one terminal filter (terminal-text.ts), its own colour and bar codes kept. */
+function filtered (text: string): string {
+  let out = ''
+  let last = 0
+  for (const m of text.matchAll(OWN_SEQUENCES)) {
+    out += terminalOutput(text.slice(last, m.index)) + m[0]
+    last = m.index + m[0].length
+  }
+  return out + terminalOutput(text.slice(last))
+}
+
+/** `io` with every write filtered for the terminal (main() wraps the io it is given, so no command can bypass it). */
+export function filteredIo (io: CliIo): CliIo {
+  const write = io.write
+  return {
+    ...io,
+    out: (line) => io.out(filtered(line)),
+    err: (text) => io.err(filtered(text)),
+    ...(write !== undefined ? { write: (text: string) => write(filtered(text)) } : {}),
+    ...(io.confirm !== undefined ? { confirm: (question: string) => io.confirm!(filtered(question)) } : {}),
+  }
 }
 
 /** Aligns rows into columns (the last column is not padded). */

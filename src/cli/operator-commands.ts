@@ -11,6 +11,7 @@ import { BIN, HELP_OPTION, numeric, UsageError, type CommandSpec, type OptionSpe
 import { BOLD, DIM, GREEN, oneLine, painter, plural, RED, table, YELLOW, type CliIo } from './io.js'
 import { readReconcileState, StateFileError, writeReconcileState } from './reconcile-state.js'
 import { runningSandbox } from './sandbox-commands.js'
+import { terminalJson, terminalText } from '../terminal-text.js'
 
 const DEFAULT_BASE_URL = 'https://api.mailchannels.net'
 
@@ -247,18 +248,19 @@ const FLAG_NAMES: Array<[RegExp, string]> = [
 function fail (c: Context, conn: Connection, error: ErrorResponse): number {
   if (error.type === 'validation_error') {
     const message = FLAG_NAMES.reduce((m, [from, to]) => m.replace(from, to), error.message)
-    if (c.json) c.io.out(JSON.stringify({ data: null, error: { ...error, message } }, null, 2))
-    c.io.err(`${BIN} ${c.command}: ${message}\nRun '${BIN} ${c.command} --help' for the usage.\n`)
+    if (c.json) c.io.out(terminalJson(JSON.stringify({ data: null, error: { ...error, message } }, null, 2)))
+    c.io.err(`${BIN} ${c.command}: ${terminalText(message)}\nRun '${BIN} ${c.command} --help' for the usage.\n`)
     return 2
   }
-  if (c.json) c.io.out(JSON.stringify({ data: null, error }, null, 2))
+  if (c.json) c.io.out(terminalJson(JSON.stringify({ data: null, error }, null, 2)))
   const todo = advice(error, conn, c.command)
-  c.io.err(`${BIN} ${c.command}: ${error.message}${todo === null ? '' : `\n  ${todo}`}\n`)
+  c.io.err(`${BIN} ${c.command}: ${terminalText(error.message)}${todo === null ? '' : `\n  ${todo}`}\n`)
   return 1
 }
 
 function printJson (c: Context, data: unknown): void {
-  c.io.out(JSON.stringify({ data, error: null }, null, 2))
+  // Exact JSON; the characters JSON.stringify leaves raw (C1, bidi) as \u escapes.
+  c.io.out(terminalJson(JSON.stringify({ data, error: null }, null, 2)))
 }
 
 async function enroll (c: Context): Promise<number> {
@@ -266,7 +268,7 @@ async function enroll (c: Context): Promise<number> {
   const r = await conn.client.webhooks.enroll(c.args[0]!)
   if (r.error !== null) return fail(c, conn, r.error)
   if (c.json) printJson(c, r.data)
-  else c.io.out(`enrolled ${r.data.endpoint}\nCheck that it answers: ${BIN} validate${conn.sandbox ? ' --sandbox' : ''}`)
+  else c.io.out(`enrolled ${terminalText(r.data.endpoint)}\nCheck that it answers: ${BIN} validate${conn.sandbox ? ' --sandbox' : ''}`)
   return 0
 }
 
@@ -276,7 +278,7 @@ async function list (c: Context): Promise<number> {
   if (r.error !== null) return fail(c, conn, r.error)
   if (c.json) printJson(c, r.data)
   else if (r.data.length === 0) c.io.out(`no endpoint enrolled (enroll one with: ${BIN} enroll <url>${conn.sandbox ? ' --sandbox' : ''})`)
-  else for (const url of r.data) c.io.out(url)
+  else for (const url of r.data) c.io.out(terminalText(url))
   return 0
 }
 
@@ -303,7 +305,7 @@ async function validate (c: Context): Promise<number> {
     const rows = r.data.results.map((x) => [
       x.result === 'passed' ? c.paint(GREEN, 'passed') : c.paint(RED, 'failed'),
       x.response === null ? '---' : String(x.response.status),
-      x.webhook,
+      terminalText(x.webhook),
       x.response === null ? '(no answer)' : oneLine(x.response.body, 60),
     ])
     for (const line of table(rows)) c.io.out(line)
@@ -347,12 +349,12 @@ function batchRow (b: WebhooksBatch, paint: ReturnType<typeof painter>): string[
   const status = b.status === 'no_response' ? 'no response' : b.status.replace('_response', '')
   return [
     String(b.batchId),
-    b.createdAt,
+    terminalText(b.createdAt),
     ok ? paint(GREEN, status) : paint(RED, status),
     b.statusCode === null ? '---' : String(b.statusCode),
     String(b.eventCount),
     b.duration === undefined ? '-' : `${b.duration.value} ms`,
-    b.webhook,
+    terminalText(b.webhook),
   ]
 }
 
@@ -418,7 +420,7 @@ async function resend (c: Context): Promise<number> {
       code = 1
       if (!c.json) {
         const todo = advice(r.error, conn, c.command)
-        c.io.err(`batch ${id}: ${c.paint(RED, 'not resent')}: ${r.error.message}${todo === null ? '' : `\n  ${todo}`}\n`)
+        c.io.err(`batch ${id}: ${c.paint(RED, 'not resent')}: ${terminalText(r.error.message)}${todo === null ? '' : `\n  ${todo}`}\n`)
       }
       // A refused key fails every other id the same way.
       if (r.error.statusCode === 401 || r.error.statusCode === 403) break
@@ -426,7 +428,7 @@ async function resend (c: Context): Promise<number> {
     }
     results.push({ batchId: id, resend: r.data, error: null })
     if (!delivered(r.data)) code = 1
-    if (!c.json) c.io.out(`batch ${id}: resent to ${r.data.webhook}: ${delivered(r.data) ? c.paint(GREEN, answered(r.data)) : c.paint(RED, answered(r.data))}`)
+    if (!c.json) c.io.out(`batch ${id}: resent to ${terminalText(r.data.webhook)}: ${delivered(r.data) ? c.paint(GREEN, answered(r.data)) : c.paint(RED, answered(r.data))}`)
   }
   if (c.json) printJson(c, results)
   else if (code !== 0 && results.some((x) => x.resend !== null && !delivered(x.resend))) c.io.err('Some endpoints still do not answer 2xx: fix the receiver, then resend again.\n')
@@ -438,8 +440,8 @@ function progressView (c: Context, stateFile: string | undefined): { update (r: 
   const tty = c.io.tty === true && typeof c.io.write === 'function'
   const describe = (r: ReconcileBatchResult): string => {
     if (r.outcome === 'resent') return `${c.paint(GREEN, 'resent')}: ${answered(r.resend)}`
-    if (r.outcome === 'failed') return `${c.paint(RED, 'failed')}: ${r.resend !== null ? answered(r.resend) : r.error.message}`
-    if (r.reason === 'excluded') return `${c.paint(DIM, 'skipped')}: already resent${stateFile === undefined ? '' : ` (in ${stateFile})`}`
+    if (r.outcome === 'failed') return `${c.paint(RED, 'failed')}: ${r.resend !== null ? answered(r.resend) : terminalText(r.error.message)}`
+    if (r.reason === 'excluded') return `${c.paint(DIM, 'skipped')}: already resent${stateFile === undefined ? '' : ` (in ${terminalText(stateFile)})`}`
     return `${c.paint(DIM, 'skipped')}: ${r.reason.replace('_', ' ')}`
   }
   let drawn = false
@@ -533,7 +535,7 @@ async function reconcile (c: Context): Promise<number> {
   if (report.error !== null) return fail(c, conn, report.error)
   const code = summarize(c, report.data, dryRun, stateFile)
   if (stateError !== null) {
-    c.io.err(`${BIN} reconcile: could not update ${stateFile} (${(stateError as Error).message}); a rerun with it would resend batches already resent.\n`)
+    c.io.err(`${BIN} reconcile: could not update ${terminalText(stateFile!)} (${terminalText((stateError as Error).message)}); a rerun with it would resend batches already resent.\n`)
     return 1
   }
   return code
@@ -560,11 +562,11 @@ function summarize (c: Context, report: ReconcileReport, dryRun: boolean, stateF
   }
   const parts = [`resent ${summary.resent}`, summary.failed > 0 ? c.paint(RED, `failed ${summary.failed}`) : 'failed 0', `skipped ${summary.skipped}`]
   c.io.out(c.paint(BOLD, `${parts.join(', ')} of ${plural(summary.total, 'failed batch', 'failed batches')} ${span}`))
-  if (stopped !== null) c.io.err(`${BIN} reconcile: ${c.paint(YELLOW, stopped.message)}\n`)
+  if (stopped !== null) c.io.err(`${BIN} reconcile: ${c.paint(YELLOW, terminalText(stopped.message))}\n`)
   if (!ok) {
     c.io.err(stateFile === undefined
       ? `Run it again to retry what failed; add --state <file> so a rerun skips what was resent.\n`
-      : `Run it again with --state ${stateFile}: what was resent is skipped.\n`)
+      : `Run it again with --state ${terminalText(stateFile)}: what was resent is skipped.\n`)
   }
   return ok ? 0 : 1
 }

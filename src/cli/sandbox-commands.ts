@@ -3,6 +3,7 @@ import { createSandbox, type Sandbox, type SandboxBatch } from '../testing/index
 import { readState, removeState, stateFilePath, writeState, type SandboxState } from '../testing/sandbox/state-file.js'
 import { BIN, HELP_OPTION, numeric, UsageError, type CommandSpec } from './args.js'
 import { BOLD, DIM, GREEN, painter, RED, seconds, YELLOW, type CliIo } from './io.js'
+import { terminalLine, terminalText } from '../terminal-text.js'
 
 export const SANDBOX_COMMANDS: Record<string, CommandSpec> = {
   sandbox: {
@@ -126,7 +127,7 @@ export async function runSandbox (values: Record<string, string | boolean>, io: 
           detail.resend ? 'resent on request' : '',
           detail.tamper !== null ? TAMPER_TEXT[detail.tamper] : '',
           hole ? paint(RED, 'your receiver should have rejected it') : '',
-          detail.error ?? '',
+          detail.error !== null ? terminalLine(detail.error) : '',
           detail.retryInMs !== null ? paint(YELLOW, `will retry in ${seconds(detail.retryInMs)}`) : '',
         ].filter(Boolean).join(', ')
         io.out(`batch ${String(batch.batch_id).padEnd(4)} attempt ${detail.attempt}  ${code} ${paint(colour, word.padEnd(11))} ${String(batch.event_count).padStart(4)} events ${paint(DIM, `${String(batch.duration.value).padStart(5)} ms`)}${notes ? `  ${notes}` : ''}`)
@@ -194,7 +195,7 @@ export async function runSandbox (values: Record<string, string | boolean>, io: 
     sandbox.start()
   } else {
     const what = count === undefined ? '' : `${count} ${count === 1 ? 'event' : 'events'}, `
-    io.out(`Delivering ${what}to ${sandbox.target}. Press Ctrl-C to stop.`)
+    io.out(`Delivering ${what}to ${terminalText(sandbox.target)}. Press Ctrl-C to stop.`)
     sandbox.start(count !== undefined ? { count } : {})
     if (count !== undefined) void sandbox.finished().then(shutdown)
   }
@@ -220,11 +221,11 @@ export async function runRotateKey (io: CliIo, env: NodeJS.ProcessEnv): Promise<
   }
   const body = await res.json().catch(() => null) as { id?: string, key?: string, errors?: string[] } | null
   if (!res.ok) {
-    const why = Array.isArray(body?.errors) ? body.errors.join(' ') : `HTTP ${res.status}`
+    const why = Array.isArray(body?.errors) ? terminalLine(body.errors.join(' ')) : `HTTP ${res.status}`
     throw new Error(res.status === 401
       ? `the sandbox at ${state.baseUrl} refused the saved API key (another sandbox may have taken over the port). ${why}`
       : why)
   }
-  io.out(`signing key rotated: new key id ${body?.id}`)
-  io.out(`  public key  ${body?.key}`)
+  io.out(`signing key rotated: new key id ${terminalText(String(body?.id))}`)
+  io.out(`  public key  ${terminalText(String(body?.key))}`)
 }

@@ -1,6 +1,7 @@
 import { localError, type ApiErrorType, type ErrorResponse } from '../errors.js'
 import { readCapped } from '../keys/fetch-public-key.js'
 import { CLIENT_VERSION } from './version.js'
+import { terminalLine } from '../terminal-text.js'
 
 /** Replies of the API are small; anything larger is garbage or an attack. */
 export const MAX_RESPONSE_BYTES = 10 * 1024 * 1024
@@ -246,7 +247,7 @@ function transportError (err: unknown, attempt: AttemptSignal, outer: AbortSigna
     return localError('application_error', `Failed to ${what}: the MailChannels API answered with a redirect, which the client refuses to follow.`)
   }
   // undici's messages ("fetch failed", "terminated", "other side closed") carry no secret; keep them short.
-  const detail = err instanceof Error ? scrub(`${err.message}${typeof cause?.message === 'string' ? ` (${cause.message})` : ''}`, t.secret) : ''
+  const detail = err instanceof Error ? terminalLine(scrub(`${err.message}${typeof cause?.message === 'string' ? ` (${cause.message})` : ''}`, t.secret)) : ''
   return localError('application_error', `Failed to ${what}: the request could not be completed${detail === '' ? '' : `: ${detail}`}.`)
 }
 
@@ -269,8 +270,12 @@ export function httpError (status: number, text: string, secret: string, statusT
     // A short plain-text body ("boom"); HTML and long bodies are not echoed.
     details = text
   }
-  details = scrub(details.replace(/[\u0000-\u001f\u007f]+/g, ' ').trim(), secret)
-  if (details.length > MAX_DETAIL_CHARS) details = `${details.slice(0, MAX_DETAIL_CHARS)}...`
+  // Cut, then made safe for a terminal or a log line: control, bidi and invisible characters
+  // become visible escapes (terminal-text.ts), so a hostile body cannot rewrite what is shown.
+  details = scrub(details, secret)
+  const cut = details.length > MAX_DETAIL_CHARS
+  details = terminalLine(cut ? details.slice(0, MAX_DETAIL_CHARS) : details)
+  if (cut) details = `${details}...`
   const start = statusText?.[status] ?? TEXT_BY_STATUS[status] ?? `Unknown error (HTTP ${status}).`
   let response = isRecord(body) ? body : null
   if (response !== null && secret !== '') {

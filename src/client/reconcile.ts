@@ -5,6 +5,7 @@ import { buildBatchesQuery, MAX_LIMIT, parseDateInput, type BatchesOptions, type
 import { abortedError, isAbortSignal, isRecord, sleep } from './http.js'
 import type { RequestOptions } from './request-options.js'
 import { checkBatchId, type ResendBatchOptions, type ResentBatch } from './webhooks.js'
+import { terminalText } from '../terminal-text.js'
 
 const DAY_MS = 24 * 3600 * 1000
 /** With no window given, reconcile looks this far back (the listing's own default). */
@@ -337,7 +338,7 @@ export async function reconcile (client: ReconcileClient, options?: ReconcileOpt
       }
       settle(i, { outcome: 'failed', batchId: batch.batchId, batch, error, resend: r.data })
       if (++failuresInARow >= p.stopAfterFailures) {
-        stop({ reason: 'repeated_failures', message: `Stopped after ${failuresInARow} failed resends in a row: the endpoint ${r.data.webhook} still does not answer 2xx. Fix it, then run reconcile again.`, error })
+        stop({ reason: 'repeated_failures', message: `Stopped after ${failuresInARow} failed resends in a row: the endpoint ${terminalText(r.data.webhook)} still does not answer 2xx. Fix it, then run reconcile again.`, error })
       }
     }
 

@@ -37,6 +37,16 @@ t.test('HTTP errors map to the SDK types with status, message and response', asy
   t.equal(api.requests.length, cases.length, 'one request each (maxRetries 0)')
 })
 
+t.test('an error body with terminal controls: the message shows them as visible escapes (C0, C1, bidi, invisible), the response keeps them', async (t) => {
+  const hostile = 'bad\u001b[2J\r\n\tline\u009b2J\u202eexe\u200b\ufeff\u007f'
+  api.queue.push(reply(400, { errors: [hostile] }))
+  const r = await noRetry().webhooks.batches()
+  t.same(r.error, { message: 'Bad request. bad\\x1b[2J line\\x9b2J\\u202eexe\\u200b\\ufeff\\x7f', statusCode: 400, type: 'invalid_request_error', response: { errors: [hostile] } })
+  api.queue.push(reply(500, { message: `x${'\u202e'.repeat(400)}` }))
+  const long = await noRetry().webhooks.batches()
+  t.match(long.error!.message, /^Internal server error\. x(\\u202e)+\.\.\.$/, 'cut at 300 characters, then escaped: whole escapes only')
+})
+
 t.test('a real 401 from a wrong key does not echo the key', async (t) => {
   const wrongKey = 'wrong-key-should-never-leak-123'
   const client = new MailChannels(wrongKey, { baseUrl: api.url })

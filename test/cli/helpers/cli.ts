@@ -25,7 +25,7 @@ function newest (dir: string): number {
  * (other tests may be reading it), as test/core/exports.test.ts does.
  */
 export function ensureBuilt (): void {
-  const sources = Math.max(newest(path.join(ROOT, 'src', 'cli')), newest(path.join(ROOT, 'src', 'client')), newest(path.join(ROOT, 'src', 'testing')), statSync(path.join(ROOT, 'src', 'cli.ts')).mtimeMs)
+  const sources = Math.max(newest(path.join(ROOT, 'src', 'cli')), newest(path.join(ROOT, 'src', 'client')), newest(path.join(ROOT, 'src', 'testing')), statSync(path.join(ROOT, 'src', 'cli.ts')).mtimeMs, statSync(path.join(ROOT, 'src', 'terminal-text.ts')).mtimeMs)
   if (existsSync(BIN) && statSync(BIN).mtimeMs >= sources) return
   const tsc = path.join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc')
   try {

@@ -1,0 +1,155 @@
+import t, { type Test } from 'tap'
+import http, { type IncomingMessage, type ServerResponse } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import { ensureBuilt, runCli, stateDir, type Run } from './helpers/cli.js'
+
+// The built CLI against a hostile API: a loopback server whose answers carry terminal control
+// sequences in every text field the CLI shows (endpoint URLs, created_at, upstream error
+// bodies). Nothing of them may reach the terminal raw: each shows as a visible escape, no
+// fake line appears, and --json stays exact JSON that parses back to the very same text.
+
+ensureBuilt()
+const dir = stateDir(t)
+const KEY = 'hostile-test-key-1234'
+
+// Clear the screen; write the clipboard (OSC 52); return to the line start and print over it;
+// a C1 CSI (one code point); a right-to-left override; a new line with a fake summary; zero-width
+// and invisible characters; DEL.
+const HOSTILE = [
+  '\u001b[2J',
+  '\u001b]52;c;ZWNobyBvd25lZA==\u0007',
+  '\rresent 9, failed 0 FAKE',
+  '\u009b2J',
+  '\u202egnp.exe',
+  '\nfake line: all good',
+  '\u200b\u200f\u2066\ufeff\u007f',
+].join('')
+const URL_EVIL = `https://hooks.example.com/a${HOSTILE}`
+const DATE_EVIL = `2026-01-18T00:00:00Z${HOSTILE}`
+
+/** Any character the terminal would act on, or hide: C0 other than the line feed, DEL, C1, bidi and invisible formatting. */
+// eslint-disable-next-line no-control-regex
+const RAW = /[\u0000-\u0009\u000b-\u001f\u007f-\u009f\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff]/
+
+function batch (id: number, status: string, code: number | null, extra: Record<string, unknown> = {}): Record<string, unknown> {
+  return { batch_id: id, created_at: '2026-01-18T01:00:00Z', customer_handle: 'acme', event_count: 1, status, status_code: code, webhook: URL_EVIL, ...extra }
+}
+
+let listing: unknown = { webhook_batches: [] }
+let resend: (id: number, res: ServerResponse) => void = () => {}
+let override: ((req: IncomingMessage, res: ServerResponse) => boolean) | null = null
+const send = (res: ServerResponse, status: number, body: unknown): void => {
+  const text = JSON.stringify(body)
+  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) })
+  res.end(text)
+}
+const server = http.createServer((req, res) => {
+  if (override?.(req, res) === true) return
+  const url = new URL(req.url ?? '/', 'http://x')
+  if (req.headers['x-api-key'] !== KEY) return send(res, 401, { errors: ['no'] })
+  if (req.method === 'GET' && url.pathname === '/tx/v1/webhook') return send(res, 200, [{ webhook: URL_EVIL }])
+  if (req.method === 'POST' && url.pathname === '/tx/v1/webhook/validate') {
+    return send(res, 200, { all_passed: false, results: [{ result: 'failed', webhook: URL_EVIL, response: { status: 500, body: `oops${HOSTILE}` } }] })
+  }
+  if (req.method === 'GET' && url.pathname === '/tx/v1/webhook-batch') return send(res, 200, listing)
+  const m = /^\/tx\/v1\/webhook-batch\/(\d+)\/resend$/.exec(url.pathname)
+  if (req.method === 'POST' && m !== null) return resend(Number(m[1]), res)
+  send(res, 404, { errors: ['not found'] })
+})
+let base = ''
+t.before(async () => {
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
+})
+t.teardown(() => new Promise<void>((resolve) => { server.closeAllConnections(); server.close(() => resolve()) }))
+t.beforeEach(() => {
+  override = null
+  listing = { webhook_batches: [] }
+  resend = (id, res) => send(res, 200, { batch_id: id, customer_handle: 'acme', webhook: URL_EVIL, created_at: '2026-01-18T01:00:00Z', event_count: 1, duration_in_ms: 5, status_code: 200 })
+})
+
+const mc = (...args: string[]): Promise<Run> => runCli([...args, '--base-url', base], { MAILCHANNELS_API_KEY: KEY, XDG_STATE_HOME: dir })
+
+/** Nothing raw, and the hostile text shown as escapes. */
+function assertFiltered (t: Test, run: Run, what: string): void {
+  const all = run.stdout + run.stderr
+  t.notMatch(all, RAW, `${what}: no control, bidi or invisible character reaches the terminal`)
+  t.notMatch(all, /^fake line/m, `${what}: the hostile new line does not start a line of its own`)
+  t.notMatch(all, /^resent 9, failed 0 FAKE/m, `${what}: nor does the carriage return`)
+}
+
+t.test('list: the endpoint URL shows with visible escapes; --json is exact', async (t) => {
+  const run = await mc('list')
+  t.equal(run.code, 0, run.stderr)
+  assertFiltered(t, run, 'list')
+  t.equal(run.stdout, 'https://hooks.example.com/a\\x1b[2J\\x1b]52;c;ZWNobyBvd25lZA==\\x07\\rresent 9, failed 0 FAKE\\x9b2J\\u202egnp.exe\\nfake line: all good\\u200b\\u200f\\u2066\\ufeff\\x7f\n')
+  const asJson = await mc('list', '--json')
+  t.notMatch(asJson.stdout, RAW, '--json: escaped as JSON escapes, nothing raw')
+  t.same(JSON.parse(asJson.stdout), { data: [URL_EVIL], error: null }, '--json parses back to the exact text')
+})
+
+t.test('validate: the endpoint and the start of its answer', async (t) => {
+  const run = await mc('validate')
+  t.equal(run.code, 1)
+  assertFiltered(t, run, 'validate')
+  t.match(run.stdout, /^failed {2}500 {2}https:\/\/hooks\.example\.com\/a\\x1b\[2J\\x1b\]52;c;/)
+  const asJson = await mc('validate', '--json')
+  t.notMatch(asJson.stdout, RAW)
+  t.same(JSON.parse(asJson.stdout).data.results[0].webhook, URL_EVIL)
+})
+
+t.test('resend: the endpoint of the resent batch', async (t) => {
+  const run = await mc('resend', '7')
+  t.equal(run.code, 0, run.stderr)
+  assertFiltered(t, run, 'resend')
+  t.match(run.stdout, /^batch 7: resent to https:\/\/hooks\.example\.com\/a\\x1b\[2J/)
+})
+
+t.test('batches: the webhook and created_at columns', async (t) => {
+  listing = { webhook_batches: [batch(1, '4xx_response', 404, { created_at: DATE_EVIL }), batch(2, '2xx_response', 200)] }
+  const run = await mc('batches', '--since', '1d')
+  t.equal(run.code, 0, run.stderr)
+  assertFiltered(t, run, 'batches')
+  t.match(run.stdout, /\n1 +2026-01-18T00:00:00Z\\x1b\[2J.* +4xx +404 +1 +- +https:\/\/hooks\.example\.com\/a\\x1b\[2J/)
+  const asJson = await mc('batches', '--since', '1d', '--json')
+  t.notMatch(asJson.stdout, RAW)
+  t.same(JSON.parse(asJson.stdout).data.map((b: { createdAt: string, webhook: string }) => [b.createdAt, b.webhook]), [[DATE_EVIL, URL_EVIL], ['2026-01-18T01:00:00Z', URL_EVIL]])
+})
+
+t.test('reconcile: progress lines and the stop message', async (t) => {
+  const now = new Date()
+  const recent = new Date(now.getTime() - 3600_000).toISOString().replace(/\.\d{3}Z$/, 'Z')
+  listing = { webhook_batches: [1, 2, 3, 4, 5, 6].map((id) => batch(id, '5xx_response', 503, { created_at: recent })) }
+  // The API fails every resend with a hostile error body; after 5 in a row reconcile stops and quotes the last.
+  resend = (_id, res) => send(res, 502, { message: `upstream says${HOSTILE}` })
+  const run = await mc('reconcile', '--since', '1d', '--yes', '--rate', '100')
+  t.equal(run.code, 1)
+  assertFiltered(t, run, 'reconcile')
+  t.match(run.stdout, /^\[1\/6\] batch 1 failed: Unknown error \(HTTP 502\)\. upstream says\\x1b\[2J/m)
+  t.match(run.stderr, /Stopped after 5 failed resends in a row \(the last: Unknown error \(HTTP 502\)\. upstream says\\x1b\[2J/)
+
+  // The endpoint still failing: the stop message names the endpoint URL from the API.
+  resend = (id, res) => send(res, 200, { batch_id: id, customer_handle: 'acme', webhook: URL_EVIL, created_at: recent, event_count: 1, duration_in_ms: 5, status_code: 500 })
+  const endpoint = await mc('reconcile', '--since', '1d', '--yes', '--rate', '100')
+  t.equal(endpoint.code, 1)
+  assertFiltered(t, endpoint, 'reconcile, endpoint failing')
+  t.match(endpoint.stderr, /the endpoint https:\/\/hooks\.example\.com\/a\\x1b\[2J.* still does not answer 2xx/)
+
+  const dry = await mc('reconcile', '--since', '1d', '--dry-run')
+  t.equal(dry.code, 0, dry.stderr)
+  assertFiltered(t, dry, 'reconcile --dry-run')
+})
+
+t.test('upstream error messages: C1 and bidi characters from an error body are escaped too', async (t) => {
+  override = (_req, res) => {
+    send(res, 400, { errors: [`bad\u009b2J\u202e request\u001b]0;title\u0007`] })
+    return true
+  }
+  const run = await mc('list')
+  t.equal(run.code, 1)
+  assertFiltered(t, run, 'an upstream error')
+  t.match(run.stderr, /^mailchannels-webhooks list: Bad request\. bad\\x9b2J\\u202e request\\x1b\]0;title\\x07\n/)
+  const asJson = await mc('list', '--json')
+  t.notMatch(asJson.stdout, RAW)
+  t.match(JSON.parse(asJson.stdout), { data: null, error: { statusCode: 400 } })
+})

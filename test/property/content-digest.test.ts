@@ -1,4 +1,4 @@
-// Property 7 (issue 7; rows A3-A6): for random Content-Digest dictionaries, parseContentDigest
+// Content-Digest (rows A3-A6 in test/README.md): for random dictionaries, parseContentDigest
 // + checkContentDigest accept iff at least one recognised member (sha-256, sha-512) exists,
 // every recognised member matches the body, no deprecated algorithm is present, no name is
 // repeated and there are at most 4 members. Rejections are typed, never other exceptions.

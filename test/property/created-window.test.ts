@@ -1,4 +1,4 @@
-// Property 5 (issue 7; threat-model §6 property 4, rows B3/B4/B6/B7): `created` over all
+// The freshness window (rows B3/B4/B6/B7 in test/README.md): `created` over all
 // integers is accepted iff now - maxAge <= created <= now + clockSkew; otherwise exactly
 // signature_expired or signature_from_future.
 import fc from 'fast-check'

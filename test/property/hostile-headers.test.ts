@@ -1,4 +1,4 @@
-// Properties 2 and 4 (issue 7; threat-model §6 property 2, rows C/E): arbitrary header
+// Hostile signature headers (rows C and E in test/README.md): arbitrary header
 // strings, and duplicated or reordered members and parameters, yield a typed error, and
 // the (real, loopback) key endpoint sees a request only when Signature-Input carried a
 // well-formed keyid and every local check passed.
@@ -117,7 +117,7 @@ t.test('E1 E3 E4 E5 C7 C8: arbitrary header strings give a typed error; no key f
   t.ok((reasons.get('malformed_header') ?? 0) > 0 && (reasons.get('unknown_key') ?? 0) > 0, `reasons: ${JSON.stringify(Object.fromEntries(reasons))}`)
 })
 
-// --- Property 4: duplication and reordering ---------------------------------------
+// --- Duplication and reordering --------------------------------------------------
 
 const P = (created = NOW, keyId = 'mckey'): string => `("content-digest");created=${created};alg="ed25519";keyid="${keyId}"`
 const validSig = sign()

@@ -1,4 +1,4 @@
-// Property 6 (issue 7; threat-model §6 property 3, rows F7 F11 F12 F13 F14): arbitrary JSON,
+// JSON bodies (rows F7 F11 F12 F13 F14 in test/README.md): arbitrary JSON,
 // with "__proto__" and "constructor": {"prototype": ...} injected anywhere, correctly signed,
 // never pollutes Object.prototype and yields either events or invalid_payload, never a throw.
 import fc from 'fast-check'

@@ -1,4 +1,4 @@
-// Property 8 (issue 7; threat-model §6 property 5, rows E1 E2 E6): model-based test of the
+// The key-fetch budget (rows E1 E2 E6 in test/README.md): model-based test of the
 // KeyStore against a real loopback key API: whatever sequence of lookups, concurrent bursts
 // and clock jumps, fetches stay within the token-bucket budget, concurrent lookups of one
 // key id share a single fetch, the caches stay within their caps, and every lookup ends in

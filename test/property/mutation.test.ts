@@ -1,4 +1,4 @@
-// Property 1 (issue 7; threat-model §6 property 1): a single-byte mutation of the body or
+// A single-byte mutation of the body or
 // of any of the three signature header values of a valid delivery is never accepted, and
 // verify resolves with a typed error instead of throwing.
 import fc from 'fast-check'

@@ -1,4 +1,4 @@
-// The Fastify plugin under the same hostile inputs (issue 7): a valid delivery with any
+// The Fastify plugin under the hostile inputs of mutation.test.ts: a valid delivery with any
 // single byte of its body or a signature header changed, or a header dropped or duplicated,
 // is never handed to the handler; the reply is the error shape with a known code and the
 // status the library pins for it, and echoes nothing it received. Valid deliveries are

@@ -1,4 +1,4 @@
-// Property 3 (issue 7): every legal Structured-Fields formatting of a valid delivery's
+// Every legal Structured-Fields formatting of a valid delivery's
 // Signature-Input, signed over the canonical re-serialisation of the parsed member (RFC 9421
 // §2.3, what the verifier rebuilds), is accepted; and the fast canonical parser agrees with
 // the strict RFC 9651 path.

@@ -1,4 +1,4 @@
-// Hostile clients on a real socket (issue 7 campaign; rows C13, F2, G1, G3): what Node's
+// Hostile clients on a real socket (rows C13, F2, G1, G3 in test/README.md): what Node's
 // HTTP parser and the server timeouts must stop before (or without) the plugin's handler.
 // A real Fastify server with the plugin on 127.0.0.1:0, small timeouts so the file is fast.
 import http from 'node:http'

@@ -1,5 +1,5 @@
 // The strict Dictionary parser of the three signature fields against structured-headers, an
-// independent RFC 9651 implementation (catalogue C3, C5, C6, C7): every dictionary that parser
+// independent RFC 9651 implementation (rows C3, C5, C6, C7 in test/README.md): every dictionary that parser
 // reads and that holds no repeated key, no display string, no Date and nothing outside visible
 // ASCII parses to the same value here; anything else is refused with a typed malformed_header,
 // and whatever is accepted here is accepted there with the same value.

@@ -67,33 +67,32 @@ function packageDir (name: string): string | null {
   }
 }
 
-const ARCH: Record<string, string> = { x64: '64', arm64: 'arm64' }
+/** Fetches the pinned runtimes on demand (see the script); none is a dependency of the project. */
+export const WITH_RUNTIME = path.join(ROOT, 'scripts', 'with-runtime.sh')
+/** A first run installs the runtime's package from the registry (about 100 MB). */
+const INSTALL_TIMEOUT = 300_000
 
-/** The binary of a runtime, from the platform package npm installed (no wrapper scripts). */
-export function runtimeBinary (name: Exclude<RuntimeName, 'edge-runtime'>): string | null {
-  const candidates: string[] = []
-  const exe = process.platform === 'win32' ? '.exe' : ''
-  if (name === 'workerd') {
-    const plat = process.platform === 'win32' ? 'windows' : process.platform
-    const dir = packageDir(`@cloudflare/workerd-${plat}-${ARCH[process.arch] ?? process.arch}`)
-    if (dir !== null) candidates.push(path.join(dir, 'bin', `workerd${exe}`))
-  } else if (name === 'deno') {
-    const arch = process.arch === 'arm64' ? 'arm64' : 'x64'
-    for (const p of [`@deno/${process.platform}-${arch}-glibc`, `@deno/${process.platform}-${arch}-musl`, `@deno/${process.platform}-${arch}`, `@deno/win32-${arch}`]) {
-      const dir = packageDir(p)
-      if (dir !== null) candidates.push(path.join(dir, `deno${exe}`))
-    }
-  } else {
-    const arch = process.arch === 'arm64' ? 'aarch64' : 'x64'
-    for (const p of [`@oven/bun-${process.platform}-${arch}`, `@oven/bun-${process.platform}-${arch}-musl`, `@oven/bun-${process.platform}-${arch}-baseline`]) {
-      const dir = packageDir(p)
-      if (dir !== null) candidates.push(path.join(dir, 'bin', `bun${exe}`))
-    }
-    // bun's postinstall moves the binary into the wrapper package.
-    const dir = packageDir('bun')
-    if (dir !== null) candidates.push(path.join(dir, 'bin', 'bun.exe'))
+const binaries = new Map<Exclude<RuntimeName, 'edge-runtime'>, { bin: string | null, error: string }>()
+
+function locate (name: Exclude<RuntimeName, 'edge-runtime'>): { bin: string | null, error: string } {
+  let found = binaries.get(name)
+  if (found === undefined) {
+    const r = spawnSync('bash', [WITH_RUNTIME, '--which', name], { timeout: INSTALL_TIMEOUT, encoding: 'utf8' })
+    const bin = r.status === 0 ? r.stdout.trim() : ''
+    found = bin !== '' && existsSync(bin)
+      ? { bin, error: '' }
+      : { bin: null, error: (r.error?.message ?? r.stderr ?? `exit ${r.status}`).trim().split('\n').slice(-3).join(' ') }
+    binaries.set(name, found)
   }
-  return candidates.find((c) => existsSync(c)) ?? null
+  return found
+}
+
+/**
+ * The binary of a runtime, at the version scripts/with-runtime.sh pins, installed by that script
+ * into its cache outside the project on first use; null when it cannot be had here.
+ */
+export function runtimeBinary (name: Exclude<RuntimeName, 'edge-runtime'>): string | null {
+  return locate(name).bin
 }
 
 const availability = new Map<RuntimeName, string | null>()
@@ -107,7 +106,7 @@ export function unavailableReason (name: RuntimeName): string | null {
   } else {
     const bin = runtimeBinary(name)
     if (bin === null) {
-      reason = `no ${name} binary for ${process.platform}-${process.arch} in node_modules`
+      reason = `no ${name} binary for ${process.platform}-${process.arch} (scripts/with-runtime.sh: ${locate(name).error})`
     } else {
       const r = spawnSync(bin, ['--version'], { timeout: 15_000, encoding: 'utf8', env: runtimeEnv(tmpdir()) })
       if (r.error !== undefined || r.status !== 0) reason = `${name} cannot start on this machine (${r.error?.message ?? `exit ${r.status}: ${(r.stderr ?? '').trim().slice(0, 200)}`})`
@@ -322,7 +321,8 @@ export async function startScript (name: 'deno' | 'bun', entry: string, env: Rec
   writeFileSync(path.join(dir, 'main.js'), code)
   const vars = { ...env, PORT: '0' }
   const args = name === 'deno'
-    ? ['run', '--no-remote', '--cached-only', '--no-npm', '--no-config', '--no-lock', '--allow-net=127.0.0.1', `--allow-env=${Object.keys(vars).join(',')}`, `--allow-read=${dir}`, 'main.js']
+    // Any variable may be read, as the examples' READMEs run them: the environment is runtimeEnv's and the test's variables only.
+    ? ['run', '--no-remote', '--cached-only', '--no-npm', '--no-config', '--no-lock', '--allow-net=127.0.0.1', '--allow-env', `--allow-read=${dir}`, 'main.js']
     : ['run', '--no-install', 'main.js']
   return startChild(name, bin, args, dir, 'output', vars)
 }

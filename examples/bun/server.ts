@@ -1,12 +1,15 @@
-// Bun: MAILCHANNELS_CUSTOMER_HANDLE=... bun run server.ts
+// Bun: see README.md in this folder (run from the clone against the local sandbox, or in your project).
 import { createWebhookHandler } from 'mailchannels-webhooks/web'
 
 const handler = createWebhookHandler({
   customerHandles: [Bun.env.MAILCHANNELS_CUSTOMER_HANDLE ?? ''],
   // Optional: the signing key (base64 SPKI); without it the key is fetched once and cached.
   publicKey: Bun.env.MAILCHANNELS_PUBLIC_KEY || undefined,
+  // Where the key is fetched from: MailChannels unless set (the sandbox's URL, to try it locally).
+  baseUrl: Bun.env.MAILCHANNELS_BASE_URL || undefined,
   onEvents: async (events) => {
     // Store or queue the events here; answering 2xx marks the delivery handled.
+    for (const event of events) console.log(`received ${event.event} event`)
     return Response.json({ received: events.map((e) => e.event) })
   },
 })

@@ -8,6 +8,8 @@ export interface AppConfig {
   customerHandle: string
   /** Optional: the signing key (base64 SPKI); without it the key is fetched once and cached. */
   publicKey?: string
+  /** Optional: where the key is fetched from; MailChannels unless set (the local sandbox's URL). */
+  baseUrl?: string
 }
 
 export function createApp (config: AppConfig): Hono<MailChannelsWebhookEnv> {
@@ -15,10 +17,15 @@ export function createApp (config: AppConfig): Hono<MailChannelsWebhookEnv> {
   app.get('/health', (c) => c.text('ok'))
   app.post(
     '/webhooks/mailchannels',
-    mailchannelsWebhook({ customerHandles: [config.customerHandle], publicKey: config.publicKey || undefined }),
+    mailchannelsWebhook({
+      customerHandles: [config.customerHandle],
+      publicKey: config.publicKey || undefined,
+      baseUrl: config.baseUrl || undefined,
+    }),
     (c) => {
       const events = c.get('webhookEvents')
       // Store or queue the events here; a 2xx marks the delivery handled.
+      for (const event of events) console.log(`received ${event.event} event`)
       return c.json({ received: events.map((e) => e.event) })
     },
   )

@@ -1,10 +1,11 @@
-// The Hono app on Node: MAILCHANNELS_CUSTOMER_HANDLE=... node --import tsx examples/hono/node.ts
+// The Hono app on Node: see README.md in this folder.
 import { serve } from '@hono/node-server'
 import { createApp } from './app.js'
 
 const app = createApp({
   customerHandle: process.env.MAILCHANNELS_CUSTOMER_HANDLE ?? '',
   publicKey: process.env.MAILCHANNELS_PUBLIC_KEY,
+  baseUrl: process.env.MAILCHANNELS_BASE_URL,
 })
 
 const server = serve({ fetch: app.fetch, hostname: '127.0.0.1', port: Number(process.env.PORT ?? 3000) }, (info) => {

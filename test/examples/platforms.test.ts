@@ -103,6 +103,7 @@ t.test('Next.js route (examples/nextjs/app/api/mailchannels/route.ts) on the Nod
 
 t.test('Next.js route in Vercel\'s edge-runtime (process.env inlined at build, as Next does)', { skip: unavailableReason('edge-runtime') ?? false }, async (t) => {
   const define = Object.fromEntries(Object.entries(ENV).map(([k, v]) => [`process.env.${k}`, JSON.stringify(v)]))
+  define['process.env.MAILCHANNELS_BASE_URL'] = 'undefined' // unset: the key is ENV's
   const server = await started(t, startEdgeRuntime({ entry: 'test/examples/helpers/nextjs-route-worker.ts', define }))
   await exercise(t, `${server.url}/api/mailchannels`, { status: 200, body: { received: 1 } })
 })

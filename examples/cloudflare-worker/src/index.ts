@@ -1,5 +1,6 @@
 // A Cloudflare Worker receiving MailChannels webhooks (module syntax, no nodejs_compat needed).
-// Deploy: `npx wrangler deploy`, then point the webhook at https://<worker>/webhooks/mailchannels.
+// Locally: see README.md in this folder (workerd against the sandbox). Deployed: `npx wrangler
+// deploy`, then point the webhook at https://<worker>/webhooks/mailchannels.
 import { createWebhookHandler, type WebhookHandler } from 'mailchannels-webhooks/web'
 
 export interface Env {
@@ -10,11 +11,14 @@ export interface Env {
    * isolate verifies at once instead of fetching the key first.
    */
   MAILCHANNELS_PUBLIC_KEY?: string
+  /** Optional: where the key is fetched from; MailChannels unless set (the local sandbox's URL). */
+  MAILCHANNELS_BASE_URL?: string
 }
 
-// One handler per isolate: its key cache and replay memory live as long as the isolate.
-// (Workers isolates are many and short-lived: use a shared ReplayStore, such as one on KV or a
-// Durable Object, to catch resends that land on another isolate.)
+// One handler per isolate, made at its first request (env is known then, and Workers allow no
+// I/O outside a request): its key cache and replay memory live as long as the isolate.
+// (Workers isolates are many and short-lived: use a shared ReplayStore, such as one on a
+// Durable Object, to catch resends that land on another isolate; see docs/runtimes.md.)
 let handler: WebhookHandler | undefined
 
 export default {
@@ -23,10 +27,11 @@ export default {
     handler ??= createWebhookHandler({
       customerHandles: [env.MAILCHANNELS_CUSTOMER_HANDLE],
       publicKey: env.MAILCHANNELS_PUBLIC_KEY || undefined,
+      baseUrl: env.MAILCHANNELS_BASE_URL || undefined,
       onEvents: async (events) => {
         for (const event of events) {
           // Store or queue the event here; answering 2xx tells MailChannels it was handled.
-          console.log(`${event.event} for ${event.customerHandle} (request ${event.requestId ?? 'n/a'})`)
+          console.log(`received ${event.event} event`)
         }
       },
     })

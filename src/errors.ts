@@ -33,7 +33,7 @@ export const VerifyErrorType = {
 } as const
 export type VerifyErrorType = (typeof VerifyErrorType)[keyof typeof VerifyErrorType]
 
-/** Reason codes of API calls (the official SDK's names, wire-format.md §4.2). */
+/** Reason codes of API calls: one per HTTP status the API answers with, and this library's own (docs/api-client.md, "The client"). */
 export const ApiErrorType = {
   validationError: 'validation_error',
   invalidRequestError: 'invalid_request_error',

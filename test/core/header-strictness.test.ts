@@ -1,4 +1,4 @@
-// One parser for Content-Digest, Signature-Input and Signature (catalogue C3, C5, C6, A5):
+// One parser for Content-Digest, Signature-Input and Signature (rows C3, C5, C6, A5 in test/README.md):
 // duplicates are found by the parser that reads the values, so nothing can hide them from a
 // second, disagreeing scan; display strings (%"…") and anything outside visible ASCII are
 // refused; only SP and HTAB (RFC 9110 OWS) are trimmed around a value.

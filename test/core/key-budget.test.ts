@@ -1,4 +1,4 @@
-// The key-fetch budget favours what real traffic looks like (catalogue E1; a flood of random key
+// The key-fetch budget favours what real traffic looks like (row E1 in test/README.md; a flood of random key
 // ids must not lock out a real key id that is not cached yet: cold start, or a rotation to a new
 // id). Everything runs on a simulated clock against a real loopback key API.
 import crypto from 'node:crypto'

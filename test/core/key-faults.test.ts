@@ -56,7 +56,7 @@ async function expectUnavailableNotCached (t: Test, behaviour: KeyBehaviour, lab
   t.equal(s.keyFetches(), 3)
 }
 
-t.test('§4 key API connection refused -> key_unavailable, recovers after errorTtl', async (t) => {
+t.test('key API connection refused -> key_unavailable, recovers after errorTtl', async (t) => {
   const port = await closedPort()
   const store = new KeyStore({ baseUrl: `http://127.0.0.1:${port}` })
   const d = validDelivery()
@@ -68,11 +68,11 @@ t.test('§4 key API connection refused -> key_unavailable, recovers after errorT
   assertRejected(t, await Webhooks.verify({ payload: d.body, headers: d.headers, baseUrl: `http://127.0.0.1:${port}`, cache: false }), 'key_unavailable', 503)
 })
 
-t.test('§4 key API resets the connection -> key_unavailable, not cached', async (t) => {
+t.test('key API resets the connection -> key_unavailable, not cached', async (t) => {
   await expectUnavailableNotCached(t, () => 'destroy', 'reset')
 })
 
-t.test('§4 key API hangs -> key_unavailable after the fetch timeout; waiters released', async (t) => {
+t.test('key API hangs -> key_unavailable after the fetch timeout; waiters released', async (t) => {
   const s = await server(t, () => 'hang')
   const clock = fakeClock()
   const store = new KeyStore({ baseUrl: s.baseUrl, fetchTimeout: 300, now: clock.now, errorTtl: 30 })
@@ -92,12 +92,12 @@ t.test('§4 key API hangs -> key_unavailable after the fetch timeout; waiters re
 })
 
 for (const status of [500, 502, 503, 429]) {
-  t.test(`§4 key API ${status} -> key_unavailable, nothing cached`, async (t) => {
+  t.test(`key API ${status} -> key_unavailable, nothing cached`, async (t) => {
     await expectUnavailableNotCached(t, () => ({ status, body: '<html>oops</html>', headers: { 'content-type': 'text/html', 'retry-after': '1' } }), String(status))
   })
 }
 
-t.test('§4 key API 3xx redirect -> key_unavailable; the redirect target receives nothing', async (t) => {
+t.test('key API 3xx redirect -> key_unavailable; the redirect target receives nothing', async (t) => {
   const steal = await server(t, () => json({ id: 'mckey', key: TEST_PUBLIC_KEY }))
   for (const status of [301, 302, 307, 308]) {
     await t.test(String(status), async (t) => {
@@ -139,7 +139,7 @@ const garbage: Record<string, KeyBehaviour> = {
 }
 
 for (const [name, behaviour] of Object.entries(garbage)) {
-  t.test(`§4 key API 200 with garbage: ${name} -> key_unavailable, not cached`, async (t) => {
+  t.test(`key API 200 with garbage: ${name} -> key_unavailable, not cached`, async (t) => {
     await expectUnavailableNotCached(t, behaviour, name)
   })
 }
@@ -228,7 +228,7 @@ t.test('importEd25519PublicKey rejects all small-order encodings and y >= p', as
   }
 })
 
-t.test('§4 key API TLS error (self-signed certificate) -> key_unavailable', async (t) => {
+t.test('key API TLS error (self-signed certificate) -> key_unavailable', async (t) => {
   const { execFileSync } = await import('node:child_process')
   const { mkdtempSync, readFileSync, rmSync } = await import('node:fs')
   const os = await import('node:os')
@@ -251,7 +251,7 @@ t.test('§4 key API TLS error (self-signed certificate) -> key_unavailable', asy
   t.equal(store.stats().keys, 0)
 })
 
-t.test('§4 key rotation: a new keyid is fetched once (single flight) and both keys keep working', async (t) => {
+t.test('key rotation: a new keyid is fetched once (single flight) and both keys keep working', async (t) => {
   const next = crypto.generateKeyPairSync('ed25519')
   const s = await server(t, async (id, req) => {
     await new Promise((resolve) => setTimeout(resolve, 30))

@@ -1,4 +1,4 @@
-// A key rotated under the same key id (threat-model §4, "Key rotation"): when a signature
+// A key rotated under the same key id: when a signature
 // fails with a cached key, the store fetches the key again, at most once per cooldown per
 // key id and within the global budget, so forged signatures cannot flood the endpoint.
 import t, { type Test } from 'tap'

@@ -1,6 +1,6 @@
 // Regression "property" (deterministic, exhaustive over positions): every single-byte
 // mutation of the body or of any of the three signature header values of a valid delivery
-// is rejected with a typed error and never throws (threat-model §6 property 1; rows A1, C7, C11, C12).
+// is rejected with a typed error and never throws (the property of test/property/mutation.test.ts; rows A1, C7, C11, C12 in test/README.md).
 import t from 'tap'
 import { HTTP_STATUS_BY_TYPE, Webhooks, type Result } from '../../src/index.js'
 import { B0, TEST_PUBLIC_KEY, validDelivery } from './helpers/sign.js'

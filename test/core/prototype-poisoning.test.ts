@@ -1,6 +1,6 @@
 // The poisoning check in parse-events.ts answers flat bodies (one `{` per event) without
 // secure-json-parse's text scan; every other shape goes through secure-json-parse. These
-// cases sit on both sides of that shortcut (catalogue F11) and must give the same verdicts.
+// cases sit on both sides of that shortcut (row F11 in test/README.md) and must give the same verdicts.
 import t from 'tap'
 import { Webhooks } from '../../src/index.js'
 import { generateSigningKeyPair, signWebhook } from '../../src/testing/index.js'

@@ -6,7 +6,7 @@ import { generateSigningKeyPair, signWebhook, type WireEvent } from '../../src/t
 import { assertAccepted } from './helpers/assert.js'
 import { B0, nowSeconds, signRaw, TEST_PUBLIC_KEY, TEST_PUBLIC_KEY_PEM } from './helpers/sign.js'
 
-// wire-format.md §6: the deterministic vector (RFC 8032 TEST 1 seed).
+// A deterministic delivery: fixed values, signed with the RFC 8032 §7.1 TEST 1 key, so its bytes never change.
 const VECTOR = {
   publicKey: 'MCowBQYDK2VwAyEA11qYAYKxCrfVS/7TyWQHOg7hcvPapiMlrwIaaPcHURo=',
   payload: '[{"email":"sender@example.com","customer_handle":"abc123","timestamp":1738868390,"event":"delivered","request_id":"req_1"}]',
@@ -18,7 +18,7 @@ const VECTOR = {
 }
 const CREATED = 1738868393
 
-t.test('wire-format §6 deterministic vector, now pinned', async (t) => {
+t.test('the deterministic delivery (RFC 8032 §7.1 TEST 1 key), pinned', async (t) => {
   const expected = [{ event: 'delivered', customerHandle: 'abc123', timestamp: 1738868390, email: 'sender@example.com', requestId: 'req_1' }]
   for (const offset of [-60, 0, 10, 300]) {
     const r = await Webhooks.verify({ ...VECTOR, now: (CREATED + offset) * 1000 })

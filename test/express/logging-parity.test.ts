@@ -1,4 +1,4 @@
-// The Express middleware's `logger` option (issue 12 item 4): a pino logger given to the
+// The Express middleware's `logger` option: a pino logger given to the
 // middleware gets the same lines, at the same levels and with the same fields, as the Fastify
 // plugin writes to `request.log`, for the same traffic. Only the plugin's startup list of
 // verified routes has no Express counterpart (a middleware does not know its path).

@@ -1,4 +1,4 @@
-// Fail-closed routing (issue 11 item 3): in the plugin's scope every POST route is a webhook
+// Fail-closed routing: in the plugin's scope every POST route is a webhook
 // route unless it says `mailchannelsWebhook: false`; a webhook route the plugin cannot see (a
 // scope registered before it, a sibling scope, a route declared before it, no registration at
 // all) makes ready() reject with a message saying where to register. No handler ever runs on

@@ -1,4 +1,4 @@
-// A wall-clock step must not open a replay window (issue 11, "also to examine"): replay-store
+// A wall-clock step must not open a replay window (docs/security.md, "Clock steps"): replay-store
 // entries expire on a monotonic clock (memory) or on Redis' own clock, while `created` is
 // checked against the receiver's clock. If that clock steps back after a delivery was handled
 // and its entry expired, the same delivery must not look fresh again. The receiver's `now`

@@ -1,5 +1,5 @@
-// A Redis Cluster master dies under claim traffic (issue "Scale out on Redis Cluster",
-// failover). Replication is asynchronous: a write the master acknowledged but did not pass on
+// A Redis Cluster master dies under claim traffic (docs/replay.md, "Scaling out: one Redis,
+// Redis Cluster"). Replication is asynchronous: a write the master acknowledged but did not pass on
 // is lost when its replica takes over. Here the master is first cut off from its replica
 // while clients still reach it (a partition), then SIGKILLed:
 // - without `waitForReplicas`, claims and done marks it acknowledged meanwhile are gone after

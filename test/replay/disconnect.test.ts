@@ -1,4 +1,4 @@
-// Replay by disconnect (issue 11 item 1; threat model "client resets the connection"): a
+// Replay by disconnect (docs/security.md, "Disconnects"): a
 // captured delivery sent again and again, each copy's TCP connection reset at some point,
 // must reach the handler at most once. The claim is settled by the handler's own outcome
 // (2xx: done; throw or 5xx: released), never by the connection. Real Fastify and Express

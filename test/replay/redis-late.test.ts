@@ -1,4 +1,4 @@
-// A claim that timed out must not take effect later (issue 11, "also to examine"). ioredis
+// A claim that timed out must not take effect later (docs/security.md, "Redis outages"). ioredis
 // queues commands while disconnected (its default offline queue) and sends them on reconnect;
 // a frozen Redis executes what it received once it wakes. Either way a claim could run after
 // the receiver already answered 503, leave the delivery "processing" for the whole window, and

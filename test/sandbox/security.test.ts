@@ -3,7 +3,7 @@ import net from 'node:net'
 import { createSandbox } from '../../src/testing/index.js'
 import { api, testSandbox } from './helpers/sandbox.js'
 
-// Catalogue: sandbox exposure (issue 11 item 6). A DNS-rebinding page reaches the sandbox under
+// Sandbox exposure (docs/security.md, "The sandbox"). A DNS-rebinding page reaches the sandbox under
 // its own host name; a well-known API key and an unbounded key map made that worth doing.
 
 /** Sends one raw HTTP/1.1 request with exactly the given Host line and returns status and body. */

@@ -2,7 +2,7 @@ import type { Test } from 'tap'
 import { MailChannels } from '../../../src/index.js'
 import { FAKE_API_KEY, hang, huge, json, redirect, reply, resetMidBody, sampleBatches, startFakeApi, startStealServer, type FakeApi } from '../../client/helpers/fake-api.js'
 
-// One behaviour table for both adapters (threat-model H1-H14, I1, I2). Each adapter test
+// One behaviour table for both adapters (rows H1-H14, I1, I2 in test/README.md). Each adapter test
 // supplies `start`, which mounts the route at /webhooks/batches with `authorize` below and
 // returns a way to send GET requests plus the captured log text.
 

@@ -1,7 +1,7 @@
 import http, { type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http'
 import type { AddressInfo, Socket } from 'node:net'
 
-// A loopback stand-in for the MailChannels API (wire-format.md §1.4, §3, §4): the batch
+// A loopback stand-in for the MailChannels API (the requests docs/api-client.md describes): the batch
 // listing with X-Api-Key, real filtering and the real 400 {"errors":[...]} shape, the
 // public-key endpoint, the webhook lifecycle (enroll 201 / 409, list, delete 204, validate,
 // resend, as the API reference describes them), switchable failure modes, and a record of

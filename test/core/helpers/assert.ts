@@ -4,7 +4,7 @@ import type { Test } from 'tap'
 
 type T = Test
 
-/** Asserts a failed verify: exact type, the catalogue's HTTP status through HTTP_STATUS_BY_TYPE, statusCode/data/response null. */
+/** Asserts a failed verify: exact type, the HTTP status of its row in test/README.md through HTTP_STATUS_BY_TYPE, statusCode/data/response null. */
 export function assertRejected (t: T, r: Result<unknown>, type: VerifyErrorType | 'validation_error', status?: number): void {
   t.equal(r.data, null, 'data is null')
   t.ok(r.error !== null, 'an error is returned')

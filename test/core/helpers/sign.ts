@@ -1,13 +1,13 @@
 import crypto, { type KeyObject } from 'node:crypto'
 import { parseDictionary, serializeInnerList, type InnerList } from 'structured-headers'
 
-/** RFC 9421 §B.1.4 test-key-ed25519 (threat-model §3 fixtures). */
+/** RFC 9421 §B.1.4 test-key-ed25519: the key the bad-input tests (test/README.md) sign with. */
 export const TEST_PRIVATE_KEY_PEM = '-----BEGIN PRIVATE KEY-----\nMC4CAQAwBQYDK2VwBCIEIJ+DYvh6SEqVTm50DFtMDoQikTmiCqirVv9mWG9qfSnF\n-----END PRIVATE KEY-----\n'
 export const TEST_PRIVATE_KEY: KeyObject = crypto.createPrivateKey(TEST_PRIVATE_KEY_PEM)
 export const TEST_PUBLIC_KEY = 'MCowBQYDK2VwAyEAJrQLj5P/89iXES9+vFgrIy29clF9CC/oPPsw3c5D0bs='
 export const TEST_PUBLIC_KEY_PEM = crypto.createPublicKey(TEST_PRIVATE_KEY).export({ format: 'pem', type: 'spki' }).toString()
 
-/** Catalogue body B0 (115 bytes) and its digest D0. */
+/** B0, the body the bad-input tests start from (115 bytes), and its digest D0. */
 export const B0 = '[{"email":"s@example.com","customer_handle":"acct_1","timestamp":1700000000,"event":"delivered","request_id":"r1"}]'
 export const D0 = 'sha-256=:xi8L48+r/T6PxlGOh2/1239mkIv+r/1GcIPus7M2piQ=:'
 
@@ -70,7 +70,7 @@ export function p0 (created: number = nowSeconds(), keyId = 'mckey'): string {
   return `("content-digest");created=${created};alg="ed25519";keyid="${keyId}"`
 }
 
-/** A valid catalogue delivery of B0 (or another body). */
+/** A valid delivery of B0 (or another body), signed with the test key. */
 export function validDelivery (body: string | Uint8Array = B0, created: number = nowSeconds(), keyId = 'mckey'): RawDelivery {
   return signRaw({ params: p0(created, keyId), body })
 }

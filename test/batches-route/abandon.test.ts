@@ -1,7 +1,7 @@
 import t, { type Test } from 'tap'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { MailChannels } from '../../src/index.js'
-import { delayed, FAKE_API_KEY, hang, reply, startFakeApi, type FakeApi } from '../client/helpers/fake-api.js'
+import { delayed, FAKE_API_KEY, hang, reply, useFakeApi, type FakeApi } from '../helpers/fake-api.js'
 import { ANSWER_AFTER, ANSWER_ON_DEMAND, frameworks, getAndLeave, rawGet, type Served } from './helpers/servers.js'
 import { within, until } from '../helpers/wait.js'
 
@@ -35,8 +35,9 @@ for (const fw of frameworks) {
     let api: FakeApi
     let route: Served
     let retrying: Served
+    const fake = useFakeApi(t)
     t.before(async () => {
-      api = await startFakeApi()
+      api = fake.api
       // Default timeout (30 s): whatever closes the upstream socket sooner is the cancellation.
       route = await fw.start({ client: new MailChannels(FAKE_API_KEY, { baseUrl: api.url, maxRetries: 0 }), authorize })
       retrying = await fw.start({ client: new MailChannels(FAKE_API_KEY, { baseUrl: api.url, maxRetries: 2, maxRetryDelay: 5000 }), authorize })
@@ -44,12 +45,6 @@ for (const fw of frameworks) {
     t.teardown(async () => {
       await route.close()
       await retrying.close()
-      await api.close()
-    })
-    t.beforeEach(() => {
-      api.requests.length = 0
-      api.queue.length = 0
-      api.always = null
     })
 
     const stillServing = async (t: Test, served: Served): Promise<void> => {

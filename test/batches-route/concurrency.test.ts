@@ -5,7 +5,7 @@ import { batchesRouter } from '../../src/express/index.js'
 import { batchesRoute } from '../../src/fastify/index.js'
 import { DEFAULT_MAX_CONCURRENT } from '../../src/batches-route/core.js'
 import { MailChannels } from '../../src/index.js'
-import { FAKE_API_KEY, gate, startFakeApi, type FakeApi } from '../client/helpers/fake-api.js'
+import { FAKE_API_KEY, gate, startFakeApi, useFakeApi, type FakeApi } from '../helpers/fake-api.js'
 import { frameworks, getAndLeave, rawGet, type Served } from './helpers/servers.js'
 import { until } from '../helpers/wait.js'
 
@@ -21,13 +21,13 @@ for (const fw of frameworks) {
   t.test(fw.name, async (t) => {
     let api: FakeApi
     let route: Served
+    const fake = useFakeApi(t)
     t.before(async () => {
-      api = await startFakeApi()
+      api = fake.api
       route = await fw.start({ client: new MailChannels(FAKE_API_KEY, { baseUrl: api.url, maxRetries: 0 }), authorize, maxConcurrent: 2 })
     })
     t.teardown(async () => {
       await route.close()
-      await api.close()
     })
 
     t.test('full: 503 with Retry-After and no-store, no upstream call; slots come back', async (t) => {
@@ -54,7 +54,6 @@ for (const fw of frameworks) {
     })
 
     t.test('a client that leaves frees its slot', async (t) => {
-      api.requests.length = 0
       const held = gate(api.answer)
       api.always = held.behaviour
       await getAndLeave(route.port, '/webhooks/batches', AUTH, until(() => api.requests.length === 1, 'first call'))

@@ -6,7 +6,7 @@ import { Writable } from 'node:stream'
 import { pino } from 'pino'
 import { batchesRouter } from '../../src/express/index.js'
 import { MailChannels } from '../../src/index.js'
-import { FAKE_API_KEY, startFakeApi } from '../client/helpers/fake-api.js'
+import { FAKE_API_KEY, startFakeApi } from '../helpers/fake-api.js'
 import { authorize, routeSuite, TOKEN, type MountedRoute, type RouteResponse } from './helpers/route-suite.js'
 
 async function listen (app: http.RequestListener): Promise<{ base: string, close: () => Promise<void> }> {

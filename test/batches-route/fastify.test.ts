@@ -3,7 +3,7 @@ import Fastify from 'fastify'
 import { Writable } from 'node:stream'
 import { batchesRoute } from '../../src/fastify/index.js'
 import { MailChannels } from '../../src/index.js'
-import { FAKE_API_KEY, startFakeApi } from '../client/helpers/fake-api.js'
+import { FAKE_API_KEY, startFakeApi } from '../helpers/fake-api.js'
 import { authorize, routeSuite, TOKEN, type MountedRoute } from './helpers/route-suite.js'
 
 function captureStream (): { stream: Writable, text: () => string } {

@@ -1,7 +1,7 @@
 import t from 'tap'
 import { MailChannels } from '../../src/index.js'
 import { linkPath } from '../../src/batches-route/core.js'
-import { FAKE_API_KEY, startFakeApi, type FakeApi } from '../client/helpers/fake-api.js'
+import { FAKE_API_KEY, useFakeApi, type FakeApi } from '../helpers/fake-api.js'
 import { frameworks, parseLinkHeader, rawGet, type Served } from './helpers/servers.js'
 
 // The pagination Link under a parameterised mount (Express `app.use('/t/:tenant', ...)`,
@@ -34,13 +34,13 @@ for (const fw of frameworks) {
   t.test(fw.name, async (t) => {
     let api: FakeApi
     let route: Served
+    const fake = useFakeApi(t)
     t.before(async () => {
-      api = await startFakeApi()
+      api = fake.api
       route = await fw.start({ client: new MailChannels(FAKE_API_KEY, { baseUrl: api.url, maxRetries: 0 }), authorize, mount: '/t/:tenant' })
     })
     t.teardown(async () => {
       await route.close()
-      await api.close()
     })
 
     for (const tenant of TENANTS) {

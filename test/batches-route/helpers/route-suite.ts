@@ -1,6 +1,6 @@
 import type { Test } from 'tap'
 import { MailChannels } from '../../../src/index.js'
-import { FAKE_API_KEY, hang, huge, json, redirect, reply, resetMidBody, sampleBatches, startFakeApi, startStealServer, type FakeApi } from '../../client/helpers/fake-api.js'
+import { FAKE_API_KEY, hang, huge, json, redirect, reply, resetMidBody, sampleBatches, startStealServer, useFakeApi, type FakeApi } from '../../helpers/fake-api.js'
 
 // One behaviour table for both adapters (rows H1-H14, I1, I2 in test/README.md). Each adapter test
 // supplies `start`, which mounts the route at /webhooks/batches with `authorize` below and
@@ -50,20 +50,15 @@ export function routeSuite (t: Test, start: Start): void {
     return r
   }
 
+  const fake = useFakeApi(t)
   t.before(async () => {
-    api = await startFakeApi()
+    api = fake.api
     route = await mount(new MailChannels(FAKE_API_KEY, { baseUrl: api.url, maxRetries: 0 }))
     routeFast = await mount(new MailChannels(FAKE_API_KEY, { baseUrl: api.url, timeout: 200, maxRetries: 0 }))
     routeNoRetry = await mount(new MailChannels(FAKE_API_KEY, { baseUrl: api.url, maxRetries: 2, maxRetryDelay: 2000 }))
   })
   t.teardown(async () => {
     for (const r of all) await r.close()
-    await api.close()
-  })
-  t.beforeEach(() => {
-    api.requests.length = 0
-    api.queue.length = 0
-    api.always = null
   })
 
   const checkErrorBody = (t: Test, res: RouteResponse, status: number, code: string): void => {

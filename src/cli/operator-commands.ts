@@ -4,7 +4,7 @@
 import { parseUtcDate, type WebhooksBatch, type WebhooksBatchStatus } from '../client/batches.js'
 import { isTimeoutError } from '../client/http.js'
 import { MailChannels, MailChannelsError } from '../client/mailchannels.js'
-import type { ReconcileBatchResult, ReconcileOptions, ReconcileReport } from '../client/reconcile.js'
+import type { ReconcileBatchResult, ReconcileOptions, ReconcileReport, ReconcileSettled, ReconcileSkipReason } from '../client/reconcile.js'
 import type { ResentBatch } from '../client/webhooks.js'
 import type { ErrorResponse } from '../errors.js'
 import { BIN, HELP_OPTION, numeric, UsageError, type CommandSpec, type OptionSpec } from './args.js'
@@ -436,12 +436,26 @@ async function resend (c: Context): Promise<number> {
 }
 
 /** A progress display: a bar rewritten in place on a terminal, one plain line per batch otherwise. */
-function progressView (c: Context, stateFile: string | undefined): { update (r: ReconcileBatchResult, done: number, total: number, counts: Record<string, number>): void, end (): void } {
+/** Why a listed batch was not resent because it does not match what was asked for; `null` for the other reasons. */
+function mismatchText (r: ReconcileBatchResult): string | null {
+  if (r.outcome !== 'skipped') return null
+  const reason: ReconcileSkipReason = r.reason
+  if (reason === 'status_not_requested') return `listed as ${terminalText(r.batch.status)}, a status not asked for`
+  if (reason === 'outside_window') return `created at ${terminalText(r.batch.createdAt)}, outside the window`
+  if (reason === 'other_webhook') return `sent to ${terminalText(r.batch.webhook)}, not the --webhook asked for`
+  return null
+}
+
+const isMismatch = (r: ReconcileBatchResult): boolean => mismatchText(r) !== null
+
+function progressView (c: Context, stateFile: string | undefined): { update (r: ReconcileSettled, done: number, total: number, counts: Record<string, number>): void, end (): void } {
   const tty = c.io.tty === true && typeof c.io.write === 'function'
-  const describe = (r: ReconcileBatchResult): string => {
+  const describe = (r: ReconcileSettled): string => {
     if (r.outcome === 'resent') return `${c.paint(GREEN, 'resent')}: ${answered(r.resend)}`
     if (r.outcome === 'failed') return `${c.paint(RED, 'failed')}: ${r.resend !== null ? answered(r.resend) : terminalText(r.error.message)}`
     if (r.reason === 'excluded') return `${c.paint(DIM, 'skipped')}: already resent${stateFile === undefined ? '' : ` (in ${terminalText(stateFile)})`}`
+    const off = mismatchText(r)
+    if (off !== null) return `${c.paint(YELLOW, 'skipped')}: ${off} (not resent)`
     return `${c.paint(DIM, 'skipped')}: ${r.reason.replace('_', ' ')}`
   }
   let drawn = false
@@ -549,23 +563,38 @@ function summarize (c: Context, report: ReconcileReport, dryRun: boolean, stateF
     return ok ? 0 : 1
   }
   const span = `created from ${window.createdAfter} to ${window.createdBefore}`
+  // Batches the listing returned although they do not match what was asked for: never resent.
+  const mismatched = report.batches.filter(isMismatch).length
+  const warnMismatched = (): void => {
+    if (mismatched === 0) return
+    c.io.err(`${BIN} reconcile: ${c.paint(YELLOW, `the listing returned ${plural(mismatched, 'batch', 'batches')} outside the window or filters asked for`)} (${dryRun ? 'they would not be resent' : 'skipped, not resent'}: the API may have ignored the query; rerun with --json to see them).\n`)
+  }
+  const failedBatches = summary.total - mismatched
   if (dryRun) {
     const pending = report.batches.filter((b) => b.outcome === 'skipped' && b.reason === 'dry_run').map((b) => b.batch)
     if (pending.length > 0) for (const line of batchTable(pending, c.paint)) c.io.out(line)
-    const excluded = summary.total - pending.length
+    const excluded = report.batches.filter((b) => b.outcome === 'skipped' && b.reason === 'excluded').length
     c.io.out(`${plural(pending.length, 'failed batch', 'failed batches')} would be resent (${span})${excluded > 0 ? `; ${excluded} already resent, skipped` : ''}. Nothing was resent (--dry-run).`)
+    warnMismatched()
     return 0
   }
-  if (summary.total === 0) {
+  if (failedBatches === 0) {
     c.io.out(`no failed batch ${span}: nothing to resend`)
+    warnMismatched()
     return 0
   }
-  const parts = [`resent ${summary.resent}`, summary.failed > 0 ? c.paint(RED, `failed ${summary.failed}`) : 'failed 0', `skipped ${summary.skipped}`]
-  c.io.out(c.paint(BOLD, `${parts.join(', ')} of ${plural(summary.total, 'failed batch', 'failed batches')} ${span}`))
+  const parts = [
+    `resent ${summary.resent}`,
+    summary.failed > 0 ? c.paint(RED, `failed ${summary.failed}`) : 'failed 0',
+    `skipped ${summary.skipped - mismatched}`,
+    ...(summary.notAttempted > 0 ? [c.paint(YELLOW, `not attempted ${summary.notAttempted}`)] : []),
+  ]
+  c.io.out(c.paint(BOLD, `${parts.join(', ')} of ${plural(failedBatches, 'failed batch', 'failed batches')} ${span}`))
+  warnMismatched()
   if (stopped !== null) c.io.err(`${BIN} reconcile: ${c.paint(YELLOW, terminalText(stopped.message))}\n`)
   if (!ok) {
     c.io.err(stateFile === undefined
-      ? `Run it again to retry what failed; add --state <file> so a rerun skips what was resent.\n`
+      ? `Run it again to retry what failed${summary.notAttempted > 0 ? ' and what was not attempted' : ''}; add --state <file> so a rerun skips what was resent.\n`
       : `Run it again with --state ${terminalText(stateFile)}: what was resent is skipped.\n`)
   }
   return ok ? 0 : 1

@@ -1,7 +1,7 @@
 // reconcile: find every batch whose delivery failed in a window and resend each one once,
 // politely (bounded concurrency, a rate limit, a stop on auth errors or repeated failures).
 import { localError, type ErrorResponse, type Result } from '../errors.js'
-import { buildBatchesQuery, MAX_LIMIT, parseDateInput, type BatchesOptions, type WebhooksBatch, type WebhooksBatchStatus } from './batches.js'
+import { batchResponseStatus, buildBatchesQuery, MAX_LIMIT, parseDateInput, type BatchesOptions, type WebhooksBatch, type WebhooksBatchStatus } from './batches.js'
 import { abortedError, isAbortSignal, isRecord, sleep } from './http.js'
 import type { RequestOptions } from './request-options.js'
 import { checkBatchId, type ResendBatchOptions, type ResentBatch } from './webhooks.js'
@@ -64,7 +64,7 @@ export interface ReconcileOptions {
   exclude?: Iterable<number | string>
   /**
    * Stops the run between batches: resends in flight finish (and are reported), no new one
-   * starts, the rest are reported `skipped` (`not_attempted`). During the listing it cancels
+   * starts, the rest are reported `not_attempted`. During the listing it cancels
    * the call, which then resolves an aborted `application_error`.
    * @default none
    */
@@ -88,14 +88,23 @@ export interface ReconcileOptions {
   retryNonIdempotent?: boolean
 }
 
-/** Why a batch was not resent. */
+/**
+ * Why a batch was not resent. Every listed batch is checked against the filters asked for
+ * before it is resent: a listing that ignored them (a proxy, a changed query, a buggy API)
+ * never makes reconcile resend a delivered batch, or one outside the window or of another
+ * endpoint.
+ */
 export type ReconcileSkipReason =
   /** Its id is in `exclude`. */
   | 'excluded'
   /** `dryRun` is set. */
   | 'dry_run'
-  /** The run stopped (aborted, auth error, repeated failures) before its turn. */
-  | 'not_attempted'
+  /** Listed with a status not among `statuses` (e.g. `2xx_response`: delivered). */
+  | 'status_not_requested'
+  /** Its `createdAt` is not inside the window (or not an ISO 8601 date-time). */
+  | 'outside_window'
+  /** Sent to another endpoint than the `webhook` asked for. */
+  | 'other_webhook'
 
 /** What happened to one batch. */
 export type ReconcileBatchResult =
@@ -108,6 +117,11 @@ export type ReconcileBatchResult =
    */
   | { outcome: 'failed', batchId: number, batch: WebhooksBatch, error: ErrorResponse, resend: ResentBatch | null }
   | { outcome: 'skipped', batchId: number, batch: WebhooksBatch, reason: ReconcileSkipReason }
+  /** Never tried: the run stopped (aborted, auth error, repeated failures) before its turn. */
+  | { outcome: 'not_attempted', batchId: number, batch: WebhooksBatch }
+
+/** What happened to a batch whose turn came: all outcomes but `not_attempted`. */
+export type ReconcileSettled = Exclude<ReconcileBatchResult, { outcome: 'not_attempted' }>
 
 /** What `onProgress` receives. */
 export interface ReconcileProgress {
@@ -116,8 +130,8 @@ export interface ReconcileProgress {
   /** Batches to settle in all (distinct batch ids listed). */
   total: number
   batch: WebhooksBatch
-  outcome: ReconcileBatchResult['outcome']
-  result: ReconcileBatchResult
+  outcome: ReconcileSettled['outcome']
+  result: ReconcileSettled
 }
 
 /** Why a run stopped early. */
@@ -135,7 +149,8 @@ export interface ReconcileReport {
   window: { createdAfter: string, createdBefore: string }
   /** One entry per distinct batch id, in listing order (a batch listed once per attempt counts once). */
   batches: ReconcileBatchResult[]
-  summary: { total: number, resent: number, failed: number, skipped: number }
+  /** How many batches had each outcome; `total` is their sum. */
+  summary: { total: number, resent: number, failed: number, skipped: number, notAttempted: number }
   /** Set when the run stopped before every batch was tried. */
   stopped: ReconcileStop | null
 }
@@ -150,6 +165,8 @@ const OPTION_NAMES = ['createdAfter', 'createdBefore', 'statuses', 'webhook', 'd
 
 interface Plan {
   listing: BatchesOptions
+  /** The window and filters again, to check each listed batch against. */
+  check: { afterMs: number, beforeMs: number, statuses: ReadonlySet<string>, webhook: string | undefined }
   window: { createdAfter: string, createdBefore: string }
   dryRun: boolean
   concurrency: number
@@ -218,6 +235,7 @@ function plan (options: unknown, now: number): { plan: Plan, error: null } | { p
   return {
     plan: {
       listing,
+      check: { afterMs: after?.ms ?? afterMs, beforeMs, statuses: new Set((statuses as WebhooksBatchStatus[]).map(batchResponseStatus)), webhook: o.webhook },
       window,
       dryRun: o.dryRun ?? false,
       concurrency,
@@ -256,6 +274,18 @@ async function listAll (client: ReconcileClient, p: Plan): Promise<Result<Webhoo
   }
 }
 
+// ISO 8601 date-time with a zone, as the service writes created_at.
+const DATE_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?(?:Z|[+-]\d{2}:\d{2})$/
+
+/** Why a listed batch does not match what was asked for; `null` when it does. */
+function mismatch (batch: WebhooksBatch, check: Plan['check']): ReconcileSkipReason | null {
+  if (!check.statuses.has(batch.status)) return 'status_not_requested'
+  const at = DATE_TIME.test(batch.createdAt) ? Date.parse(batch.createdAt) : NaN
+  if (!(at >= check.afterMs && at < check.beforeMs)) return 'outside_window'
+  if (check.webhook !== undefined && batch.webhook !== check.webhook) return 'other_webhook'
+  return null
+}
+
 /** Errors about one batch: they do not count towards `stopAfterFailures`. */
 function isBatchSpecific (error: ErrorResponse): boolean {
   return error.type === 'validation_error' || [400, 404, 409, 410, 422].includes(error.statusCode ?? 0)
@@ -292,7 +322,7 @@ export async function reconcile (client: ReconcileClient, options?: ReconcileOpt
       return queue
     }
 
-    const settle = (i: number, result: ReconcileBatchResult): void => {
+    const settle = (i: number, result: ReconcileSettled): void => {
       results[i] = result
       done++
       try {
@@ -304,7 +334,7 @@ export async function reconcile (client: ReconcileClient, options?: ReconcileOpt
     const stop = (s: ReconcileStop): void => { stopped ??= s }
     const halted = (): boolean => {
       if (stopped === null && p.signal?.aborted === true) {
-        stop({ reason: 'aborted', message: 'Stopped: the signal fired. Batches not attempted are listed as skipped; run reconcile again to resend them.', error: null })
+        stop({ reason: 'aborted', message: 'Stopped: the signal fired. Batches not attempted are reported as such; run reconcile again to resend them.', error: null })
       }
       return stopped !== null
     }
@@ -347,20 +377,22 @@ export async function reconcile (client: ReconcileClient, options?: ReconcileOpt
         if (halted()) return
         const i = cursor++
         const batch = batches[i]!
-        if (p.exclude.has(batch.batchId)) settle(i, { outcome: 'skipped', batchId: batch.batchId, batch, reason: 'excluded' })
+        const off = mismatch(batch, p.check)
+        if (off !== null) settle(i, { outcome: 'skipped', batchId: batch.batchId, batch, reason: off })
+        else if (p.exclude.has(batch.batchId)) settle(i, { outcome: 'skipped', batchId: batch.batchId, batch, reason: 'excluded' })
         else if (p.dryRun) settle(i, { outcome: 'skipped', batchId: batch.batchId, batch, reason: 'dry_run' })
         else await resendOne(i, batch)
       }
     }
     await Promise.all(Array.from({ length: Math.min(p.concurrency, Math.max(1, batches.length)) }, worker))
 
-    const final: ReconcileBatchResult[] = batches.map((batch, i) => results[i] ?? { outcome: 'skipped', batchId: batch.batchId, batch, reason: 'not_attempted' })
+    const final: ReconcileBatchResult[] = batches.map((batch, i) => results[i] ?? { outcome: 'not_attempted', batchId: batch.batchId, batch })
     const count = (outcome: ReconcileBatchResult['outcome']): number => final.filter((r) => r.outcome === outcome).length
     return {
       data: {
         window: p.window,
         batches: final,
-        summary: { total: final.length, resent: count('resent'), failed: count('failed'), skipped: count('skipped') },
+        summary: { total: final.length, resent: count('resent'), failed: count('failed'), skipped: count('skipped'), notAttempted: count('not_attempted') },
         stopped,
       },
       error: null,

@@ -37,6 +37,7 @@ function batch (id: number, status: string, code: number | null, extra: Record<s
 
 let listing: unknown = { webhook_batches: [] }
 let resend: (id: number, res: ServerResponse) => void = () => {}
+const resent: number[] = []
 let override: ((req: IncomingMessage, res: ServerResponse) => boolean) | null = null
 const send = (res: ServerResponse, status: number, body: unknown): void => {
   const text = JSON.stringify(body)
@@ -53,7 +54,10 @@ const server = http.createServer((req, res) => {
   }
   if (req.method === 'GET' && url.pathname === '/tx/v1/webhook-batch') return send(res, 200, listing)
   const m = /^\/tx\/v1\/webhook-batch\/(\d+)\/resend$/.exec(url.pathname)
-  if (req.method === 'POST' && m !== null) return resend(Number(m[1]), res)
+  if (req.method === 'POST' && m !== null) {
+    resent.push(Number(m[1]))
+    return resend(Number(m[1]), res)
+  }
   send(res, 404, { errors: ['not found'] })
 })
 let base = ''
@@ -64,6 +68,7 @@ t.before(async () => {
 t.teardown(() => new Promise<void>((resolve) => { server.closeAllConnections(); server.close(() => resolve()) }))
 t.beforeEach(() => {
   override = null
+  resent.length = 0
   listing = { webhook_batches: [] }
   resend = (id, res) => send(res, 200, { batch_id: id, customer_handle: 'acme', webhook: URL_EVIL, created_at: '2026-01-18T01:00:00Z', event_count: 1, duration_in_ms: 5, status_code: 200 })
 })
@@ -152,4 +157,39 @@ t.test('upstream error messages: C1 and bidi characters from an error body are e
   const asJson = await mc('list', '--json')
   t.notMatch(asJson.stdout, RAW)
   t.match(JSON.parse(asJson.stdout), { data: null, error: { statusCode: 400 } })
+})
+
+t.test('reconcile re-checks what the listing returns: a delivered batch, batches from 2019 and 2099, another endpoint\'s are skipped, never resent', async (t) => {
+  const recent = new Date(Date.now() - 3600_000).toISOString()
+  const mine = 'https://hooks.example.com/mine'
+  // The listing ignores every filter: the same list whatever the query.
+  listing = {
+    webhook_batches: [
+      batch(1, '5xx_response', 503, { created_at: recent, webhook: mine }),
+      batch(2, '2xx_response', 200, { created_at: recent, webhook: mine }),
+      batch(3, 'no_response', null, { created_at: '2019-05-01T00:00:00Z', webhook: mine }),
+      batch(4, '4xx_response', 404, { created_at: '2099-05-01T00:00:00Z', webhook: mine }),
+      batch(5, '5xx_response', 500, { created_at: recent, webhook: 'https://hooks.example.com/other' }),
+    ],
+  }
+  const run = await mc('reconcile', '--since', '1d', '--webhook', mine, '--yes', '--rate', '100')
+  t.equal(run.code, 0, run.stderr)
+  t.same(resent, [1], 'only the batch that matches the window, the statuses and the endpoint')
+  assertFiltered(t, run, 'reconcile with a listing that ignores its filters')
+  t.match(run.stdout, /^\[2\/5\] batch 2 skipped: listed as 2xx_response, a status not asked for \(not resent\)$/m)
+  t.match(run.stdout, /^\[3\/5\] batch 3 skipped: created at 2019-05-01T00:00:00Z, outside the window \(not resent\)$/m)
+  t.match(run.stdout, /^\[4\/5\] batch 4 skipped: created at 2099-05-01T00:00:00Z, outside the window \(not resent\)$/m)
+  t.match(run.stdout, /^\[5\/5\] batch 5 skipped: sent to https:\/\/hooks\.example\.com\/other, not the --webhook asked for \(not resent\)$/m)
+  t.match(run.stdout, /^resent 1, failed 0, skipped 0 of 1 failed batch created from /m)
+  t.match(run.stderr, /^mailchannels-webhooks reconcile: the listing returned 4 batches outside the window or filters asked for \(skipped, not resent: the API may have ignored the query; rerun with --json to see them\)\.\n$/)
+
+  resent.length = 0
+  const dry = await mc('reconcile', '--since', '1d', '--webhook', mine, '--dry-run')
+  t.equal(dry.code, 0, dry.stderr)
+  t.match(dry.stdout, /\n1 failed batch would be resent \(created from .*\)\. Nothing was resent \(--dry-run\)\.\n$/)
+  t.match(dry.stderr, /the listing returned 4 batches outside the window or filters asked for \(they would not be resent/)
+  const asJson = await mc('reconcile', '--since', '1d', '--webhook', mine, '--yes', '--rate', '100', '--json')
+  t.same(JSON.parse(asJson.stdout).data.batches.map((b: { batchId: number, outcome: string, reason?: string }) => [b.batchId, b.outcome, b.reason ?? null]), [
+    [1, 'resent', null], [2, 'skipped', 'status_not_requested'], [3, 'skipped', 'outside_window'], [4, 'skipped', 'outside_window'], [5, 'skipped', 'other_webhook'],
+  ])
 })

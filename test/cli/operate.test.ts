@@ -244,7 +244,7 @@ t.test('reconcile stops on 401 and says what to do; API and network failures exi
   const stopped = await mc('reconcile', ...WINDOW, '--yes', '--rate', '100')
   t.equal(stopped.code, 1)
   t.equal(api.requests.filter((r) => r.url.endsWith('/resend')).length, 1)
-  t.match(stopped.stdout, /^\[1\/9\] batch 1001 failed: Authorization required\. bad key\nresent 0, failed 1, skipped 8 of 9 failed batches/)
+  t.match(stopped.stdout, /^\[1\/9\] batch 1001 failed: Authorization required\. bad key\nresent 0, failed 1, skipped 0, not attempted 8 of 9 failed batches/, 'the batches never tried are "not attempted", not "skipped"')
   t.match(stopped.stderr, /^mailchannels-webhooks reconcile: Stopped: the API refused the API key \(HTTP 401\)\. Check MAILCHANNELS_API_KEY and its permissions, then run reconcile again\.\n/)
   api.always = null
 

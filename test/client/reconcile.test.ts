@@ -59,7 +59,7 @@ t.test('resends every failed batch of the window once, with its customer handle;
   const report = r.data!
   t.same(report.window, WINDOW)
   t.same(report.batches.map((b) => [b.batchId, b.outcome]), FAILED.map((id) => [id, 'resent']))
-  t.same(report.summary, { total: 9, resent: 9, failed: 0, skipped: 0 })
+  t.same(report.summary, { total: 9, resent: 9, failed: 0, skipped: 0, notAttempted: 0 })
   t.equal(report.stopped, null)
   t.same(resentIds(), FAILED, 'each failed batch resent once, in listing order')
   t.ok(resendRequests().every((req) => req.headers['x-customer-handle'] === 'acme'), 'X-Customer-Handle is the batch\'s handle')
@@ -86,7 +86,7 @@ t.test('every page, whatever their number: 1,100 failed batches over three pages
   const exclude = new Set(manyFailed(1100).map((b) => b.batch_id).filter((id) => !wanted.includes(id)))
   const r = await client.webhooks.reconcile({ ...FAST, exclude })
   t.same(resentIds(), wanted)
-  t.same(r.data!.summary, { total: 1100, resent: 3, failed: 0, skipped: 1097 })
+  t.same(r.data!.summary, { total: 1100, resent: 3, failed: 0, skipped: 1097, notAttempted: 0 })
 })
 
 t.test('exclude: ids resent by an earlier run are skipped (numbers or decimal strings), so a rerun resends nothing twice', async (t) => {
@@ -97,7 +97,7 @@ t.test('exclude: ids resent by an earlier run are skipped (numbers or decimal st
   const rerun = await client.webhooks.reconcile({ ...FAST, exclude: [...resent.slice(0, 5), ...resent.slice(5).map(String)] })
   t.equal(resendRequests().length, 0, 'nothing resent twice')
   t.ok(rerun.data!.batches.every((b) => b.outcome === 'skipped' && b.reason === 'excluded'))
-  t.same(rerun.data!.summary, { total: 9, resent: 0, failed: 0, skipped: 9 })
+  t.same(rerun.data!.summary, { total: 9, resent: 0, failed: 0, skipped: 9, notAttempted: 0 })
 })
 
 t.test('a batch listed once per attempt is resent once', async (t) => {
@@ -173,8 +173,8 @@ t.test('abort midway: the resend in flight finishes, no new one starts, the rest
   t.equal(r.error, null)
   t.same(resentIds(), FAILED.slice(0, 3))
   t.match(r.data!.stopped, { reason: 'aborted', error: null, message: /^Stopped: the signal fired\./ })
-  t.same(r.data!.summary, { total: 9, resent: 3, failed: 0, skipped: 6 })
-  t.ok(r.data!.batches.slice(3).every((b) => b.outcome === 'skipped' && b.reason === 'not_attempted'))
+  t.same(r.data!.summary, { total: 9, resent: 3, failed: 0, skipped: 0, notAttempted: 6 })
+  t.same(r.data!.batches.slice(3).map((b) => b.outcome), Array(6).fill('not_attempted'), 'never tried: not_attempted, not skipped')
 
   // Aborted while waiting for its rate-limit slot: stops at once.
   api.requests.length = 0
@@ -203,7 +203,7 @@ t.test('401 or 403 on a resend: stops at once and says to check the key', async 
     const r = await client.webhooks.reconcile({ ...FAST, concurrency: 1 })
     t.equal(resendRequests().length, 1, `${status}: one resend, then stop`)
     t.match(r.data!.stopped, { reason: 'auth_error', error: { statusCode: status }, message: new RegExp(`^Stopped: the API refused the API key \\(HTTP ${status}\\)\\. Check MAILCHANNELS_API_KEY`) })
-    t.same(r.data!.summary, { total: 9, resent: 0, failed: 1, skipped: 8 })
+    t.same(r.data!.summary, { total: 9, resent: 0, failed: 1, skipped: 0, notAttempted: 8 })
     t.match(r.data!.batches[0], { outcome: 'failed', error: { statusCode: status }, resend: null })
   }
   api.always = null
@@ -218,14 +218,14 @@ t.test('repeated failures stop the run; errors about one batch do not count', as
   const r = await client.webhooks.reconcile({ ...FAST, stopAfterFailures: 3 })
   t.equal(resendRequests().length, 3, 'three 503s in a row, then stop (a POST is not retried)')
   t.match(r.data!.stopped, { reason: 'repeated_failures', error: { statusCode: 503 }, message: /^Stopped after 3 failed resends in a row/ })
-  t.same(r.data!.summary, { total: 9, resent: 0, failed: 3, skipped: 6 })
+  t.same(r.data!.summary, { total: 9, resent: 0, failed: 3, skipped: 0, notAttempted: 6 })
 
   api.requests.length = 0
   api.always = onResend(reply(404, { errors: ['Batch not found'] }))
   const gone = await client.webhooks.reconcile({ ...FAST, stopAfterFailures: 2 })
   t.equal(resendRequests().length, 9, '404s are about one batch each: the run goes on')
   t.equal(gone.data!.stopped, null)
-  t.same(gone.data!.summary, { total: 9, resent: 0, failed: 9, skipped: 0 })
+  t.same(gone.data!.summary, { total: 9, resent: 0, failed: 9, skipped: 0, notAttempted: 0 })
 })
 
 t.test('the endpoint still failing: delivery_failed per batch, and a stop after the default 5 in a row', async (t) => {
@@ -271,7 +271,7 @@ t.test('options are validated first: validation_error, no HTTP call', async (t) 
 t.test('nothing failed: an empty report, no resend', async (t) => {
   api.batches = api.batches.filter((b) => b.status === '2xx_response')
   const r = await client.webhooks.reconcile(FAST)
-  t.same(r.data, { window: WINDOW, batches: [], summary: { total: 0, resent: 0, failed: 0, skipped: 0 }, stopped: null })
+  t.same(r.data, { window: WINDOW, batches: [], summary: { total: 0, resent: 0, failed: 0, skipped: 0, notAttempted: 0 }, stopped: null })
   t.equal(resendRequests().length, 0)
 })
 
@@ -283,4 +283,42 @@ t.test('a listing that repeats the same full page is refused, not looped on', as
   }
   t.match(await client.webhooks.reconcile({ ...WINDOW, dryRun: true }), { data: null, error: { type: 'api_error', message: /repeats the same page/ } })
   t.equal(api.batchRequests().length, 2)
+})
+
+t.test('a listing that ignores its filters: every batch re-checked, what does not match is skipped with the reason and never resent', async (t) => {
+  const [wanted] = manyFailed(1, 70_000)
+  const delivered = { ...wanted!, batch_id: 70_001, status: '2xx_response', status_code: 200 }
+  const old = { ...wanted!, batch_id: 70_002, created_at: '2019-03-01T00:00:00.000Z' }
+  const future = { ...wanted!, batch_id: 70_003, created_at: '2099-01-01T00:00:00Z' }
+  const otherEndpoint = { ...wanted!, batch_id: 70_004, webhook: 'https://elsewhere.example/h' }
+  const fourXx = { ...wanted!, batch_id: 70_005, status: '4xx_response', status_code: 404 }
+  const atEnd = { ...wanted!, batch_id: 70_006, created_at: '2026-01-20T00:00:00Z' }
+  const unreadable = { ...wanted!, batch_id: 70_007, created_at: 'yesterday' }
+  const everything = [wanted!, delivered, old, future, otherEndpoint, fourXx, atEnd, unreadable]
+  api.always = (req, res) => {
+    // Whatever the query asks, the same list.
+    if ((req.url ?? '').startsWith('/tx/v1/webhook-batch?')) reply(200, { webhook_batches: everything })(req, res)
+    else api.answer(req, res)
+  }
+  api.batches = everything
+  const r = await client.webhooks.reconcile({ ...FAST, statuses: ['no_response', '5xx'], webhook: 'https://hooks.example.com/a' })
+  t.equal(r.error, null)
+  t.same(resentIds(), [70_000], 'only the batch that matches every filter is resent')
+  t.same(r.data!.batches.map((b) => [b.batchId, b.outcome, b.outcome === 'skipped' ? b.reason : null]), [
+    [70_000, 'resent', null],
+    [70_001, 'skipped', 'status_not_requested'],
+    [70_002, 'skipped', 'outside_window'],
+    [70_003, 'skipped', 'outside_window'],
+    [70_004, 'skipped', 'other_webhook'],
+    [70_005, 'skipped', 'status_not_requested'],
+    [70_006, 'skipped', 'outside_window'],
+    [70_007, 'skipped', 'outside_window'],
+  ])
+  t.same(r.data!.summary, { total: 8, resent: 1, failed: 0, skipped: 7, notAttempted: 0 })
+
+  // A dry run reports the same: none of them would be resent.
+  api.requests.length = 0
+  const dry = await client.webhooks.reconcile({ ...WINDOW, dryRun: true })
+  t.same(dry.data!.batches.filter((b) => b.outcome === 'skipped' && b.reason === 'dry_run').map((b) => b.batchId), [70_000, 70_004, 70_005], 'with the default statuses and no endpoint filter')
+  t.equal(resendRequests().length, 0)
 })

@@ -10,8 +10,6 @@ const KNOWN = new Set<string>([
   'processed', 'delivered', 'open', 'click', 'hard-bounced', 'soft-bounced', 'dropped', 'complained', 'unsubscribed', 'test',
 ] satisfies WebhookEventType[])
 
-/** Keys mapped on every event; anything else goes to `fields` of an unknown event. */
-const COMMON_KEYS = new Set(['event', 'customer_handle', 'timestamp', 'email', 'request_id', 'smtp_id', 'campaign_id', 'recipients'])
 
 const invalid = (message: string): VerificationError => new VerificationError('invalid_payload', message)
 const POISONED = 'The body contains a forbidden "__proto__" or "constructor.prototype" key.'
@@ -56,7 +54,8 @@ function countUpTo (text: string, ch: string, limit: number): number {
  * Decodes and parses *verified* bytes into typed events.
  * Fatal UTF-8 (no BOM), prototype-safe JSON, a top-level array of at most `maxEvents`
  * flat event objects; every `customer_handle` must pass `allowCustomer`.
- * Events are rebuilt from known keys, so nothing from the body is spread into them.
+ * Events are rebuilt from known keys, so nothing from the body is spread into them; the keys an
+ * event's type does not model are copied into its `fields`, as sent.
  */
 export function parseEvents (body: Uint8Array, maxEvents: number, allowCustomer: CustomerHandlePolicy | null): WebhookEvent[] {
   if (body.length === 0) throw invalid('The body is empty; expected a JSON array of events.')
@@ -97,6 +96,25 @@ function optString (v: unknown, key: string, i: number): string | undefined {
   return v
 }
 
+/** The wire keys every event carries as typed properties (an unknown type: only these). */
+const COMMON_KEYS = ['event', 'customer_handle', 'timestamp', 'email', 'request_id', 'smtp_id', 'campaign_id', 'recipients']
+/** The wire keys each type carries as typed properties; anything else the event holds goes to its `fields`. */
+const TYPED_KEYS: ReadonlyMap<string, ReadonlySet<string>> = new Map([
+  ['click', new Set([...COMMON_KEYS, 'url', 'user_agent', 'ip'])],
+  ['open', new Set([...COMMON_KEYS, 'user_agent', 'ip'])],
+  ...['hard-bounced', 'soft-bounced', 'dropped'].map((type) => [type, new Set([...COMMON_KEYS, 'status', 'reason'])] as const),
+])
+const COMMON = new Set(COMMON_KEYS)
+
+/**
+ * Events are plain objects made by this constructor, whose prototype is `Object.prototype`: the
+ * same objects as a literal gives (prototype, own properties, their order), but V8 sizes a
+ * constructor's objects for the properties they end up with (in-object slack tracking), so the
+ * optional properties added one by one need no separate backing store. This runs once per event.
+ */
+const TypedEvent = function TypedEvent () {} as unknown as new () => Record<string, unknown>
+TypedEvent.prototype = Object.prototype
+
 /** Maps one wire event (snake_case) to a `WebhookEvent`. Exported for the test kit and property tests. */
 export function toEvent (raw: unknown, i: number): WebhookEvent {
   if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) throw invalid(`Event ${i} is not a JSON object.`)
@@ -110,17 +128,22 @@ export function toEvent (raw: unknown, i: number): WebhookEvent {
     throw invalid(`Event ${i}: "timestamp" must be a non-negative integer (Unix seconds).`)
   }
 
-  // Plain assignments in a fixed order (no helper per key): this runs once per event,
-  // up to maxEvents times per delivery, and keeps the events' shapes few.
-  const event: Record<string, unknown> = { event: name, customerHandle, timestamp }
+  // Plain assignments in a fixed order (no helper per key): this runs once per event, up to
+  // maxEvents times per delivery, and keeps the events' shapes few. `typed` counts the wire
+  // keys taken as typed properties: when the event holds more keys, the rest go to `fields`.
+  const event = new TypedEvent()
+  event.event = name
+  event.customerHandle = customerHandle
+  event.timestamp = timestamp
+  let typed = 3
   let v = optString(r.email, 'email', i)
-  if (v !== undefined) event.email = v
+  if (v !== undefined) { event.email = v; typed++ }
   v = optString(r.request_id, 'request_id', i)
-  if (v !== undefined) event.requestId = v
+  if (v !== undefined) { event.requestId = v; typed++ }
   v = optString(r.smtp_id, 'smtp_id', i)
-  if (v !== undefined) event.smtpId = v
+  if (v !== undefined) { event.smtpId = v; typed++ }
   v = optString(r.campaign_id, 'campaign_id', i)
-  if (v !== undefined) event.campaignId = v
+  if (v !== undefined) { event.campaignId = v; typed++ }
   const recipients = r.recipients
   if (recipients !== undefined && recipients !== null) {
     if (!Array.isArray(recipients)) throw invalid(`Event ${i}: "recipients" must be an array of strings.`)
@@ -131,35 +154,84 @@ export function toEvent (raw: unknown, i: number): WebhookEvent {
       copy[j] = x
     }
     event.recipients = copy
+    typed++
   }
 
   switch (name) {
     case 'click':
       v = optString(r.url, 'url', i)
-      if (v !== undefined) event.url = v
+      if (v !== undefined) { event.url = v; typed++ }
     // falls through: a click carries what an open carries
     case 'open':
       v = optString(r.user_agent, 'user_agent', i)
-      if (v !== undefined) event.userAgent = v
+      if (v !== undefined) { event.userAgent = v; typed++ }
       v = optString(r.ip, 'ip', i)
-      if (v !== undefined) event.ip = v
+      if (v !== undefined) { event.ip = v; typed++ }
       break
     case 'hard-bounced':
     case 'soft-bounced':
     case 'dropped':
       v = optString(r.status, 'status', i)
-      if (v !== undefined) event.status = v
+      if (v !== undefined) { event.status = v; typed++ }
       v = optString(r.reason, 'reason', i)
-      if (v !== undefined) event.reason = v
+      if (v !== undefined) { event.reason = v; typed++ }
       break
     default:
       if (!KNOWN.has(name)) {
-        const fields: Record<string, unknown> = {}
-        for (const key of Object.keys(r)) if (!COMMON_KEYS.has(key)) fields[key] = r[key]
         event.event = 'unknown'
         event.eventName = name
-        event.fields = fields
+        event.fields = otherFields(r, COMMON, i)
+        return event as unknown as WebhookEvent
       }
+  }
+  // Counting keys costs no allocation; only an event with keys left over pays for `fields`.
+  let keys = 0
+  for (const _ in r) keys++
+  if (keys !== typed) {
+    const fields = otherFields(r, TYPED_KEYS.get(name) ?? COMMON, i)
+    if (Object.keys(fields).length > 0) event.fields = fields
   }
   return event as unknown as WebhookEvent
 }
+
+/**
+ * The event's keys that are not typed properties, with their values as sent: keys the type does
+ * not model, and modelled keys sent as `null`. Every number in them must be finite.
+ */
+function otherFields (r: Record<string, unknown>, typedKeys: ReadonlySet<string>, i: number): Record<string, unknown> {
+  const fields: Record<string, unknown> = {}
+  for (const key of Object.keys(r)) {
+    const value = r[key]
+    if (typedKeys.has(key) && value !== null) continue
+    assertFinite(value, key, i)
+    // An own "__proto__" key (refused in a body, possible in an object handed to toEvent) stays data.
+    if (key === '__proto__') Object.defineProperty(fields, key, { value, enumerable: true, writable: true, configurable: true })
+    else fields[key] = value
+  }
+  return fields
+}
+
+/**
+ * Refuses a number JSON.parse could only give as ±Infinity (`1e400`): no double holds it, so the
+ * event could not be kept apart from one that sends `1e401`, and JSON (a queue, a log, a database)
+ * would write it back as `null`, a different event. Iterative: values may nest to any depth.
+ */
+function assertFinite (value: unknown, key: string, i: number): void {
+  if (typeof value !== 'object' || value === null) {
+    if (typeof value === 'number' && !Number.isFinite(value)) throw outOfRange(key, i)
+    return
+  }
+  const stack: object[] = [value]
+  while (stack.length > 0) {
+    const node = stack.pop() as Record<string, unknown> | unknown[]
+    const items = Array.isArray(node) ? node : Object.values(node)
+    for (let j = 0; j < items.length; j++) {
+      const item = items[j]
+      if (typeof item === 'object' && item !== null) stack.push(item)
+      else if (typeof item === 'number' && !Number.isFinite(item)) throw outOfRange(key, i)
+    }
+  }
+}
+
+const outOfRange = (key: string, i: number): VerificationError =>
+  invalid(`Event ${i}: ${JSON.stringify(key)} holds a number out of range (it has no finite double value, e.g. 1e400).`)

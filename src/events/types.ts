@@ -28,6 +28,14 @@ export interface WebhookEventBase {
   smtpId?: string
   campaignId?: string
   recipients?: string[]
+  /**
+   * Every field of the event as sent that it does not carry as a typed property: snake_case keys,
+   * values as sent. On a known type, present only when there is one: a field this version does not
+   * model (`message_id`, a field the service adds later) or a modelled one sent as `null`. These
+   * fields take part in `eventFingerprint`, so an event is never mistaken for another that differs
+   * only there.
+   */
+  fields?: Readonly<Record<string, unknown>>
 }
 
 export interface ProcessedEvent extends WebhookEventBase { event: 'processed' }
@@ -55,7 +63,7 @@ export interface UnknownWebhookEvent extends WebhookEventBase {
   event: 'unknown'
   /** The `event` value as sent. */
   eventName: string
-  /** Every field of the event other than the common ones, as sent (snake_case keys). */
+  /** Every field of the event other than the common ones (and common ones sent as `null`), as sent (snake_case keys). */
   fields: Record<string, unknown>
 }
 

@@ -1,99 +1,202 @@
 import { hashBase64url } from '#crypto'
 import type { WebhookEvent } from '../events/types.js'
 
-/**
- * The fields hashed by `eventFingerprint`, in this order (camelCase names as on
- * `WebhookEvent`). Absent fields are skipped; `recipients` is sorted.
- */
-export const FINGERPRINT_FIELDS = [
-  'event', 'customerHandle', 'timestamp', 'requestId', 'smtpId', 'email', 'campaignId', 'recipients',
-  'url', 'ip', 'userAgent', 'status', 'reason',
-] as const
-
-const VERSION = 'mcwh-event-v1'
+/** Pins the definition below: a change to the canonical form is a new tag. */
+const VERSION = 'mcwh-event-v2'
 
 /**
  * A stable identifier for one event, for business-level idempotency: MailChannels events
  * carry no id, and a resent delivery is re-signed (new `created`, new signature), so the
  * replay store cannot recognise it while its events are identical.
  *
- * SHA-256 (base64url, 43 characters) over a canonical JSON serialisation of
- * `["mcwh-event-v1", [name, value]...]` for the fields in `FINGERPRINT_FIELDS` that the
- * event carries: the event type (`eventName` as sent for an unknown type), `customerHandle`,
- * `timestamp`, `requestId`, `smtpId`, `email`, `campaignId`, `recipients` (sorted: their
- * order says nothing), `url` (click), `ip` and `userAgent` (open, click), `status` and
- * `reason` (bounces, dropped); for an unknown type, also every extra field (`fields`, keys
- * sorted at every depth). Every field the event carries takes part because a resend carries
- * the very same values, so each extra field can only tell two genuinely different events
- * apart (two opens of one message in the same second from two devices), never split a resend.
- * The result does not depend on key order or on how the body was formatted.
+ * SHA-256 (base64url, 43 characters) of the UTF-8 text `mcwh-event-v2:` followed by the event
+ * as received, in canonical JSON: the wire object (snake_case keys: the typed properties under
+ * their wire names, `event` as sent, and every entry of `fields`), keys sorted by UTF-16 code
+ * units at every depth, no whitespace, strings as `JSON.stringify` writes them, numbers as
+ * `String(n)` (so `-0` is `0`), and the `recipients` array's items sorted (their order says
+ * nothing). Values JSON does not have in a hand-built event are taken as `JSON.stringify` takes
+ * them (an `undefined` property left out, `toJSON` called), except `NaN`, `Infinity` and
+ * `-Infinity`, written as those words; a parsed event never holds one (such a delivery is
+ * refused). The encoding can be read back unambiguously, so two events give the same text only
+ * when they are the same event; the result does not depend on key order or formatting, and
+ * survives a JSON round trip of the typed event.
  */
 export function eventFingerprint (event: WebhookEvent): string {
-  // The canonical text is built directly, byte for byte what `JSON.stringify(parts)` gives for
-  // `parts = [VERSION, [name, value]...]` (field names are plain identifiers): no array per
-  // field, and each field read by name in FINGERPRINT_FIELDS' order (a loop of keyed reads cost
-  // more than the hash; the property test holds this order to FINGERPRINT_FIELDS).
-  const e = event as unknown as Record<string, unknown>
-  const unknownType = event.event === 'unknown'
-  let text = pair(HEAD, 'event', unknownType ? event.eventName : e.event)
-  text = pair(text, 'customerHandle', e.customerHandle)
-  text = pair(text, 'timestamp', e.timestamp)
-  text = pair(text, 'requestId', e.requestId)
-  text = pair(text, 'smtpId', e.smtpId)
-  text = pair(text, 'email', e.email)
-  text = pair(text, 'campaignId', e.campaignId)
-  let recipients = e.recipients
-  if (Array.isArray(recipients) && recipients.length > 1) recipients = [...(recipients as string[])].sort()
-  text = pair(text, 'recipients', recipients)
-  text = pair(text, 'url', e.url)
-  text = pair(text, 'ip', e.ip)
-  text = pair(text, 'userAgent', e.userAgent)
-  text = pair(text, 'status', e.status)
-  text = pair(text, 'reason', e.reason)
-  if (unknownType) text += ',["fields",' + (JSON.stringify(canonical(event.fields)) ?? 'null') + ']'
-  return hashBase64url('sha256', text + ']')
+  return hashBase64url('sha256', canonicalEventText(event))
 }
 
-/** `text` followed by `,["name",value]`; absent (undefined, null) fields are left out. */
-function pair (text: string, name: FingerprintField, value: unknown): string {
-  // Inside an array, a value JSON cannot represent (a function, a symbol) becomes null.
-  return value === undefined || value === null ? text : text + PAIR_OPEN[name] + toJson(value) + ']'
+/**
+ * `events.map(eventFingerprint)`, for a whole delivery: one canonical text and one SHA-256
+ * per event (each event needs its own digest to be recognised on its own later).
+ */
+export function eventFingerprints (events: readonly WebhookEvent[]): string[] {
+  const out = new Array<string>(events.length)
+  for (let i = 0; i < events.length; i++) out[i] = hashBase64url('sha256', canonicalEventText(events[i]!))
+  return out
 }
 
 /** Characters JSON.stringify may escape in a string (surrogates: only when lone; any sends it the slow way). */
 const NEEDS_ESCAPE = /["\\\u0000-\u001f\ud800-\udfff]/
 
+/** `JSON.stringify(s)`, quoting plain strings directly (most of the text is such strings). */
+const str = (s: string): string => NEEDS_ESCAPE.test(s) ? JSON.stringify(s) : '"' + s + '"'
+
+const HEAD = VERSION + ':'
+
 /**
- * `JSON.stringify(value) ?? 'null'`, byte for byte (a property test holds it to that), quoting
- * plain strings and writing safe integers directly: the serialisation was most of a
- * fingerprint's cost, which runs once per event.
+ * The text `eventFingerprint` hashes (exported for the property tests). Typed properties are
+ * read by name, already in the wire keys' sorted order: campaign_id, customer_handle, email,
+ * event, ip, reason, recipients, request_id, smtp_id, status, timestamp, url, user_agent. An
+ * event with `fields` takes the general path, which merges their keys into that order.
  */
-function toJson (value: unknown): string {
-  if (typeof value === 'string') return NEEDS_ESCAPE.test(value) ? JSON.stringify(value) : '"' + value + '"'
-  if (typeof value === 'number' && Number.isSafeInteger(value)) return String(value)
-  return JSON.stringify(value) ?? 'null'
+export function canonicalEventText (event: WebhookEvent): string {
+  const e = event as unknown as Record<string, unknown>
+  const fields = e.fields
+  if (fields !== undefined && fields !== null && hasKeys(fields)) return HEAD + mergedText(e, fields)
+  const name = e.event === 'unknown' ? e.eventName : e.event
+  let text = HEAD
+  let sep = '{'
+  let v = e.campaignId
+  if (v != null) { text += sep + '"campaign_id":' + value(v); sep = ',' }
+  v = e.customerHandle
+  if (v != null) { text += sep + '"customer_handle":' + value(v); sep = ',' }
+  v = e.email
+  if (v != null) { text += sep + '"email":' + value(v); sep = ',' }
+  if (name != null) { text += sep + '"event":' + value(name); sep = ',' }
+  v = e.ip
+  if (v != null) { text += sep + '"ip":' + value(v); sep = ',' }
+  v = e.reason
+  if (v != null) { text += sep + '"reason":' + value(v); sep = ',' }
+  v = e.recipients
+  if (v != null) { text += sep + '"recipients":' + recipientsText(v); sep = ',' }
+  v = e.requestId
+  if (v != null) { text += sep + '"request_id":' + value(v); sep = ',' }
+  v = e.smtpId
+  if (v != null) { text += sep + '"smtp_id":' + value(v); sep = ',' }
+  v = e.status
+  if (v != null) { text += sep + '"status":' + value(v); sep = ',' }
+  v = e.timestamp
+  if (v != null) { text += sep + '"timestamp":' + value(v); sep = ',' }
+  v = e.url
+  if (v != null) { text += sep + '"url":' + value(v); sep = ',' }
+  v = e.userAgent
+  if (v != null) text += sep + '"user_agent":' + value(v)
+  return text + (sep === '{' ? '{}' : '}')
 }
 
-const HEAD = JSON.stringify([VERSION]).slice(0, -1)
-type FingerprintField = typeof FINGERPRINT_FIELDS[number]
-/** `,["<name>",` per field of `FINGERPRINT_FIELDS`. */
-const PAIR_OPEN = Object.fromEntries(FINGERPRINT_FIELDS.map((name) => [name, ',' + JSON.stringify([name]).slice(0, -1) + ','])) as Record<FingerprintField, string>
+/** Typed property -> wire key, in the wire keys' sorted order. */
+const WIRE_KEYS: ReadonlyArray<readonly [string, string]> = [
+  ['campaignId', 'campaign_id'], ['customerHandle', 'customer_handle'], ['email', 'email'], ['event', 'event'],
+  ['ip', 'ip'], ['reason', 'reason'], ['recipients', 'recipients'], ['requestId', 'request_id'], ['smtpId', 'smtp_id'],
+  ['status', 'status'], ['timestamp', 'timestamp'], ['url', 'url'], ['userAgent', 'user_agent'],
+]
+
+/** The wire object of an event with `fields`: typed properties and fields, keys sorted (a typed property first on a tie). */
+function mergedText (e: Record<string, unknown>, fields: object): string {
+  const entries: Array<[string, string]> = []
+  for (const [prop, key] of WIRE_KEYS) {
+    const v = prop === 'event' && e.event === 'unknown' ? e.eventName : e[prop]
+    if (v != null) entries.push([key, key === 'recipients' ? recipientsText(v) : value(v)])
+  }
+  const f = fields as Record<string, unknown>
+  for (const key of Object.keys(f)) {
+    const v = jsonValue(f[key], key)
+    if (v !== undefined) entries.push([key, key === 'recipients' ? recipientsText(v) : value(v)])
+  }
+  entries.sort(byKey) // stable
+  let text = '{'
+  for (let i = 0; i < entries.length; i++) text += (i === 0 ? '' : ',') + str(entries[i]![0]) + ':' + entries[i]![1]
+  return text + '}'
+}
+
+const byKey = (a: readonly [string, unknown], b: readonly [string, unknown]): number => a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0
+
+/** The recipients, each item encoded, in sorted order of their encodings (an array; anything else as it is). */
+function recipientsText (v: unknown): string {
+  if (!Array.isArray(v)) return value(v)
+  if (v.length === 1 && typeof v[0] === 'string') return '[' + str(v[0]) + ']'
+  const items = new Array<string>(v.length)
+  for (let i = 0; i < v.length; i++) items[i] = value(jsonValue(v[i], String(i)) ?? null)
+  return '[' + items.sort().join(',') + ']'
+}
+
+function hasKeys (o: unknown): boolean {
+  if (typeof o !== 'object') return false
+  for (const _ in o) return true
+  return false
+}
+
+/** One value's canonical text: scalars directly, objects and arrays without recursion (any depth). */
+function value (v: unknown): string {
+  if (typeof v === 'string') return str(v)
+  if (typeof v === 'number') return number(v)
+  if (typeof v !== 'object' || v === null) return scalar(v)
+  return nested(v)
+}
+
+/** JSON's text for a finite number (`-0` as `0`); `NaN`, `Infinity`, `-Infinity` as those words, which no JSON value reads as. */
+const number = (n: number): string => String(n)
+
+function scalar (v: unknown): string {
+  if (v === null) return 'null'
+  if (typeof v === 'boolean') return v ? 'true' : 'false'
+  if (typeof v === 'bigint') throw new TypeError('eventFingerprint: the event holds a BigInt, which has no JSON form.')
+  return 'null' // undefined, a function, a symbol inside an array: JSON.stringify writes null
+}
 
 /**
- * Objects become `["{}", [key, value]...]` with sorted keys and arrays `["[]", item...]`,
- * at every depth, so JSON.stringify is canonical and the two can never collide
- * (pairs, not objects: keys like "__proto__" stay plain data).
+ * What JSON.stringify would take for this value under this key: `toJSON`'s result, and
+ * `undefined` for what it leaves out of an object (undefined, functions, symbols).
  */
-function canonical (value: unknown, depth = 0): unknown {
-  // Bounded recursion: a signed body may nest deeply inside the extra
-  // fields of an unknown event type; below MAX_DEPTH such subtrees only count as "deep".
-  if (depth > MAX_DEPTH) return DEEP
-  if (Array.isArray(value)) return ['[]', ...value.map((v) => canonical(v, depth + 1))]
-  if (typeof value !== 'object' || value === null) return value
-  const out: unknown[] = ['{}']
-  for (const key of Object.keys(value).sort()) out.push([key, canonical((value as Record<string, unknown>)[key], depth + 1)])
+function jsonValue (v: unknown, key: string): unknown {
+  if (typeof v === 'object' && v !== null && typeof (v as { toJSON?: unknown }).toJSON === 'function') v = (v as { toJSON: (k: string) => unknown }).toJSON(key)
+  return v === undefined || typeof v === 'function' || typeof v === 'symbol' ? undefined : v
+}
+
+/** Marks a closing bracket on the work stack, with the object it closes. */
+class Close { constructor (readonly node: object, readonly text: string) {} }
+
+/**
+ * Canonical JSON of an object or array, with an explicit stack (a deeply nested value cannot
+ * overflow the call stack) and a check for cycles, which JSON cannot hold.
+ */
+function nested (root: object): string {
+  let out = ''
+  const open = new Set<object>()
+  // Work items: a string is emitted as it is, a Close ends a node, a one-element array wraps a value.
+  const stack: Array<string | Close | [unknown]> = [[root]]
+  while (stack.length > 0) {
+    const item = stack.pop()!
+    if (typeof item === 'string') { out += item; continue }
+    if (item instanceof Close) { open.delete(item.node); out += item.text; continue }
+    const v = item[0]
+    if (typeof v === 'string') { out += str(v); continue }
+    if (typeof v === 'number') { out += number(v); continue }
+    if (typeof v !== 'object' || v === null) { out += scalar(v); continue }
+    if (open.has(v)) throw new TypeError('eventFingerprint: the event holds a cycle, which has no JSON form.')
+    open.add(v)
+    if (Array.isArray(v)) {
+      stack.push(new Close(v, ']'))
+      for (let i = v.length - 1; i >= 0; i--) {
+        stack.push([jsonValue(v[i], String(i)) ?? null])
+        if (i > 0) stack.push(',')
+      }
+      out += '['
+    } else {
+      const o = v as Record<string, unknown>
+      const entries: Array<[string, unknown]> = []
+      for (const key of Object.keys(o)) {
+        const x = jsonValue(o[key], key)
+        if (x !== undefined) entries.push([key, x])
+      }
+      entries.sort(byKey)
+      stack.push(new Close(v, '}'))
+      for (let i = entries.length - 1; i >= 0; i--) {
+        stack.push([entries[i]![1]])
+        stack.push((i > 0 ? ',' : '') + str(entries[i]![0]) + ':')
+      }
+      out += '{'
+    }
+  }
   return out
 }
-
-const MAX_DEPTH = 32
-const DEEP = ['...']

@@ -32,7 +32,7 @@ const WIRE_NAMES: Record<string, string> = {
   userAgent: 'user_agent',
 }
 
-/** Maps a `WebhookEvent` back to the wire's snake_case shape (an unknown event gets its original name and fields back). */
+/** Maps a `WebhookEvent` back to the wire's snake_case shape (an unknown event gets its original name back; every event its `fields`). */
 export function toWireEvent (event: WebhookEvent | WireEvent): WireEvent {
   const out: Record<string, unknown> = {}
   for (const [key, value] of Object.entries(event)) {
@@ -42,6 +42,8 @@ export function toWireEvent (event: WebhookEvent | WireEvent): WireEvent {
   if (event.event === 'unknown' && 'eventName' in event) {
     out.event = event.eventName
     Object.assign(out, event.fields)
+  } else if ('customerHandle' in event && event.fields !== undefined) {
+    Object.assign(out, event.fields) // a known type's fields it does not model, as sent
   }
   return out as WireEvent
 }

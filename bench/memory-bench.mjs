@@ -38,9 +38,9 @@ if (process.argv[2] === '--server') {
     server = app.server
   } else if (variant === 'express-middleware') {
     const { default: express } = await import('express')
-    const { mailchannelsWebhook } = await import('../dist/express/index.js')
+    const { mailchannelsWebhooks } = await import('../dist/express/index.js')
     const app = express()
-    app.post('/webhook', mailchannelsWebhook({ publicKey, customerHandles: [CUSTOMER_HANDLE] }), (req, res) => { res.status(204).end() })
+    app.post('/webhook', mailchannelsWebhooks({ publicKey, customerHandles: [CUSTOMER_HANDLE] }), (req, res) => { res.status(204).end() })
     server = await new Promise((resolve) => { const s = app.listen(0, '127.0.0.1', () => resolve(s)) })
   } else if (variant === 'fastify-ideal') {
     const { default: Fastify } = await import('fastify')

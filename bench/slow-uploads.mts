@@ -29,9 +29,9 @@ if (process.env.SLOW_UPLOAD_SERVER === '1') {
   } else {
     const { default: express } = await import(fromRepo('express'))
     const http = await import('node:http')
-    const { mailchannelsWebhook } = await import(src('src/express/index.ts'))
+    const { mailchannelsWebhooks } = await import(src('src/express/index.ts'))
     const app = express()
-    app.post('/wh', mailchannelsWebhook({ publicKey, customerHandles: ['acct_1'], replay: false }), (req: { webhookEvents: unknown[] }, res: { json: (b: unknown) => void }) => { res.json({ n: req.webhookEvents.length }) })
+    app.post('/wh', mailchannelsWebhooks({ publicKey, customerHandles: ['acct_1'], replay: false }), (req: { webhookEvents: unknown[] }, res: { json: (b: unknown) => void }) => { res.json({ n: req.webhookEvents.length }) })
     const server = http.createServer(app)
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
     port = (server.address() as net.AddressInfo).port

@@ -2,15 +2,15 @@
 // Run as is, a local sandbox delivers three batches to it, then everything closes.
 import express from 'express'
 import type { Server } from 'node:http'
-import { mailchannelsWebhook } from '../src/express/index.js' // in your app: 'mailchannels-webhooks/express'
+import { mailchannelsWebhooks } from '../src/express/index.js' // in your app: 'mailchannels-webhooks/express'
 import { createSandbox } from '../src/testing/index.js' // 'mailchannels-webhooks/testing'
 
 export function buildReceiver (options: { customerHandles: string[], baseUrl?: string }): express.Express {
   const app = express()
   // The middleware reads the raw body itself, whatever its media type: no express.json() in
-  // front of this route. It verifies POST requests only, so app.use('/webhooks', mailchannelsWebhook(...))
+  // front of this route. It verifies POST requests only, so app.use('/webhooks', mailchannelsWebhooks(...))
   // would work too and leave GET routes alone.
-  app.post('/webhooks', mailchannelsWebhook({
+  app.post('/webhooks', mailchannelsWebhooks({
     customerHandles: options.customerHandles, // required: whose deliveries you accept
     baseUrl: options.baseUrl, // where signing keys come from; leave it out in production
   }), (req, res) => {

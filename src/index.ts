@@ -27,7 +27,7 @@ export type { SeenEventsStore, SeenEventsStoreOptions, MemorySeenEventsStoreOpti
 export { WebhookEventRouter } from './dispatch/router.js'
 export type { WebhookEventRouterOptions, DispatchInput } from './dispatch/router.js'
 export type { WebhookEventName, EventOf, DispatchContext, WebhookEventHandler, EventOutcome, DispatchReport, EnqueueContext, EnqueueEvents } from './dispatch/types.js'
-export type { ReceiverContext } from './receiver/dispatch.js'
+export type { ReceiverContext } from './receiver/options.js'
 export type { EnrolledWebhook, DeletedWebhooks, WebhookValidation, WebhookValidationResult, ResendBatchOptions, ResentBatch } from './client/webhooks.js'
 export type { ReconcileOptions, ReconcileReport, ReconcileBatchResult, ReconcileProgress, ReconcileStop, ReconcileSkipReason } from './client/reconcile.js'
 export { DELIVERY_CHANNEL, KEY_FETCH_CHANNEL, RECEIVE_TRACING_CHANNEL } from './diagnostics/types.js'

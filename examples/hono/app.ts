@@ -1,7 +1,7 @@
 // A Hono app receiving MailChannels webhooks; the same app runs on Cloudflare Workers
 // (./worker.ts) and on Node (./node.ts, with @hono/node-server).
 import { Hono } from 'hono'
-import { mailchannelsWebhook, type MailChannelsWebhookEnv } from 'mailchannels-webhooks/hono'
+import { mailchannelsWebhooks, type MailChannelsWebhooksEnv } from 'mailchannels-webhooks/hono'
 
 export interface AppConfig {
   /** Your MailChannels customer handle: only deliveries for it are accepted. */
@@ -12,12 +12,12 @@ export interface AppConfig {
   baseUrl?: string
 }
 
-export function createApp (config: AppConfig): Hono<MailChannelsWebhookEnv> {
-  const app = new Hono<MailChannelsWebhookEnv>()
+export function createApp (config: AppConfig): Hono<MailChannelsWebhooksEnv> {
+  const app = new Hono<MailChannelsWebhooksEnv>()
   app.get('/health', (c) => c.text('ok'))
   app.post(
     '/webhooks/mailchannels',
-    mailchannelsWebhook({
+    mailchannelsWebhooks({
       customerHandles: [config.customerHandle],
       publicKey: config.publicKey || undefined,
       baseUrl: config.baseUrl || undefined,

@@ -2,7 +2,7 @@
 // workerd: see README.md in this folder.
 import type { Hono } from 'hono'
 import { createApp } from './app.js'
-import type { MailChannelsWebhookEnv } from 'mailchannels-webhooks/hono'
+import type { MailChannelsWebhooksEnv } from 'mailchannels-webhooks/hono'
 
 interface Env {
   MAILCHANNELS_CUSTOMER_HANDLE: string
@@ -12,7 +12,7 @@ interface Env {
 }
 
 // Built at the first request of each isolate (env is known then); kept for the isolate's life.
-let app: Hono<MailChannelsWebhookEnv> | undefined
+let app: Hono<MailChannelsWebhooksEnv> | undefined
 
 export default {
   fetch (request: Request, env: Env): Response | Promise<Response> {

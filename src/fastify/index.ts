@@ -6,7 +6,7 @@ export { mailchannelsWebhooksPlugin as mailchannelsWebhooks, webhookEventsOf }
 export type { MailChannelsWebhooksOptions } from './routes.js'
 export type { WebhookReceiverOptions, WebhookRouteOptions } from '../receiver/options.js'
 export type { WebhookErrorBody } from '../receiver/receiver.js'
-export type { ReceiverContext, DeliveryErrorCode, DispatchedBody, QueuedBody } from '../receiver/dispatch.js'
+export type { ReceiverContext, DeliveryErrorCode, DispatchedBody, QueuedBody } from '../receiver/index.js'
 export type { EnqueueEvents, EnqueueContext } from '../dispatch/types.js'
 export type { WebhookEvent } from '../events/types.js'
 export type { ReplayStore, ClaimState } from '../replay/types.js'

@@ -1,13 +1,13 @@
 import { offThreadSlots } from '#crypto'
 import { DEFAULT_BASE_URL, parseBaseUrl } from '../base-url.js'
+import type { WebhookEventRouter } from '../dispatch/router.js'
+import type { EnqueueEvents } from '../dispatch/types.js'
 import { KeyStore } from '../keys/key-store.js'
 import { noopLogger, type Logger } from '../logger.js'
-import { readClock, resolveVerifyConfig, type Clock, type ResolvedVerifyConfig, type VerifyConfig } from '../verify/options.js'
 import { MemoryReplayStore } from '../replay/memory-store.js'
 import type { ReplayStore } from '../replay/types.js'
-import type { EnqueueEvents } from '../dispatch/types.js'
+import { readClock, resolveVerifyConfig, VERIFY_OPTIONS, type Clock, type ResolvedVerifyConfig, type VerifyConfig } from '../verify/options.js'
 import { SteadyClock } from './clock.js'
-import { resolveEventAnswer, type EventAnswer, type WebhookEventDispatcher } from './dispatch.js'
 import { resolveContentTypes } from './transport.js'
 
 /** Default body limit of the plugin and the middleware: 1 MiB. */
@@ -17,8 +17,9 @@ export const DEFAULT_BODY_LIMIT = 1024 * 1024
 export const POOL_BODY_THRESHOLD = 64 * 1024
 
 /**
- * Options shared by the Fastify plugin and the Express middleware: everything `verify`
- * takes, plus the receiver's own. Validated once, at registration / construction.
+ * Options shared by the four adapters (the Fastify plugin, the Express middleware, the web
+ * handler and the Hono middleware): everything `verify` takes, plus the receiver's own.
+ * Validated once, at registration / construction.
  */
 export interface WebhookReceiverOptions extends Omit<VerifyConfig, 'customerHandles' | 'logger'> {
   /**
@@ -90,12 +91,69 @@ export interface WebhookReceiverOptions extends Omit<VerifyConfig, 'customerHand
   /**
    * Milliseconds `enqueue` has to resolve before the delivery is answered 503 (the queue may
    * still accept the events later: key jobs by `eventFingerprint` so the retry adds no duplicate).
-   * @default 10000
+   * @default 10000 (milliseconds)
    */
   enqueueTimeout?: number
 }
 
-/** Per-route overrides (Fastify `config.mailchannelsWebhook`): any receiver option. */
+/** What the receivers add to every handler's context: `context.keyId`, the key the delivery was verified with. */
+export interface ReceiverContext {
+  /** The key id the delivery was verified with. */
+  readonly keyId: string
+}
+
+/**
+ * What the `handlers` option takes: a `WebhookEventRouter` (declare it
+ * `new WebhookEventRouter<ReceiverContext>()` to read `context.keyId` in handlers). The
+ * receivers call `dispatch(events, { keyId, log })`.
+ */
+export type WebhookEventDispatcher = Pick<WebhookEventRouter<ReceiverContext>, 'dispatch'>
+
+/** Default `enqueueTimeout`, in milliseconds. */
+export const DEFAULT_ENQUEUE_TIMEOUT = 10_000
+/** Seconds a sender should wait when another delivery holds an event's claim, when the router does not say its claim lifetime. */
+const DEFAULT_CLAIM_LIFETIME = 30
+
+/** How a receiver answers a verified delivery itself; validated once (`resolveEventAnswer`). */
+export type EventAnswer =
+  | { readonly kind: 'handlers', readonly router: WebhookEventDispatcher, readonly retryAfter: number }
+  | { readonly kind: 'enqueue', readonly enqueue: EnqueueEvents, readonly timeout: number }
+
+function isDispatcher (v: unknown): v is WebhookEventDispatcher {
+  return v !== null && typeof v === 'object' && typeof (v as WebhookEventDispatcher).dispatch === 'function'
+}
+
+/**
+ * Validates `handlers`, `enqueue` and `enqueueTimeout` once: at most one of `handlers` and
+ * `enqueue`. Null when neither is given (the application's own handler answers). Throws a
+ * `TypeError` naming the option.
+ */
+export function resolveEventAnswer (options: { handlers?: unknown, enqueue?: unknown, enqueueTimeout?: unknown }): EventAnswer | null {
+  const { handlers, enqueue, enqueueTimeout } = options
+  if (handlers !== undefined && enqueue !== undefined) {
+    throw new TypeError('handlers and enqueue cannot both be given: handle events here with handlers (a WebhookEventRouter), or hand them to a queue with enqueue')
+  }
+  if (enqueueTimeout !== undefined) {
+    if (enqueue === undefined) throw new TypeError('enqueueTimeout applies to enqueue only: give enqueue, or leave enqueueTimeout out')
+    if (typeof enqueueTimeout !== 'number' || !Number.isSafeInteger(enqueueTimeout) || enqueueTimeout < 1) {
+      throw new TypeError('enqueueTimeout must be a positive integer number of milliseconds')
+    }
+  }
+  if (handlers !== undefined) {
+    if (!isDispatcher(handlers)) throw new TypeError('handlers must be a WebhookEventRouter (an object with a dispatch method)')
+    // Another delivery holds the claim for at most the router's claim lifetime: retry after it.
+    const lifetime = (handlers as { claimLifetime?: unknown }).claimLifetime
+    const retryAfter = typeof lifetime === 'number' && Number.isFinite(lifetime) && lifetime > 0 ? Math.ceil(lifetime) : DEFAULT_CLAIM_LIFETIME
+    return { kind: 'handlers', router: handlers, retryAfter }
+  }
+  if (enqueue !== undefined) {
+    if (typeof enqueue !== 'function') throw new TypeError('enqueue must be a function (events, context) that resolves once the queue accepted the events')
+    return { kind: 'enqueue', enqueue: enqueue as EnqueueEvents, timeout: (enqueueTimeout as number | undefined) ?? DEFAULT_ENQUEUE_TIMEOUT }
+  }
+  return null
+}
+
+/** Per-route overrides (Fastify `config.mailchannelsWebhooks`): any receiver option. */
 export type WebhookRouteOptions = Partial<WebhookReceiverOptions>
 
 /** Options after validation: what the hot path reads. */
@@ -119,16 +177,35 @@ export interface ResolvedReceiver {
   answer: EventAnswer | null
 }
 
-const KNOWN_OPTIONS = new Set([
-  'publicKey', 'cache', 'baseUrl', 'customerHandles', 'maxAge', 'clockSkew', 'maxEvents', 'keyIds', 'keyStore',
-  'now', 'bodyLimit', 'contentTypes', 'replay', 'verifyOnThreadPool', 'logger', 'handlers', 'enqueue', 'enqueueTimeout',
-])
+/**
+ * The name of every receiver option (and `logger`, which each adapter resolves its own way). The
+ * compiler keeps it complete: the verify options come from `VERIFY_OPTIONS`, so an option added
+ * to `VerifyConfig` is known here, and passed through, with no edit in this folder.
+ */
+const RECEIVER_OPTIONS = Object.freeze({
+  ...VERIFY_OPTIONS,
+  now: true,
+  bodyLimit: true,
+  contentTypes: true,
+  replay: true,
+  verifyOnThreadPool: true,
+  handlers: true,
+  enqueue: true,
+  enqueueTimeout: true,
+} as const satisfies Record<keyof WebhookReceiverOptions | 'logger', true>)
 
 /** Throws a TypeError naming the first unknown option (a typo like `customerHandle` must not pass silently). */
 export function rejectUnknownOptions (options: object, extra: readonly string[] = []): void {
   for (const key of Object.keys(options)) {
-    if (!KNOWN_OPTIONS.has(key) && !extra.includes(key)) throw new TypeError(`${key} is not a known option`)
+    if (!Object.hasOwn(RECEIVER_OPTIONS, key) && !extra.includes(key)) throw new TypeError(`${key} is not a known option`)
   }
+}
+
+/** Validates a `bodyLimit` option (bytes), once for every receiver and `verifyWebhookRequest`. Throws a `TypeError` naming it. */
+export function resolveBodyLimit (value: unknown): number {
+  if (value === undefined) return DEFAULT_BODY_LIMIT
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 1) throw new TypeError('bodyLimit must be a positive integer number of bytes')
+  return value
 }
 
 function isReplayStore (v: unknown): v is ReplayStore {
@@ -164,6 +241,8 @@ export function keyStoreFactory (logger: Logger): (baseUrl: string) => KeyStore 
 /**
  * Validates receiver options once. Throws a `TypeError` whose message names the option.
  * `defaultReplay` is called only when `replay` is not given (one store per registration).
+ * The verify options go to `resolveVerifyConfig` as they are, in one object: only
+ * `customerHandles` (`'any'`) and the key store are the receiver's to decide.
  */
 export function resolveReceiverOptions (
   options: WebhookReceiverOptions,
@@ -171,49 +250,43 @@ export function resolveReceiverOptions (
   defaultReplay: () => ReplayStore = () => new MemoryReplayStore(),
 ): ResolvedReceiver {
   if (options === null || typeof options !== 'object') throw new TypeError('options must be an object')
-  const handles = options.customerHandles
+  // `logger` is the adapter's (resolveLogger); everything not taken out here is a verify option.
+  const {
+    customerHandles: handles, now, bodyLimit: bodyLimitOption, contentTypes: contentTypesOption, replay: replayOption,
+    verifyOnThreadPool, handlers, enqueue, enqueueTimeout, logger: _logger, ...verifyOptions
+  } = options as WebhookReceiverOptions & { logger?: unknown }
   if (handles === undefined) {
     throw new TypeError("customerHandles is required: list the customer handles allowed to deliver here (or pass customerHandles: 'any' to accept every MailChannels customer)")
   }
   const anyCustomer = handles === 'any'
   if (typeof handles === 'string' && !anyCustomer) throw new TypeError("customerHandles must be a non-empty array of customer handles, a function, or 'any'")
 
-  const bodyLimit = options.bodyLimit ?? DEFAULT_BODY_LIMIT
-  if (!Number.isSafeInteger(bodyLimit) || bodyLimit < 1) throw new TypeError('bodyLimit must be a positive integer number of bytes')
+  const bodyLimit = resolveBodyLimit(bodyLimitOption)
 
   let replay: ReplayStore | null
-  if (options.replay === false) replay = null
-  else if (options.replay === undefined) replay = defaultReplay()
-  else if (isReplayStore(options.replay)) replay = options.replay
+  if (replayOption === false) replay = null
+  else if (replayOption === undefined) replay = defaultReplay()
+  else if (isReplayStore(replayOption)) replay = replayOption
   else throw new TypeError('replay must be a ReplayStore (claim, complete, release) or false')
 
-  if (options.cache === false && options.publicKey === undefined && options.keyStore === undefined) {
+  const { publicKey, keyStore, cache, baseUrl } = verifyOptions
+  if (cache === false && publicKey === undefined && keyStore === undefined) {
     // Without a cache every request with a fresh key id would fetch a key, with no budget .
     throw new TypeError('cache: false is not supported by the receivers: every forged request would fetch a key. Pass publicKey, or a keyStore to tune caching')
   }
-  const pool = options.verifyOnThreadPool ?? 'auto'
+  const pool = verifyOnThreadPool ?? 'auto'
   if (pool !== 'auto' && typeof pool !== 'boolean') throw new TypeError("verifyOnThreadPool must be true, false or 'auto'")
 
-  if (options.now !== undefined) readClock(options.now)
-  const contentTypes = resolveContentTypes(options.contentTypes)
-  const answer = resolveEventAnswer(options)
+  if (now !== undefined) readClock(now)
+  const contentTypes = resolveContentTypes(contentTypesOption)
+  const answer = resolveEventAnswer({ handlers, enqueue, enqueueTimeout })
 
-  const verifyConfig: VerifyConfig = {
-    publicKey: options.publicKey,
-    cache: options.cache,
-    baseUrl: options.baseUrl,
+  const config = resolveVerifyConfig({
+    ...verifyOptions,
     customerHandles: anyCustomer ? undefined : handles as VerifyConfig['customerHandles'],
-    maxAge: options.maxAge,
-    clockSkew: options.clockSkew,
-    maxEvents: options.maxEvents,
-    keyIds: options.keyIds,
-    keyStore: options.keyStore,
-  }
-  // The receiver's own key store (with its logger) replaces the process-wide shared one.
-  if (options.publicKey === undefined && options.keyStore === undefined && options.cache !== false) {
-    verifyConfig.keyStore = keyStoreFor(parseBaseUrl(options.baseUrl ?? DEFAULT_BASE_URL))
-  }
-  const config = resolveVerifyConfig(verifyConfig)
+    // The receiver's own key store (with its logger) replaces the process-wide shared one.
+    keyStore: publicKey === undefined && keyStore === undefined ? keyStoreFor(parseBaseUrl(baseUrl ?? DEFAULT_BASE_URL)) : keyStore,
+  })
   return {
     config,
     bodyLimit,
@@ -224,7 +297,7 @@ export function resolveReceiverOptions (
     replayTtl: Math.ceil(config.maxAge + config.clockSkew) + 1,
     poolBelow: pool === 'auto' ? POOL_BODY_THRESHOLD : pool ? Infinity : 0,
     poolSlots: pool === 'auto' ? offThreadSlots() : pool ? Infinity : 0,
-    clock: new SteadyClock(options.now),
+    clock: new SteadyClock(now),
     anyCustomer,
     contentTypes,
     answer,

@@ -1,6 +1,7 @@
-// The webhook request flow, once for every adapter: transport checks, the raw body (through the
-// adapter's readBody port), verification, the replay claim, the outcome the adapter answers, and the
-// settlement of the claim on the handler's own answer. Runtime-neutral: no node: import, no Buffer.
+// The webhook request up to its outcome, once for every adapter: transport checks, the raw body
+// (through the adapter's readBody port), verification, the replay claim; and the settlement of the
+// claim on the handler's own answer. The ending that answers the outcome is ./flow.ts.
+// Runtime-neutral: no node: import, no Buffer.
 import { offThreadInFlight } from '#crypto'
 import { DeliveryObservation, observeRefusal, observing } from '../diagnostics/delivery.js'
 import type { WebhookDeliveryErrorType } from '../diagnostics/types.js'
@@ -14,7 +15,7 @@ import { parseSignature } from '../verify/signature-input.js'
 import { verifyDelivery, type VerifiedDelivery } from '../verify/verify-webhook.js'
 import { keyStoreFactory, rejectUnknownOptions, resolveLogger, resolveReceiverOptions, type ResolvedReceiver, type WebhookReceiverOptions } from './options.js'
 import { errorReply, type ErrorBody, type Reply } from './reply.js'
-import { checkHeaders } from './transport.js'
+import { checkHeaders, tooLarge } from './transport.js'
 
 /** Seconds a sender should wait when the replay store cannot answer. */
 const REPLAY_RETRY_AFTER = 10
@@ -145,21 +146,37 @@ function settleClaim (store: ReplayStore, id: string, ttl: number, ok: boolean, 
 // hands over the headers and a way to read the body, turns the outcome into its framework's
 // reply (or runs the handler), and reports the handler's status back through `settle`.
 
-/** One request as an adapter hands it to `Receiver#handle`. */
-export interface ReceiverRequest {
+/**
+ * How the receiver reads one request of an adapter (`C`, the adapter's own request context):
+ * one object per adapter, so a request costs no allocation of its own.
+ */
+export interface RequestPort<C> {
   /** The request headers: Node's record (lower-case names) or a fetch `Headers`. */
-  headers: HeadersInput
+  headers (ctx: C): HeadersInput
   /**
    * Reads the raw body: the exact bytes received, never decoded or decompressed, at most
    * `limit` bytes. Returns or resolves the bytes; throws or rejects with a `VerificationError`:
    * `payload_too_large` as soon as more than `limit` bytes arrived (stop reading then, whatever
-   * `Content-Length` said), `invalid_payload` when the body cannot be read, `configuration_error`
-   * when something else consumed it. Called at most once, after the transport checks passed.
-   * A promise that never settles (the client went away mid-body) leaves nothing behind: nothing
-   * was verified or claimed, and nobody is left to answer.
+   * `Content-Length` said; bytes over the limit returned anyway are refused the same way),
+   * `invalid_payload` when the body cannot be read, `configuration_error` when something else
+   * consumed it. Called at most once, after the transport checks passed. A promise that never
+   * settles (the client went away mid-body) leaves nothing behind: nothing was verified or
+   * claimed, and nobody is left to answer.
    */
+  readBody (ctx: C, limit: number): Uint8Array | Promise<Uint8Array>
+}
+
+/** One request as headers and a body reader (`Receiver#handle` with `REQUEST_PORT`). */
+export interface ReceiverRequest {
+  headers: HeadersInput
   readBody (limit: number): Uint8Array | Promise<Uint8Array>
 }
+
+/** The port of a `ReceiverRequest`. */
+export const REQUEST_PORT: RequestPort<ReceiverRequest> = Object.freeze({
+  headers: (request: ReceiverRequest) => request.headers,
+  readBody: (request: ReceiverRequest, limit: number) => request.readBody(limit),
+})
 
 /**
  * A verified delivery, claimed when replay protection is on: hand `events` to the handler, then
@@ -240,13 +257,8 @@ export function settle (outcome: ReceiveOutcome, status: number, type?: WebhookD
  * had to wait (no key fetch, no thread-pool verify, no replay store), which keeps the hot path
  * free of promise hops.
  *
- * A fetch-style adapter is a few lines:
- * ```ts
- * const outcome = await receiver.handle({ headers: request.headers, readBody: (limit) => readAtMost(request, limit) }, log)
- * if (outcome.kind !== 'accepted') return Response.json(outcome.reply.body, { status: outcome.reply.status, headers: outcome.reply.headers })
- * let status = 500
- * try { status = (await onEvents(outcome.events, request)).status } finally { settle(outcome, status) }
- * ```
+ * The adapters do not call it directly: `createWebhookFlow` (./flow.ts) runs it and the ending
+ * after it (the answer, the handler, the settlement of the claim).
  */
 export interface Receiver {
   /** The validated options. */
@@ -258,8 +270,8 @@ export interface Receiver {
   check (headers: HeadersInput, log: Logger): RejectedOutcome | null
   /** Verifies the raw body, then claims the delivery (when replay protection is on). For adapters whose framework read the body (after `check`). */
   receive (body: Uint8Array, headers: HeadersInput, log: Logger): ReceiveOutcome | Promise<ReceiveOutcome>
-  /** The whole flow: `check`, `request.readBody(bodyLimit)`, then `receive`. */
-  handle (request: ReceiverRequest, log: Logger): ReceiveOutcome | Promise<ReceiveOutcome>
+  /** The whole flow up to the outcome: `check`, `port.readBody(ctx, bodyLimit)`, then `receive`. */
+  handle<C> (ctx: C, port: RequestPort<C>, log: Logger): ReceiveOutcome | Promise<ReceiveOutcome>
   /** The same as the module's `settle`. */
   settle (outcome: ReceiveOutcome, status: number, type?: WebhookDeliveryErrorType): void
 }
@@ -311,18 +323,24 @@ export function createReceiver (r: ResolvedReceiver): Receiver {
     return claim(verified, headers, log, observation)
   }
 
-  function handle (request: ReceiverRequest, log: Logger): ReceiveOutcome | Promise<ReceiveOutcome> {
-    const { headers } = request
+  function received (body: Uint8Array, headers: HeadersInput, log: Logger): ReceiveOutcome | Promise<ReceiveOutcome> {
+    // A reader that returned more than it was asked for (a framework's buffer) is refused like one that stopped.
+    if (body.byteLength > r.bodyLimit) return rejection(tooLarge(r.bodyLimit), headers, log)
+    return receive(body, headers, log)
+  }
+
+  function handle<C> (ctx: C, port: RequestPort<C>, log: Logger): ReceiveOutcome | Promise<ReceiveOutcome> {
+    const headers = port.headers(ctx)
     const bad = check(headers, log)
     if (bad !== null) return bad
     let body: Uint8Array | Promise<Uint8Array>
     try {
-      body = request.readBody(r.bodyLimit)
+      body = port.readBody(ctx, r.bodyLimit)
     } catch (err) {
       return rejection(err, headers, log)
     }
-    if (body instanceof Promise) return body.then((b) => receive(b, headers, log), (err: unknown) => rejection(err, headers, log))
-    return receive(body, headers, log)
+    if (body instanceof Promise) return body.then((b) => received(b, headers, log), (err: unknown) => rejection(err, headers, log))
+    return received(body, headers, log)
   }
 
   return { options: r, check, receive, handle, settle }

@@ -41,9 +41,14 @@ export function checkTransport (
   return null
 }
 
+/** The message of the 413 answered for a body over `bodyLimit` (the inspector's receiver answers it too). */
+export function tooLargeMessage (bodyLimit: number): string {
+  return `The body is larger than the limit of ${bodyLimit} bytes.`
+}
+
 /** The 413 failure for a body over `bodyLimit`. */
 export function tooLarge (bodyLimit: number): VerificationError {
-  return new VerificationError('payload_too_large', `The body is larger than the limit of ${bodyLimit} bytes.`)
+  return new VerificationError('payload_too_large', tooLargeMessage(bodyLimit))
 }
 
 /** The media type of a `Content-Type` value (`type/subtype`, lower case, parameters dropped), or null when absent. */

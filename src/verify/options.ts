@@ -42,12 +42,12 @@ export interface VerifyConfig {
   customerHandles?: readonly string[] | ((customerHandle: string) => boolean)
   /**
    * Seconds a signature stays valid after its `created` time.
-   * @default 300
+   * @default 300 (seconds)
    */
   maxAge?: number
   /**
    * Seconds a `created` time may lie in the future (clock drift).
-   * @default 60
+   * @default 60 (seconds)
    */
   clockSkew?: number
   /**
@@ -74,6 +74,24 @@ export interface VerifyConfig {
    */
   logger?: Logger
 }
+
+/**
+ * The name of every `VerifyConfig` option. The compiler keeps it complete (`satisfies`): a new
+ * option fails to compile until it is listed here, and the receivers, which accept these names
+ * and pass them through to `resolveVerifyConfig` as they are, then take it with no edit of theirs.
+ */
+export const VERIFY_OPTIONS = Object.freeze({
+  publicKey: true,
+  cache: true,
+  baseUrl: true,
+  customerHandles: true,
+  maxAge: true,
+  clockSkew: true,
+  maxEvents: true,
+  keyIds: true,
+  keyStore: true,
+  logger: true,
+} as const satisfies Record<keyof VerifyConfig, true>)
 
 /** The options of one `verify` call. */
 export interface VerifyOptions extends VerifyConfig {

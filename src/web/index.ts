@@ -4,17 +4,19 @@
 import type { Result } from '../errors.js'
 import type { WebhookEvent } from '../events/types.js'
 import type { Logger } from '../logger.js'
-import { answerDelivery, DEFAULT_BODY_LIMIT, errorMessage, tooLarge, type WebhookReceiverOptions } from '../receiver/index.js'
+import { checkTransport, errorReply, resolveBodyLimit, type WebhookReceiverOptions } from '../receiver/index.js'
+import { createWebFlow } from '../receiver/web/flow.js'
+import { readBodyAtMost } from '../receiver/web/read-body.js'
+import { replyResponse } from '../receiver/web/reply.js'
 import { toErrorResponse } from '../verify/index.js'
 import { readClock, resolveVerifyConfig, type Clock, type VerifyConfig } from '../verify/options.js'
 import { verifyDelivery } from '../verify/verify-webhook.js'
-import { createFetchReceiver, handlerFailed, methodNotAllowed, readBodyAtMost, replyResponse } from './fetch.js'
 
 export type { WebhookEvent } from '../events/types.js'
 export type { ErrorResponse, Result } from '../errors.js'
 export type { ReplayStore, ClaimState } from '../replay/types.js'
 export type { Logger } from '../logger.js'
-export type { ReceiverContext, DeliveryErrorCode, DispatchedBody, QueuedBody } from '../receiver/dispatch.js'
+export type { ReceiverContext, DeliveryErrorCode, DispatchedBody, QueuedBody } from '../receiver/index.js'
 export type { EnqueueEvents, EnqueueContext } from '../dispatch/types.js'
 export { MemoryReplayStore } from '../replay/memory-store.js'
 
@@ -33,10 +35,11 @@ export interface VerifyWebhookRequestOptions extends VerifyConfig {
   now?: Clock
 }
 
-/** A `Content-Length` that already says the body is too large. */
-function declaredTooLarge (request: Request, limit: number): boolean {
-  const declared = request.headers.get('content-length')
-  return declared !== null && Number(declared) > limit
+/** The 405 answered to anything but POST (MailChannels delivers with POST only). */
+function methodNotAllowed (): Response {
+  const response = replyResponse(errorReply(405, 'method_not_allowed', 'Webhook deliveries are POST requests.'))
+  response.headers.set('allow', 'POST')
+  return response
 }
 
 /**
@@ -52,11 +55,13 @@ function declaredTooLarge (request: Request, limit: number): boolean {
 export async function verifyWebhookRequest (request: Request, options: VerifyWebhookRequestOptions): Promise<Result<WebhookEvent[]>> {
   try {
     if (options === null || typeof options !== 'object') throw new TypeError('verifyWebhookRequest expects an options object')
-    const { bodyLimit = DEFAULT_BODY_LIMIT, now, ...verifyConfig } = options
-    if (!Number.isSafeInteger(bodyLimit) || bodyLimit < 1) throw new TypeError('bodyLimit must be a positive integer number of bytes')
+    const { bodyLimit: bodyLimitOption, now, ...verifyConfig } = options
+    const bodyLimit = resolveBodyLimit(bodyLimitOption)
     const config = resolveVerifyConfig(verifyConfig)
     const at = readClock(now)
-    if (declaredTooLarge(request, bodyLimit)) throw tooLarge(bodyLimit)
+    // The receivers' Content-Length check alone: media type and encoding are left to the digest, as `verify` does.
+    const declared = checkTransport(undefined, undefined, request.headers.get('content-length'), bodyLimit)
+    if (declared !== null) throw declared
     const body = await readBodyAtMost(request, bodyLimit)
     const delivery = await verifyDelivery(config, body, request.headers, at)
     return { data: delivery.events, error: null }
@@ -141,27 +146,18 @@ export function createWebhookHandler (options: WebhookHandlerOptions): WebhookHa
       : `${given.join(' and ')} cannot be given together: pass exactly one of onEvents, handlers and enqueue`)
   }
   if (onEvents !== undefined && typeof onEvents !== 'function') throw new TypeError('onEvents must be a function called with the verified events of each delivery')
-  const { receiver, log, warm } = createFetchReceiver(options, ['onEvents'])
-  const answer = receiver.options.answer
+  const flow = createWebFlow<Request, Response>(options, {
+    request: (request) => request,
+    async run (request, outcome, settle) {
+      const result = await onEvents!(outcome.events, request)
+      const response = result instanceof Response ? result : new Response(null, { status: 204 })
+      settle(outcome, response.status)
+      return response
+    },
+  }, ['onEvents'])
 
   return async function mailchannelsWebhookHandler (request: Request): Promise<Response> {
     if (request.method !== 'POST') return methodNotAllowed()
-    const warming = warm()
-    if (warming !== undefined) await warming
-    const outcome = await receiver.handle({ headers: request.headers, readBody: (limit) => readBodyAtMost(request, limit) }, log)
-    if (outcome.kind !== 'accepted') return replyResponse(outcome.reply)
-    if (answer !== null) return replyResponse(await answerDelivery(answer, outcome, log))
-    let status = 500
-    try {
-      const result = await onEvents!(outcome.events, request)
-      const response = result instanceof Response ? result : new Response(null, { status: 204 })
-      status = response.status
-      return response
-    } catch (err) {
-      log.error({ err: errorMessage(err), keyId: outcome.keyId }, 'mailchannels webhook: onEvents failed')
-      return handlerFailed()
-    } finally {
-      receiver.settle(outcome, status)
-    }
+    return await flow.handle(request)
   }
 }

@@ -37,9 +37,9 @@ t.test('import() and require() by package name resolve every subpath', async (t)
     '.': ['Webhooks', 'MailChannels', 'KeyStore', 'HTTP_STATUS_BY_TYPE', 'VerifyErrorType', 'WEBHOOK_EVENT_TYPES'],
     './testing': ['generateSigningKeyPair', 'signWebhook', 'toWireEvent'],
     './fastify': ['default'],
-    './express': ['mailchannelsWebhook'],
+    './express': ['mailchannelsWebhooks'],
     './web': ['createWebhookHandler', 'verifyWebhookRequest', 'MemoryReplayStore'],
-    './hono': ['mailchannelsWebhook'],
+    './hono': ['mailchannelsWebhooks'],
     './bullmq': ['bullmqEnqueue', 'createWebhookEventQueue', 'createWebhookEventWorker'],
   }
   // A plain `node` child, not this test process: the test runner's TypeScript loader hooks
@@ -152,9 +152,9 @@ t.test('a TypeScript consumer (module nodenext) type-checks against every subpat
 import { Webhooks, MailChannels, KeyStore, HTTP_STATUS_BY_TYPE, type WebhookEvent, type ErrorResponse, type VerifyOptions, type Result } from 'mailchannels-webhooks'
 import { generateSigningKeyPair, signWebhook } from 'mailchannels-webhooks/testing'
 import mailchannelsWebhooks from 'mailchannels-webhooks/fastify'
-import { mailchannelsWebhook } from 'mailchannels-webhooks/express'
+import { mailchannelsWebhooks } from 'mailchannels-webhooks/express'
 import { createWebhookHandler, verifyWebhookRequest, type WebhookHandler } from 'mailchannels-webhooks/web'
-import { mailchannelsWebhook as honoWebhook, type MailChannelsWebhookEnv } from 'mailchannels-webhooks/hono'
+import { mailchannelsWebhooks as honoWebhook, type MailChannelsWebhooksEnv } from 'mailchannels-webhooks/hono'
 import { Hono } from 'hono'
 
 export async function run (): Promise<string[]> {
@@ -179,10 +179,10 @@ export async function run (): Promise<string[]> {
   }
   void r2
   void mailchannelsWebhooks
-  void mailchannelsWebhook
+  void mailchannelsWebhooks
   const handler: WebhookHandler = createWebhookHandler({ customerHandles: ['acct_1'], publicKey: keys.publicKey, onEvents: (events) => { out.push(String(events.length)) } })
   const verified = await verifyWebhookRequest(new Request('http://127.0.0.1/', { method: 'POST', body: new Uint8Array(signed.body), headers: signed.headers }), { publicKey: keys.publicKey })
-  const app = new Hono<MailChannelsWebhookEnv>()
+  const app = new Hono<MailChannelsWebhooksEnv>()
   app.post('/hook', honoWebhook({ customerHandles: ['acct_1'] }), (c) => c.json(c.get('webhookEvents').map((e: WebhookEvent) => e.event)))
   void handler
   void verified.error?.type
@@ -210,13 +210,13 @@ t.test('a Workers-style TypeScript project (lib dom, no Node types) type-checks 
   t.teardown(() => rmSync(dir, { recursive: true, force: true }))
   writeFileSync(path.join(dir, 'worker.ts'), `
 import { createWebhookHandler, verifyWebhookRequest, type WebhookEvent, type ReplayStore } from 'mailchannels-webhooks/web'
-import { mailchannelsWebhook, type MailChannelsWebhookEnv } from 'mailchannels-webhooks/hono'
+import { mailchannelsWebhooks, type MailChannelsWebhooksEnv } from 'mailchannels-webhooks/hono'
 import { Hono } from 'hono'
 
 const store: ReplayStore = { claim: async () => 'claimed', complete: async () => {}, release: async () => {} }
 const handler = createWebhookHandler({ customerHandles: ['acct_1'], replay: store, onEvents: (events: WebhookEvent[]) => Response.json(events.length) })
-const app = new Hono<MailChannelsWebhookEnv>()
-app.post('/hook', mailchannelsWebhook({ customerHandles: ['acct_1'], keyIds: ['k1'] }), (c) => c.json(c.get('webhookEvents').length))
+const app = new Hono<MailChannelsWebhooksEnv>()
+app.post('/hook', mailchannelsWebhooks({ customerHandles: ['acct_1'], keyIds: ['k1'] }), (c) => c.json(c.get('webhookEvents').length))
 export default {
   async fetch (request: Request): Promise<Response> {
     if (request.method === 'PUT') {

@@ -7,7 +7,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import express from 'express'
 import Fastify from 'fastify'
 import t from 'tap'
-import { mailchannelsWebhook } from '../../src/express/index.js'
+import { mailchannelsWebhooks } from '../../src/express/index.js'
 import plugin from '../../src/fastify/index.js'
 import { MemoryReplayStore, MemorySeenEventsStore, WebhookEventRouter } from '../../src/index.js'
 import type { ReplayStore } from '../../src/replay/types.js'
@@ -148,8 +148,8 @@ t.test('Fastify plugin: every delivery is published, also without replay protect
 t.test('Express middleware: accepted without replay protection, duplicate with it', async (t) => {
   const r = record(t)
   const app = express()
-  app.post('/plain', mailchannelsWebhook({ ...base, replay: false }), (_req, res) => { res.status(202).end() })
-  app.post('/replay', mailchannelsWebhook({ ...base, replay: new MemoryReplayStore() }), (_req, res) => { res.status(200).json({ ok: true }) })
+  app.post('/plain', mailchannelsWebhooks({ ...base, replay: false }), (_req, res) => { res.status(202).end() })
+  app.post('/replay', mailchannelsWebhooks({ ...base, replay: new MemoryReplayStore() }), (_req, res) => { res.status(200).json({ ok: true }) })
   const server = http.createServer(app)
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
   t.teardown(() => new Promise<void>((resolve) => { server.closeAllConnections(); server.close(() => resolve()) }))

@@ -8,7 +8,7 @@ import Fastify from 'fastify'
 import pino from 'pino'
 import t, { type Test } from 'tap'
 import plugin from '../../src/fastify/index.js'
-import { mailchannelsWebhook } from '../../src/express/index.js'
+import { mailchannelsWebhooks } from '../../src/express/index.js'
 import type { ReplayStore } from '../../src/replay/types.js'
 import { MemoryReplayStore } from '../../src/replay/memory-store.js'
 import { closedPort, delivery, event, failingStore, flakyOutcomeStore, HANDLE, KEYS, logCapture, OTHER_KEYS } from '../fastify/helpers/fixtures.js'
@@ -23,10 +23,10 @@ async function fastifyReceiver (t: Test, keyPort: number, stores: Stores): Promi
   const logs = logCapture()
   const app = Fastify({ loggerInstance: pino({ level: 'debug' }, logs.stream), requestTimeout: 30_000 })
   await app.register(plugin, { publicKey: KEYS.publicKey, customerHandles: 'any', replay: stores.memory })
-  app.post('/wh', { config: { mailchannelsWebhook: { customerHandles: [HANDLE] } } }, async () => ({ ok: true }))
-  app.post('/down', { config: { mailchannelsWebhook: { customerHandles: [HANDLE], publicKey: undefined, baseUrl: `http://127.0.0.1:${keyPort}` } } }, async () => ({ ok: true }))
-  app.post('/store', { config: { mailchannelsWebhook: { customerHandles: [HANDLE], replay: stores.down } } }, async () => ({ ok: true }))
-  app.post('/flaky', { config: { mailchannelsWebhook: { customerHandles: [HANDLE], replay: stores.flaky } } }, async () => ({ ok: true }))
+  app.post('/wh', { config: { mailchannelsWebhooks: { customerHandles: [HANDLE] } } }, async () => ({ ok: true }))
+  app.post('/down', { config: { mailchannelsWebhooks: { customerHandles: [HANDLE], publicKey: undefined, baseUrl: `http://127.0.0.1:${keyPort}` } } }, async () => ({ ok: true }))
+  app.post('/store', { config: { mailchannelsWebhooks: { customerHandles: [HANDLE], replay: stores.down } } }, async () => ({ ok: true }))
+  app.post('/flaky', { config: { mailchannelsWebhooks: { customerHandles: [HANDLE], replay: stores.flaky } } }, async () => ({ ok: true }))
   await app.listen({ host: '127.0.0.1', port: 0 })
   t.teardown(() => app.close())
   const port = (app.server.address() as AddressInfo).port
@@ -39,11 +39,11 @@ async function expressReceiver (t: Test, keyPort: number, stores: Stores, expres
   const app = express()
   const ok = (_req: unknown, res: { json: (b: unknown) => void }): void => { res.json({ ok: true }) }
   // The plugin's registration-level 'any' warning: here one middleware is built with it.
-  mailchannelsWebhook({ publicKey: KEYS.publicKey, customerHandles: 'any', replay: stores.memory, logger })
-  app.post('/wh', mailchannelsWebhook({ publicKey: KEYS.publicKey, customerHandles: [HANDLE], replay: stores.memory, logger }), ok)
-  app.post('/down', mailchannelsWebhook({ customerHandles: [HANDLE], baseUrl: `http://127.0.0.1:${keyPort}`, replay: stores.memory, logger }), ok)
-  app.post('/store', mailchannelsWebhook({ publicKey: KEYS.publicKey, customerHandles: [HANDLE], replay: stores.down, logger }), ok)
-  app.post('/flaky', mailchannelsWebhook({ publicKey: KEYS.publicKey, customerHandles: [HANDLE], replay: stores.flaky, logger }), ok)
+  mailchannelsWebhooks({ publicKey: KEYS.publicKey, customerHandles: 'any', replay: stores.memory, logger })
+  app.post('/wh', mailchannelsWebhooks({ publicKey: KEYS.publicKey, customerHandles: [HANDLE], replay: stores.memory, logger }), ok)
+  app.post('/down', mailchannelsWebhooks({ customerHandles: [HANDLE], baseUrl: `http://127.0.0.1:${keyPort}`, replay: stores.memory, logger }), ok)
+  app.post('/store', mailchannelsWebhooks({ publicKey: KEYS.publicKey, customerHandles: [HANDLE], replay: stores.down, logger }), ok)
+  app.post('/flaky', mailchannelsWebhooks({ publicKey: KEYS.publicKey, customerHandles: [HANDLE], replay: stores.flaky, logger }), ok)
   const server = http.createServer(app)
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
   t.teardown(() => new Promise<void>((resolve) => { server.closeAllConnections(); server.close(() => resolve()) }))
@@ -109,7 +109,7 @@ t.test('the requestTimeout warning: the plugin at startup, the middleware at its
   await app.ready()
   await app.close()
   const e = logCapture()
-  const mw = mailchannelsWebhook({ publicKey: KEYS.publicKey, customerHandles: [HANDLE], logger: pino(e.stream) })
+  const mw = mailchannelsWebhooks({ publicKey: KEYS.publicKey, customerHandles: [HANDLE], logger: pino(e.stream) })
   const server = http.createServer((req, res) => { mw(req, res, () => { res.end() }) })
   server.requestTimeout = 0
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))

@@ -1,7 +1,7 @@
 import zlib from 'node:zlib'
 import type { Express as ExpressApp, NextFunction, Request, Response } from 'express'
 import t, { type Test } from 'tap'
-import { mailchannelsWebhook, type MailChannelsWebhookOptions } from '../../src/express/index.js'
+import { mailchannelsWebhooks, type MailChannelsWebhooksOptions } from '../../src/express/index.js'
 import { MemoryReplayStore } from '../../src/replay/memory-store.js'
 import type { WebhookEvent } from '../../src/events/types.js'
 import {
@@ -14,12 +14,12 @@ const { test, run } = conformance((e) => { express = e })
 
 interface Harness { port: number, calls: () => number, seen: Array<{ events: WebhookEvent[] | undefined, body: unknown }> }
 
-async function harness (t: Test, options: Partial<MailChannelsWebhookOptions> = {}, setup?: (app: ExpressApp) => void): Promise<Harness> {
+async function harness (t: Test, options: Partial<MailChannelsWebhooksOptions> = {}, setup?: (app: ExpressApp) => void): Promise<Harness> {
   const app = express()
   setup?.(app)
   let calls = 0
   const seen: Harness['seen'] = []
-  app.post('/wh', mailchannelsWebhook({ publicKey: KEYS.publicKey, customerHandles: [HANDLE], replay: false, ...options }), (req, res) => {
+  app.post('/wh', mailchannelsWebhooks({ publicKey: KEYS.publicKey, customerHandles: [HANDLE], replay: false, ...options }), (req, res) => {
     calls++
     seen.push({ events: req.webhookEvents, body: req.body })
     res.json({ received: req.webhookEvents!.length })
@@ -131,7 +131,7 @@ test('500 configuration_error when a global express.json() consumed the body', a
 test("a route-level express.raw({ inflate: false }) Buffer is reused", async (t) => {
   const app = express()
   let calls = 0
-  app.post('/wh', express.raw({ type: 'application/json', inflate: false }), mailchannelsWebhook({ publicKey: KEYS.publicKey, customerHandles: [HANDLE], replay: false, bodyLimit: 2048 }), (req, res) => {
+  app.post('/wh', express.raw({ type: 'application/json', inflate: false }), mailchannelsWebhooks({ publicKey: KEYS.publicKey, customerHandles: [HANDLE], replay: false, bodyLimit: 2048 }), (req, res) => {
     calls++
     res.json({ received: req.webhookEvents!.length })
   })
@@ -186,20 +186,20 @@ test('options are validated at construction: TypeError naming the option', async
     [{ publicKey: KEYS.publicKey, customerHandles: [HANDLE], limit: '1mb' }, /limit/],
     [{ customerHandles: [HANDLE], baseUrl: 'http://evil.example' }, /baseUrl/],
   ]
-  for (const [opts, message] of bad) t.throws(() => mailchannelsWebhook(opts as never), { name: 'TypeError', message }, JSON.stringify(Object.keys(opts)))
+  for (const [opts, message] of bad) t.throws(() => mailchannelsWebhooks(opts as never), { name: 'TypeError', message }, JSON.stringify(Object.keys(opts)))
 })
 
 test("customerHandles: 'any' warns through the logger", async (t) => {
   const { logger, entries } = recordingLogger()
-  mailchannelsWebhook({ publicKey: KEYS.publicKey, customerHandles: 'any', logger })
+  mailchannelsWebhooks({ publicKey: KEYS.publicKey, customerHandles: 'any', logger })
   t.ok(entries.some((e) => e.level === 'warn' && /customerHandles is 'any'/.test(e.msg ?? '')))
 })
 
-test('app.use(mailchannelsWebhook(...)) verifies POST deliveries only: GET /health and other methods pass through untouched', async (t) => {
+test('app.use(mailchannelsWebhooks(...)) verifies POST deliveries only: GET /health and other methods pass through untouched', async (t) => {
   for (const mount of ['/webhooks', '/'] as const) {
     const app = express()
     let calls = 0
-    app.use(mount, mailchannelsWebhook({ publicKey: KEYS.publicKey, customerHandles: [HANDLE], replay: false }))
+    app.use(mount, mailchannelsWebhooks({ publicKey: KEYS.publicKey, customerHandles: [HANDLE], replay: false }))
     app.get('/health', (_req, res) => { res.json({ ok: true }) })
     app.head('/webhooks/mc', (_req, res) => { res.status(204).end() })
     app.post('/webhooks/mc', (req, res) => { calls++; res.json({ received: req.webhookEvents!.length }) })
@@ -224,8 +224,8 @@ test('mounted twice (app-wide and on the route), a delivery is verified and clai
   const app = express()
   const replay = new MemoryReplayStore()
   let calls = 0
-  app.use(mailchannelsWebhook({ publicKey: KEYS.publicKey, customerHandles: [HANDLE], replay }))
-  app.post('/wh', mailchannelsWebhook({ publicKey: KEYS.publicKey, customerHandles: [HANDLE], replay }), (req, res) => { calls++; res.json({ received: req.webhookEvents!.length }) })
+  app.use(mailchannelsWebhooks({ publicKey: KEYS.publicKey, customerHandles: [HANDLE], replay }))
+  app.post('/wh', mailchannelsWebhooks({ publicKey: KEYS.publicKey, customerHandles: [HANDLE], replay }), (req, res) => { calls++; res.json({ received: req.webhookEvents!.length }) })
   const port = await serve(t, app)
   const d = delivery()
   t.same((await post(port, '/wh', d.headers, d.body)).json(), { received: 1 })

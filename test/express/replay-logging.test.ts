@@ -1,6 +1,6 @@
 import type { Express as ExpressApp, NextFunction, Request, Response } from 'express'
 import t, { type Test } from 'tap'
-import { mailchannelsWebhook } from '../../src/express/index.js'
+import { mailchannelsWebhooks } from '../../src/express/index.js'
 import { MemoryReplayStore } from '../../src/replay/memory-store.js'
 import type { ReplayStore } from '../../src/replay/types.js'
 import { closedPort, delivery, event, failingStore, flakyOutcomeStore, HANDLE, KEYS, OTHER_KEYS, post, recordingLogger, serve } from './helpers/server.js'
@@ -15,7 +15,7 @@ async function app (t: Test, replay: ReplayStore | undefined, handler?: Handler)
   const { logger, entries } = recordingLogger()
   const a = express()
   let calls = 0
-  a.post('/wh', mailchannelsWebhook({ publicKey: KEYS.publicKey, customerHandles: [HANDLE], logger, ...(replay === undefined ? {} : { replay }) }), async (req, res, next) => {
+  a.post('/wh', mailchannelsWebhooks({ publicKey: KEYS.publicKey, customerHandles: [HANDLE], logger, ...(replay === undefined ? {} : { replay }) }), async (req, res, next) => {
     calls++
     // Errors go to next(): Express 4 does not catch a rejected async handler.
     if (handler !== undefined) return await Promise.resolve(handler(req, res)).catch(next)
@@ -94,8 +94,8 @@ test('log lines: one per rejection with reason and keyid; no signature, body or 
   const port = await closedPort()
   const { logger, entries } = recordingLogger()
   const a = express()
-  a.post('/wh', mailchannelsWebhook({ publicKey: KEYS.publicKey, customerHandles: [HANDLE], replay: false, logger }), (_req, res) => { res.end() })
-  a.post('/down', mailchannelsWebhook({ baseUrl: `http://127.0.0.1:${port}`, customerHandles: [HANDLE], replay: false, logger }), (_req, res) => { res.end() })
+  a.post('/wh', mailchannelsWebhooks({ publicKey: KEYS.publicKey, customerHandles: [HANDLE], replay: false, logger }), (_req, res) => { res.end() })
+  a.post('/down', mailchannelsWebhooks({ baseUrl: `http://127.0.0.1:${port}`, customerHandles: [HANDLE], replay: false, logger }), (_req, res) => { res.end() })
   const p = await serve(t, a)
   const secret = 'private-recipient@example.com'
   const apiKey = 'SECRET_API_KEY_42'

@@ -9,7 +9,7 @@ import { EXPRESS_VERSIONS } from '../express/helpers/server.js'
 import Fastify from 'fastify'
 import t, { type Test } from 'tap'
 import plugin from '../../src/fastify/index.js'
-import { mailchannelsWebhook } from '../../src/express/index.js'
+import { mailchannelsWebhooks } from '../../src/express/index.js'
 import type { WebhookReceiverOptions } from '../../src/receiver/options.js'
 import { delivery, HANDLE, KEYS } from './helpers/fixtures.js'
 
@@ -31,7 +31,7 @@ async function fastifyReceiver (t: Test, options: Options = {}): Promise<Receive
 async function expressReceiver (t: Test, options: Options = {}, express = EXPRESS_VERSIONS[0]![1]): Promise<Receiver> {
   const app = express()
   let calls = 0
-  app.post('/wh', mailchannelsWebhook({ publicKey: KEYS.publicKey, customerHandles: [HANDLE], replay: false, ...options }), (req, res) => {
+  app.post('/wh', mailchannelsWebhooks({ publicKey: KEYS.publicKey, customerHandles: [HANDLE], replay: false, ...options }), (req, res) => {
     calls++
     res.json({ received: req.webhookEvents!.length })
   })
@@ -104,7 +104,7 @@ for (const [name, build] of RECEIVERS) {
 
 t.test('contentTypes is validated at registration / construction, naming the option', async (t) => {
   for (const contentTypes of [[], ['json'], ['application/json; charset=utf-8'], 'application/json']) {
-    t.throws(() => mailchannelsWebhook({ publicKey: KEYS.publicKey, customerHandles: [HANDLE], contentTypes: contentTypes as never }), { name: 'TypeError', message: /contentTypes/ })
+    t.throws(() => mailchannelsWebhooks({ publicKey: KEYS.publicKey, customerHandles: [HANDLE], contentTypes: contentTypes as never }), { name: 'TypeError', message: /contentTypes/ })
     const app = Fastify()
     app.register(plugin, { publicKey: KEYS.publicKey, customerHandles: [HANDLE], contentTypes: contentTypes as never })
     await t.rejects(async () => { await app.ready() }, { message: /contentTypes/ })

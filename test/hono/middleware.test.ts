@@ -2,7 +2,7 @@
 // handler answers them, the claim settled by the handler's answer (a throw releases it).
 import { Hono } from 'hono'
 import t from 'tap'
-import { mailchannelsWebhook, type MailChannelsWebhookEnv } from '../../src/hono/index.js'
+import { mailchannelsWebhooks, type MailChannelsWebhooksEnv } from '../../src/hono/index.js'
 import { generateSigningKeyPair, signWebhook, type SignedWebhook } from '../../src/testing/index.js'
 import { createWebhookHandler, type WebhookEvent } from '../../src/web/index.js'
 
@@ -18,13 +18,13 @@ const post = (signed: SignedWebhook, init: RequestInit = {}): Request =>
 const base = { publicKey: keys.publicKey, customerHandles: [CUSTOMER] }
 
 t.test('options are validated when the middleware is created', async (t) => {
-  t.throws(() => mailchannelsWebhook({ publicKey: keys.publicKey } as never), { name: 'TypeError', message: /customerHandles is required/ })
-  t.throws(() => mailchannelsWebhook({ ...base, bodylimit: 5 } as never), { name: 'TypeError', message: /bodylimit is not a known option/ })
+  t.throws(() => mailchannelsWebhooks({ publicKey: keys.publicKey } as never), { name: 'TypeError', message: /customerHandles is required/ })
+  t.throws(() => mailchannelsWebhooks({ ...base, bodylimit: 5 } as never), { name: 'TypeError', message: /bodylimit is not a known option/ })
 })
 
 t.test('the verified events are typed on the context; the handler answers', async (t) => {
-  const app = new Hono<MailChannelsWebhookEnv>()
-  app.post('/hook', mailchannelsWebhook(base), (c) => {
+  const app = new Hono<MailChannelsWebhooksEnv>()
+  app.post('/hook', mailchannelsWebhooks(base), (c) => {
     const events: WebhookEvent[] = c.get('webhookEvents')
     return c.json({ handles: events.map((e) => e.customerHandle) })
   })
@@ -38,8 +38,8 @@ t.test('the verified events are typed on the context; the handler answers', asyn
 })
 
 t.test('failures are answered exactly as the web handler answers them', async (t) => {
-  const app = new Hono<MailChannelsWebhookEnv>()
-  app.post('/hook', mailchannelsWebhook({ ...base, bodyLimit: 2048 }), (c) => c.text('handled'))
+  const app = new Hono<MailChannelsWebhooksEnv>()
+  app.post('/hook', mailchannelsWebhooks({ ...base, bodyLimit: 2048 }), (c) => c.text('handled'))
   const web = createWebhookHandler({ ...base, bodyLimit: 2048, onEvents: () => new Response('handled') })
   const signed = sign()
   const tampered = new Uint8Array(signed.body)
@@ -62,9 +62,9 @@ t.test('failures are answered exactly as the web handler answers them', async (t
 })
 
 t.test('a handler that throws: Hono answers 500 and the claim is released, so the retry is handled', async (t) => {
-  const app = new Hono<MailChannelsWebhookEnv>()
+  const app = new Hono<MailChannelsWebhooksEnv>()
   let calls = 0
-  app.post('/hook', mailchannelsWebhook(base), (c) => {
+  app.post('/hook', mailchannelsWebhooks(base), (c) => {
     if (++calls === 1) throw new Error('boom')
     return c.text('ok')
   })
@@ -76,8 +76,8 @@ t.test('a handler that throws: Hono answers 500 and the claim is released, so th
 })
 
 t.test('requests other than POST pass through untouched (app.use on a path)', async (t) => {
-  const app = new Hono<MailChannelsWebhookEnv>()
-  app.use('/hooks/*', mailchannelsWebhook(base))
+  const app = new Hono<MailChannelsWebhooksEnv>()
+  app.use('/hooks/*', mailchannelsWebhooks(base))
   app.get('/hooks/health', (c) => c.text('up'))
   app.post('/hooks/mc', (c) => c.json(c.get('webhookEvents').length))
   const health = await app.request('http://127.0.0.1/hooks/health')

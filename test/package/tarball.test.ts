@@ -89,10 +89,10 @@ t.test('the tarball holds the built package, its licence and the sources its map
 const SUBPATHS: Record<string, string[]> = {
   '': ['Webhooks', 'MailChannels', 'KeyStore', 'HTTP_STATUS_BY_TYPE', 'MemoryReplayStore', 'RedisReplayStore', 'WebhookEventRouter', 'RedisSeenEventsStore', 'DELIVERY_CHANNEL'],
   '/fastify': ['default', 'mailchannelsWebhooks', 'batchesRoute'],
-  '/express': ['mailchannelsWebhook', 'batchesRouter'],
+  '/express': ['mailchannelsWebhooks', 'batchesRouter'],
   '/testing': ['generateSigningKeyPair', 'signWebhook', 'createSandbox'],
   '/web': ['createWebhookHandler', 'verifyWebhookRequest', 'MemoryReplayStore'],
-  '/hono': ['mailchannelsWebhook'],
+  '/hono': ['mailchannelsWebhooks'],
   '/bullmq': ['bullmqEnqueue', 'createWebhookEventQueue', 'createWebhookEventWorker'],
 }
 
@@ -131,10 +131,10 @@ t.test('every subpath imports with import and require, and the package verifies 
 const CONSUMER_TS = `
 import { Webhooks, MailChannels, type WebhookEvent, type ErrorResponse } from '${pkg.name}'
 import mailchannelsWebhooks, { batchesRoute } from '${pkg.name}/fastify'
-import { mailchannelsWebhook } from '${pkg.name}/express'
+import { mailchannelsWebhooks } from '${pkg.name}/express'
 import { signWebhook, generateSigningKeyPair, createSandbox } from '${pkg.name}/testing'
 import { createWebhookHandler, verifyWebhookRequest, type WebhookHandler } from '${pkg.name}/web'
-import { mailchannelsWebhook as honoWebhook, type MailChannelsWebhookEnv } from '${pkg.name}/hono'
+import { mailchannelsWebhooks as honoWebhook, type MailChannelsWebhooksEnv } from '${pkg.name}/hono'
 import { Hono } from 'hono'
 
 const keys = generateSigningKeyPair()
@@ -146,11 +146,11 @@ export async function check (): Promise<WebhookEvent[] | ErrorResponse> {
 export const client: MailChannels = new MailChannels('key')
 export const plugin: typeof mailchannelsWebhooks = mailchannelsWebhooks
 export const route: typeof batchesRoute = batchesRoute
-export const middleware: typeof mailchannelsWebhook = mailchannelsWebhook
+export const middleware: typeof mailchannelsWebhooks = mailchannelsWebhooks
 export const sandbox: typeof createSandbox = createSandbox
 export const handler: WebhookHandler = createWebhookHandler({ customerHandles: ['a'], publicKey: keys.publicKey, onEvents: (events: WebhookEvent[]) => { void events } })
 export const verifyRequest: typeof verifyWebhookRequest = verifyWebhookRequest
-export const app = new Hono<MailChannelsWebhookEnv>().post('/hook', honoWebhook({ customerHandles: ['a'] }), (c) => c.json(c.get('webhookEvents').length))
+export const app = new Hono<MailChannelsWebhooksEnv>().post('/hook', honoWebhook({ customerHandles: ['a'] }), (c) => c.json(c.get('webhookEvents').length))
 // @ts-expect-error onEvents is required
 export const noHandler = createWebhookHandler({ customerHandles: ['a'] })
 // A wrong type must be an error: proves the declarations were found, not replaced by any.

@@ -5,8 +5,8 @@ import express from 'express'
 import Fastify from 'fastify'
 import t from 'tap'
 import plugin from '../../src/fastify/index.js'
-import { mailchannelsWebhook as expressWebhook } from '../../src/express/index.js'
-import { mailchannelsWebhook as honoWebhook } from '../../src/hono/index.js'
+import { mailchannelsWebhooks as expressWebhook } from '../../src/express/index.js'
+import { mailchannelsWebhooks as honoWebhook } from '../../src/hono/index.js'
 import { createWebhookHandler } from '../../src/web/index.js'
 import { MemorySeenEventsStore, WebhookEventRouter, ReplayStoreError, type DispatchReport, type WebhookEvent } from '../../src/index.js'
 import { dispatchReply } from '../../src/receiver/index.js'
@@ -36,7 +36,7 @@ t.test('bad handlers / enqueue options throw a TypeError naming the option, on e
     const route = Fastify()
     await route.register(plugin, base)
     // A route's options are checked as it is declared.
-    t.throws(() => route.post('/hook', { config: { mailchannelsWebhook: options as never } }, () => {}), { name: 'TypeError', message }, `fastify route config: ${name}`)
+    t.throws(() => route.post('/hook', { config: { mailchannelsWebhooks: options as never } }, () => {}), { name: 'TypeError', message }, `fastify route config: ${name}`)
     await route.close()
   }
   t.throws(() => createWebhookHandler({ ...base, enqueue: async () => {}, enqueueTimeout: 0 }), { name: 'TypeError', message: /^enqueueTimeout must be/ })
@@ -85,7 +85,7 @@ t.test('fastify path: needs handlers or enqueue, and a path; route config takes 
   }
   const app = Fastify()
   await app.register(plugin, base)
-  t.throws(() => app.post('/hook', { config: { mailchannelsWebhook: { path: '/x', handlers: router } as never } }, () => {}), { name: 'TypeError', message: /^path is not a known option/ })
+  t.throws(() => app.post('/hook', { config: { mailchannelsWebhooks: { path: '/x', handlers: router } as never } }, () => {}), { name: 'TypeError', message: /^path is not a known option/ })
   await app.close()
 })
 
@@ -96,8 +96,8 @@ t.test('fastify: handlers given at registration answer every webhook route of th
   const app = Fastify()
   await app.register(plugin, { ...base, handlers: new WebhookEventRouter().on('*', (e) => { handled.push(e.event) }) })
   app.post('/a', async () => { ownHandler++; return 'own' })
-  app.post('/b', { config: { mailchannelsWebhook: { enqueue: async (events: readonly WebhookEvent[]) => { queued.push(...events.map((e) => e.event)) } } } }, async () => { ownHandler++; return 'own' })
-  app.post('/c', { config: { mailchannelsWebhook: false } }, async (request) => request.body)
+  app.post('/b', { config: { mailchannelsWebhooks: { enqueue: async (events: readonly WebhookEvent[]) => { queued.push(...events.map((e) => e.event)) } } } }, async () => { ownHandler++; return 'own' })
+  app.post('/c', { config: { mailchannelsWebhooks: false } }, async (request) => request.body)
   await app.ready()
   t.teardown(() => app.close())
   const d = sign(wireEvents(['open']))
@@ -113,8 +113,8 @@ t.test('fastify: handlers given at registration answer every webhook route of th
 t.test('fastify: fail-closed routing still holds with handlers: a route that opts in out of reach fails ready()', async (t) => {
   const app = Fastify()
   app.register(async (scope) => { await scope.register(plugin, { ...base, handlers: router, path: '/hook' }) })
-  app.post('/elsewhere', { config: { mailchannelsWebhook: { handlers: router } } }, () => {})
-  await t.rejects(async () => { await app.ready() }, /POST \/elsewhere opts in with config.mailchannelsWebhook, but no mailchannels-webhooks registration reaches its scope/)
+  app.post('/elsewhere', { config: { mailchannelsWebhooks: { handlers: router } } }, () => {})
+  await t.rejects(async () => { await app.ready() }, /POST \/elsewhere opts in with config.mailchannelsWebhooks, but no mailchannels-webhooks registration reaches its scope/)
   await app.close()
 })
 

@@ -6,8 +6,8 @@ import Fastify from 'fastify'
 import { Hono } from 'hono'
 import { WebhookEventRouter } from '../../src/index.js'
 import mailchannelsWebhooks, { type EnqueueContext, type ReceiverContext, type WebhookEvent } from '../../src/fastify/index.js'
-import { mailchannelsWebhook } from '../../src/express/index.js'
-import { mailchannelsWebhook as honoWebhook } from '../../src/hono/index.js'
+import { mailchannelsWebhooks as expressWebhook } from '../../src/express/index.js'
+import { mailchannelsWebhooks as honoWebhook } from '../../src/hono/index.js'
 import { createWebhookHandler } from '../../src/web/index.js'
 
 type Equal<A, B> = (<T>() => T extends A ? 1 : 2) extends (<T>() => T extends B ? 1 : 2) ? true : false
@@ -28,9 +28,9 @@ export async function handlers (): Promise<void> {
   await app.register(mailchannelsWebhooks, { customerHandles: ['acct_1'], handlers: plain })
   // @ts-expect-error the receivers give handlers { keyId }, not { tenant }
   await app.register(mailchannelsWebhooks, { customerHandles: ['acct_1'], handlers: needsTenant })
-  app.post('/other', { config: { mailchannelsWebhook: { handlers: router } } }, () => {})
+  app.post('/other', { config: { mailchannelsWebhooks: { handlers: router } } }, () => {})
 
-  express().post('/hook', mailchannelsWebhook({ customerHandles: ['acct_1'], handlers: router }))
+  express().post('/hook', expressWebhook({ customerHandles: ['acct_1'], handlers: router }))
   new Hono().post('/hook', honoWebhook({ customerHandles: ['acct_1'], handlers: plain }))
   createWebhookHandler({ customerHandles: ['acct_1'], handlers: router })
   // @ts-expect-error a function is not a router
@@ -55,5 +55,5 @@ export function enqueue (): void {
     },
   })
   // @ts-expect-error enqueueTimeout is a number of milliseconds
-  mailchannelsWebhook({ customerHandles: ['acct_1'], enqueue: () => {}, enqueueTimeout: '5s' })
+  expressWebhook({ customerHandles: ['acct_1'], enqueue: () => {}, enqueueTimeout: '5s' })
 }

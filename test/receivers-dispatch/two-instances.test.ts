@@ -8,7 +8,7 @@ import express from 'express'
 import Fastify from 'fastify'
 import t, { type Test } from 'tap'
 import plugin from '../../src/fastify/index.js'
-import { mailchannelsWebhook } from '../../src/express/index.js'
+import { mailchannelsWebhooks } from '../../src/express/index.js'
 import { RedisReplayStore, RedisSeenEventsStore, WebhookEventRouter, eventFingerprint } from '../../src/index.js'
 import { toEvent } from '../../src/events/parse-events.js'
 import type { WebhookReceiverOptions } from '../../src/receiver/options.js'
@@ -60,7 +60,7 @@ async function instances (t: Test, redis: RedisServer, effects: Effects, options
   t.teardown(() => fastify.close())
 
   const app = express()
-  app.post('/hook', mailchannelsWebhook({ ...common, ...await stores() }))
+  app.post('/hook', mailchannelsWebhooks({ ...common, ...await stores() }))
   const port = await serve(t, app)
 
   const poster = (name: string, target: string): Instance => ({

@@ -10,7 +10,7 @@ import express from 'express'
 import Fastify from 'fastify'
 import t, { type Test } from 'tap'
 import plugin from '../../src/fastify/index.js'
-import { mailchannelsWebhook } from '../../src/express/index.js'
+import { mailchannelsWebhooks } from '../../src/express/index.js'
 import { MemoryReplayStore } from '../../src/replay/memory-store.js'
 import { RedisReplayStore } from '../../src/replay/redis-store.js'
 import type { ReplayStore } from '../../src/replay/types.js'
@@ -48,7 +48,7 @@ async function fastifyReceiver (t: Test, replay: ReplayStore, now: () => number)
 async function expressReceiver (t: Test, replay: ReplayStore, now: () => number): Promise<Receiver> {
   const app = express()
   let runs = 0
-  app.post('/wh', mailchannelsWebhook({ publicKey: KEYS.publicKey, customerHandles: [HANDLE], replay, now, ...WINDOW }), (_req, res) => { runs++; res.json({ ok: true }) })
+  app.post('/wh', mailchannelsWebhooks({ publicKey: KEYS.publicKey, customerHandles: [HANDLE], replay, now, ...WINDOW }), (_req, res) => { runs++; res.json({ ok: true }) })
   const server = http.createServer(app)
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
   t.teardown(() => new Promise<void>((resolve) => { server.closeAllConnections(); server.close(() => resolve()) }))

@@ -10,7 +10,7 @@ import express from 'express'
 import Fastify from 'fastify'
 import t, { type Test } from 'tap'
 import plugin from '../../src/fastify/index.js'
-import { mailchannelsWebhook } from '../../src/express/index.js'
+import { mailchannelsWebhooks } from '../../src/express/index.js'
 import { MemoryReplayStore } from '../../src/replay/memory-store.js'
 import { RedisReplayStore } from '../../src/replay/redis-store.js'
 import type { ReplayStore } from '../../src/replay/types.js'
@@ -69,7 +69,7 @@ async function expressReceiver (t: Test, replay: ReplayStore): Promise<Receiver>
   let runs = 0
   let finished = 0
   let outcome: Outcome = 'ok'
-  app.post('/wh', mailchannelsWebhook({ publicKey: KEYS.publicKey, customerHandles: [HANDLE], replay }), (req, res, next) => {
+  app.post('/wh', mailchannelsWebhooks({ publicKey: KEYS.publicKey, customerHandles: [HANDLE], replay }), (req, res, next) => {
     runs++
     const mine = outcome
     setTimeout(() => {

@@ -8,7 +8,7 @@ import Fastify, { type FastifyInstance } from 'fastify'
 import type { Redis } from 'ioredis'
 import t, { type Test } from 'tap'
 import plugin from '../../src/fastify/index.js'
-import { mailchannelsWebhook, type WebhookRequest } from '../../src/express/index.js'
+import { mailchannelsWebhooks, type WebhookRequest } from '../../src/express/index.js'
 import { RedisReplayStore, deliveryId } from '../../src/index.js'
 import { generateSigningKeyPair, signWebhook, type SignedWebhook } from '../../src/testing/index.js'
 import { startRedisServer, waitFor, type RedisServer } from './helpers/redis-server.js'
@@ -159,7 +159,7 @@ t.test('a Fastify and an Express instance share one Redis', async (t) => {
   let failNext = false
   const app = express()
   const replay = new RedisReplayStore(await redis.client(), { prefix: c.prefix })
-  app.post('/webhooks/mailchannels', mailchannelsWebhook({ publicKey: KEYS.publicKey, customerHandles: [HANDLE], replay }), (req, res, next) => {
+  app.post('/webhooks/mailchannels', mailchannelsWebhooks({ publicKey: KEYS.publicKey, customerHandles: [HANDLE], replay }), (req, res, next) => {
     expressCalls++
     if (failNext) {
       failNext = false

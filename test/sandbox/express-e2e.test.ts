@@ -2,7 +2,7 @@ import t from 'tap'
 import express from 'express'
 import type { Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
-import { batchesRouter, mailchannelsWebhook } from '../../src/express/index.js'
+import { batchesRouter, mailchannelsWebhooks } from '../../src/express/index.js'
 import { MailChannels, WEBHOOK_EVENT_TYPES, type WebhookEvent } from '../../src/index.js'
 import { testSandbox } from './helpers/sandbox.js'
 
@@ -12,7 +12,7 @@ t.test('Express middleware receiving from the sandbox over loopback', async (t) 
   const seen: WebhookEvent[][] = []
   let failNext = 0
   const app = express()
-  app.post('/webhooks', mailchannelsWebhook({ customerHandles: [sandbox.customerHandle], baseUrl: sandbox.baseUrl }), (req, res) => {
+  app.post('/webhooks', mailchannelsWebhooks({ customerHandles: [sandbox.customerHandle], baseUrl: sandbox.baseUrl }), (req, res) => {
     if (failNext > 0) {
       failNext--
       res.status(500).json({ error: 'oops' })

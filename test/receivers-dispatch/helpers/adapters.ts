@@ -8,8 +8,8 @@ import Fastify from 'fastify'
 import { Hono } from 'hono'
 import type { Test } from 'tap'
 import plugin from '../../../src/fastify/index.js'
-import { mailchannelsWebhook as expressWebhook } from '../../../src/express/index.js'
-import { mailchannelsWebhook as honoWebhook } from '../../../src/hono/index.js'
+import { mailchannelsWebhooks as expressWebhook } from '../../../src/express/index.js'
+import { mailchannelsWebhooks as honoWebhook } from '../../../src/hono/index.js'
 import { createWebhookHandler, type WebhookHandlerOptions } from '../../../src/web/index.js'
 import type { WebhookReceiverOptions } from '../../../src/receiver/options.js'
 import { generateSigningKeyPair, signWebhook, type SignedWebhook, type WireEvent } from '../../../src/testing/index.js'
@@ -64,7 +64,7 @@ export async function endpoint (t: Test, adapter: AdapterName, options: Receiver
       const { handlers, enqueue, enqueueTimeout, ...base } = full
       await app.register(plugin, base)
       const own = Object.fromEntries(Object.entries({ handlers, enqueue, enqueueTimeout }).filter(([, v]) => v !== undefined))
-      app.post('/hook', { config: { mailchannelsWebhook: own } }, async () => { after++; return { reached: true } })
+      app.post('/hook', { config: { mailchannelsWebhooks: own } }, async () => { after++; return { reached: true } })
     }
     await app.ready()
     t.teardown(() => app.close())

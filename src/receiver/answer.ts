@@ -1,38 +1,16 @@
-// How a receiver answers a verified delivery itself, with the `handlers` (a WebhookEventRouter)
-// or `enqueue` option: once for every adapter (Fastify, Express, the web handler, Hono). The
-// answer is a `Reply`, and the delivery's replay claim is settled with its status before it is
-// returned. Runtime-neutral: no node: import.
-import type { WebhookEventRouter } from '../dispatch/router.js'
-import type { DispatchReport, EnqueueEvents } from '../dispatch/types.js'
+// The answer step, when the receiver answers a verified delivery itself with the `handlers` (a
+// WebhookEventRouter) or `enqueue` option: once for every adapter (Fastify, Express, the web
+// handler, Hono). The answer is a `Reply`, and the delivery's replay claim is settled with its
+// status before it is returned. Runtime-neutral: no node: import.
+import type { DispatchReport } from '../dispatch/types.js'
 import type { Logger } from '../logger.js'
 import { ReplayStoreError } from '../replay/errors.js'
+import type { EventAnswer } from './options.js'
 import { settle, type AcceptedOutcome } from './receiver.js'
 import { errorReply, type ErrorBody, type Reply } from './reply.js'
 
-/** What the receivers add to every handler's context: `context.keyId`, the key the delivery was verified with. */
-export interface ReceiverContext {
-  /** The key id the delivery was verified with. */
-  readonly keyId: string
-}
-
-/**
- * What the `handlers` option takes: a `WebhookEventRouter` (declare it
- * `new WebhookEventRouter<ReceiverContext>()` to read `context.keyId` in handlers). The
- * receivers call `dispatch(events, { keyId, log })`.
- */
-export type WebhookEventDispatcher = Pick<WebhookEventRouter<ReceiverContext>, 'dispatch'>
-
 /** Seconds a sender should wait after a seen-events store or queue failure. */
 export const STORE_RETRY_AFTER = 10
-/** Seconds a sender should wait when another delivery holds an event's claim, when the router does not say its claim lifetime. */
-const DEFAULT_CLAIM_LIFETIME = 30
-/** Default `enqueueTimeout`, in milliseconds. */
-export const DEFAULT_ENQUEUE_TIMEOUT = 10_000
-
-/** How a receiver answers a verified delivery itself; validated once (`resolveEventAnswer`). */
-export type EventAnswer =
-  | { readonly kind: 'handlers', readonly router: WebhookEventDispatcher, readonly retryAfter: number }
-  | { readonly kind: 'enqueue', readonly enqueue: EnqueueEvents, readonly timeout: number }
 
 /** Body of a delivery the router handled: the counts of its events. */
 export interface DispatchedBody { handled: number, skipped: number, unhandled: number }
@@ -49,40 +27,6 @@ export type DeliveryErrorCode = 'handler_error' | 'event_in_progress' | 'queue_u
 
 /** What `answerDelivery` resolves: the reply to send (the claim is already settled with its status). */
 export type DeliveryReply = Reply<DispatchedBody | QueuedBody | ErrorBody<DeliveryErrorCode>>
-
-function isDispatcher (v: unknown): v is WebhookEventDispatcher {
-  return v !== null && typeof v === 'object' && typeof (v as WebhookEventDispatcher).dispatch === 'function'
-}
-
-/**
- * Validates `handlers`, `enqueue` and `enqueueTimeout` once: at most one of `handlers` and
- * `enqueue`. Null when neither is given (the application's own handler answers). Throws a
- * `TypeError` naming the option.
- */
-export function resolveEventAnswer (options: { handlers?: unknown, enqueue?: unknown, enqueueTimeout?: unknown }): EventAnswer | null {
-  const { handlers, enqueue, enqueueTimeout } = options
-  if (handlers !== undefined && enqueue !== undefined) {
-    throw new TypeError('handlers and enqueue cannot both be given: handle events here with handlers (a WebhookEventRouter), or hand them to a queue with enqueue')
-  }
-  if (enqueueTimeout !== undefined) {
-    if (enqueue === undefined) throw new TypeError('enqueueTimeout applies to enqueue only: give enqueue, or leave enqueueTimeout out')
-    if (typeof enqueueTimeout !== 'number' || !Number.isSafeInteger(enqueueTimeout) || enqueueTimeout < 1) {
-      throw new TypeError('enqueueTimeout must be a positive integer number of milliseconds')
-    }
-  }
-  if (handlers !== undefined) {
-    if (!isDispatcher(handlers)) throw new TypeError('handlers must be a WebhookEventRouter (an object with a dispatch method)')
-    // Another delivery holds the claim for at most the router's claim lifetime: retry after it.
-    const lifetime = (handlers as { claimLifetime?: unknown }).claimLifetime
-    const retryAfter = typeof lifetime === 'number' && Number.isFinite(lifetime) && lifetime > 0 ? Math.ceil(lifetime) : DEFAULT_CLAIM_LIFETIME
-    return { kind: 'handlers', router: handlers, retryAfter }
-  }
-  if (enqueue !== undefined) {
-    if (typeof enqueue !== 'function') throw new TypeError('enqueue must be a function (events, context) that resolves once the queue accepted the events')
-    return { kind: 'enqueue', enqueue: enqueue as EnqueueEvents, timeout: (enqueueTimeout as number | undefined) ?? DEFAULT_ENQUEUE_TIMEOUT }
-  }
-  return null
-}
 
 /** The message of an error for a log line: its message only, never a body or a stack. */
 export function errorMessage (err: unknown): string {

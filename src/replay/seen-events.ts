@@ -54,6 +54,27 @@ export interface SeenEventsStore {
   extend (claims: readonly EventClaim[], lifetimeSeconds: number): Promise<void>
 }
 
+/**
+ * A seen-events store that keeps its done marks in your application's own database, so it can
+ * write an event's done mark in the same transaction as the event's effects: both commit, or
+ * neither does. `WebhookEventRouter` then runs each claimed event's handlers inside
+ * `runInTransaction` and hands them the transaction as `context.db` (`T`).
+ */
+export interface TransactionalSeenEventsStore<T> extends SeenEventsStore {
+  /**
+   * Opens a transaction, runs `work` in it, then writes `claim`'s done mark in that same
+   * transaction and commits. Rolls back and rejects with `work`'s own error when `work` rejects,
+   * and with a `ReplayStoreError` when the claim no longer holds (it expired and another caller
+   * took the event: that caller's transaction decides) or the database failed.
+   */
+  runInTransaction<R> (claim: EventClaim, work: (tx: T) => Promise<R>): Promise<R>
+}
+
+/** Whether `store` can run handlers in a transaction of its own database (`TransactionalSeenEventsStore`). */
+export function isTransactionalStore (store: SeenEventsStore): store is TransactionalSeenEventsStore<unknown> {
+  return typeof (store as Partial<TransactionalSeenEventsStore<unknown>>).runInTransaction === 'function'
+}
+
 export interface SeenEventsStoreOptions {
   /**
    * How long a fingerprint is remembered, in seconds: at least the resend horizon.

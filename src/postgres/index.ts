@@ -1,0 +1,450 @@
+// `mailchannels-webhooks/postgres`: a seen-events store on PostgreSQL (node-postgres), shared by
+// every receiver instance on one database, and the transactional inbox: an event's handlers run
+// in a transaction on your pool and its done mark is written in that same transaction.
+// `pg` is an optional peer: this entry never imports it (you pass your own Pool), and no other
+// entry imports this one.
+import { ReplayStoreError } from '../replay/errors.js'
+import { claimTokens, type EventClaim, type EventClaimResult, type SeenEventsStore, type TransactionalSeenEventsStore } from '../replay/seen-events.js'
+import { checkTtl } from '../replay/ttl.js'
+
+/** The part of a node-postgres `QueryResult` this store reads. */
+export interface PgQueryResultLike { rows: any[], rowCount?: number | null }
+
+/** A checked-out node-postgres client (`PoolClient`): what `transactional: true` hands to handlers as `context.db`. */
+export interface PgPoolClientLike {
+  query (config: { text: string, values?: unknown[] }): Promise<PgQueryResultLike>
+  release (destroy?: boolean | Error): void
+  on (event: 'error', listener: (err: Error) => void): unknown
+  removeListener (event: 'error', listener: (err: Error) => void): unknown
+}
+
+/** A node-postgres `Pool` (`new pg.Pool(...)`), or anything with its `query`, `connect` and `on`. */
+export interface PgPoolLike {
+  query (config: { text: string, values?: unknown[], query_timeout?: number }): Promise<PgQueryResultLike>
+  connect (): Promise<PgPoolClientLike>
+  on (event: 'error', listener: (err: Error, client: unknown) => void): unknown
+}
+
+/**
+ * How to open a transaction in your own database library and run this store's statement in it
+ * (Kysely, Drizzle, Prisma: see docs/inbox.md). `T` is what your handlers get as `context.db`.
+ */
+export interface PostgresTransaction<T> {
+  /** Runs `work` in a new transaction: commits when it resolves, rolls back when it rejects (what `db.transaction().execute(work)` does in Kysely). */
+  run: <R>(work: (tx: T) => Promise<R>) => Promise<R>
+  /** Runs one parameterised statement (`$1`, `$2`... placeholders) in `tx`; resolves its rows (an array, or an object with `rows`). */
+  query: (tx: T, text: string, values: unknown[]) => Promise<unknown>
+}
+
+export interface PostgresSeenEventsOptions<P extends PgPoolLike = PgPoolLike> {
+  /** Your node-postgres `Pool`. The store adds a listener for the pool's `'error'` event, so an idle client whose server went away does not crash the process. */
+  pool: P
+  /**
+   * The table of claims and done marks, optionally schema-qualified (`app.webhook_events_seen`).
+   * @default 'mailchannels_webhooks_seen_events'
+   */
+  table?: string
+  /**
+   * Create the table (and its index) if it does not exist, on first use. Turn it off to create it
+   * yourself from `postgresSeenEventsSchema()` in a migration.
+   * @default true
+   */
+  createSchema?: boolean
+  /**
+   * How long a done mark is remembered: at least the resend horizon.
+   * @default 259200 (seconds: 3 days)
+   */
+  ttl?: number
+  /**
+   * A last guard on every store call, on top of your pool's own timeouts: a call that takes longer
+   * fails with `ReplayStoreError` (the delivery is answered 503 and retried).
+   * @default 5000 (milliseconds)
+   */
+  timeout?: number
+  /**
+   * How often expired rows (done marks past `ttl`, claims whose holder died) are deleted, in the
+   * background of a `claim` (at most 10,000 rows at a time, skipping rows another instance is
+   * deleting). 0 turns it off: then delete `WHERE expires_at < now()` yourself.
+   * @default 3600 (seconds)
+   */
+  purgeInterval?: number
+}
+
+/** The transaction handed to handlers: a node-postgres `PoolClient` inside `BEGIN` … `COMMIT`. */
+export type PgTransactionClient<P extends PgPoolLike> = Awaited<ReturnType<P['connect']>>
+
+/** Pools this module already listens to (one listener per pool, however many stores share it). */
+const listened = new WeakSet<object>()
+const DEFAULT_TABLE = 'mailchannels_webhooks_seen_events'
+const DEFAULT_TTL = 3 * 24 * 60 * 60
+const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/
+
+/** The quoted, schema-qualified table name, or a TypeError naming the option. */
+function quoteTable (table: unknown): string {
+  if (typeof table !== 'string') throw new TypeError(`table must be a string (a table name, optionally schema-qualified), got ${typeof table}`)
+  const parts = table.split('.')
+  if (parts.length > 2 || !parts.every((p) => IDENTIFIER.test(p))) {
+    throw new TypeError('table must be a PostgreSQL identifier of letters, digits and underscores (at most 63), optionally schema-qualified (schema.table)')
+  }
+  return parts.map((p) => `"${p}"`).join('.')
+}
+
+/**
+ * The SQL that creates the store's table and index (idempotent: `IF NOT EXISTS`), for a migration
+ * of your own (`createSchema: false`). One row per event fingerprint: a claim (`done` false, a
+ * random `token`, a short `expires_at`) or the done mark (`done` true, kept until `expires_at`).
+ */
+export function postgresSeenEventsSchema (options: { table?: string } = {}): string {
+  const table = quoteTable(options.table ?? DEFAULT_TABLE)
+  const plain = (options.table ?? DEFAULT_TABLE).split('.').pop()!
+  return `CREATE TABLE IF NOT EXISTS ${table} (
+  fingerprint text PRIMARY KEY,
+  token text NOT NULL,
+  done boolean NOT NULL,
+  expires_at timestamptz NOT NULL
+);
+CREATE INDEX IF NOT EXISTS "${plain.slice(0, 50)}_expires_at" ON ${table} (expires_at);
+`
+}
+
+/**
+ * Seen events on PostgreSQL: claims, done marks, releases and renewals of a whole delivery in one
+ * statement each (one round trip, whatever the number of events), atomic per event on the server,
+ * so any number of receiver instances can share one database. Time is the database server's
+ * (`now()`), so the instances' clocks do not matter. Failures reject with `ReplayStoreError`.
+ *
+ * Build it with `postgresSeenEvents`; with `transactional: true` (or `transaction`) it also runs
+ * handlers in a transaction that commits their effects and the done mark together.
+ */
+export class PostgresSeenEventsStore implements SeenEventsStore {
+  readonly #pool: PgPoolLike
+  readonly #table: string
+  readonly #ttl: number
+  readonly #timeout: number
+  readonly #purgeMs: number
+  #schema: Promise<void> | undefined
+  #lastPurge = Date.now()
+  readonly #sql: Record<'claim' | 'add' | 'complete' | 'release' | 'extend' | 'has' | 'delete' | 'mark' | 'purge', string>
+
+  constructor (options: PostgresSeenEventsOptions) {
+    if (options === null || typeof options !== 'object') throw new TypeError('PostgresSeenEventsStore options must be an object with a pool')
+    const { pool, table = DEFAULT_TABLE, createSchema = true, ttl = DEFAULT_TTL, timeout = 5000, purgeInterval = 3600 } = options
+    if (pool === null || typeof pool !== 'object' || typeof pool.query !== 'function' || typeof pool.connect !== 'function' || typeof pool.on !== 'function') {
+      throw new TypeError('pool must be a node-postgres Pool (new pg.Pool({ connectionString })): an object with query, connect and on methods')
+    }
+    this.#table = quoteTable(table)
+    checkTtl(ttl, 'ttl')
+    if (!Number.isSafeInteger(timeout) || timeout < 1) throw new TypeError('timeout must be a positive integer number of milliseconds')
+    if (!Number.isSafeInteger(purgeInterval) || purgeInterval < 0) throw new TypeError('purgeInterval must be a whole number of seconds (0 turns purging off)')
+    if (typeof createSchema !== 'boolean') throw new TypeError('createSchema must be true or false')
+    this.#pool = pool
+    this.#ttl = ttl
+    this.#timeout = timeout
+    this.#purgeMs = purgeInterval * 1000
+    if (!createSchema) this.#schema = Promise.resolve()
+    // An idle pooled client whose server went away emits 'error' on the pool; with no listener
+    // Node throws it and the process dies. The next query simply connects again.
+    if (!listened.has(pool)) {
+      listened.add(pool)
+      pool.on('error', () => {})
+    }
+    const t = this.#table
+    const input = 'unnest($1::text[], $2::text[]) AS u(f, t)'
+    const life = 'now() + make_interval(secs => $3::double precision)'
+    const expired = 's.expires_at <= now()'
+    this.#sql = {
+      // Every conflicting row is updated, to itself unless it expired: RETURNING then shows its
+      // current state, even for a row another transaction committed after this statement began
+      // (read committed re-checks the conflict on the newest version). Sorted, so two batches
+      // lock shared rows in the same order (no deadlock).
+      claim: `INSERT INTO ${t} AS s (fingerprint, token, done, expires_at) SELECT f, t, false, ${life} FROM ${input} ORDER BY f
+ON CONFLICT (fingerprint) DO UPDATE SET
+  token = CASE WHEN ${expired} THEN excluded.token ELSE s.token END,
+  done = CASE WHEN ${expired} THEN false ELSE s.done END,
+  expires_at = CASE WHEN ${expired} THEN excluded.expires_at ELSE s.expires_at END
+RETURNING fingerprint, token, done`,
+      add: `INSERT INTO ${t} AS s (fingerprint, token, done, expires_at) SELECT f, t, true, ${life} FROM ${input} ORDER BY f
+ON CONFLICT (fingerprint) DO UPDATE SET
+  token = CASE WHEN ${expired} THEN excluded.token ELSE s.token END,
+  done = CASE WHEN ${expired} THEN true ELSE s.done END,
+  expires_at = CASE WHEN ${expired} THEN excluded.expires_at ELSE s.expires_at END
+RETURNING fingerprint, token`,
+      complete: `INSERT INTO ${t} AS s (fingerprint, token, done, expires_at) SELECT f, t, true, ${life} FROM ${input} ORDER BY f
+ON CONFLICT (fingerprint) DO UPDATE SET token = excluded.token, done = true, expires_at = excluded.expires_at`,
+      release: `DELETE FROM ${t} AS s USING ${input} WHERE s.fingerprint = u.f AND s.token = u.t AND NOT s.done`,
+      extend: `UPDATE ${t} AS s SET expires_at = ${life} FROM ${input} WHERE s.fingerprint = u.f AND s.token = u.t AND NOT s.done AND s.expires_at > now()`,
+      has: `SELECT fingerprint FROM ${t} WHERE fingerprint = ANY($1::text[]) AND done AND expires_at > now()`,
+      delete: `DELETE FROM ${t} WHERE fingerprint = ANY($1::text[])`,
+      // In the handlers' transaction: only while this claim holds (an expired claim nobody took
+      // again still does); else another caller owns the event now and this transaction rolls back.
+      mark: `UPDATE ${t} SET done = true, expires_at = now() + make_interval(secs => $3::double precision) WHERE fingerprint = $1 AND token = $2 AND NOT done RETURNING fingerprint`,
+      purge: `DELETE FROM ${t} WHERE fingerprint IN (SELECT fingerprint FROM ${t} WHERE expires_at < now() LIMIT 10000 FOR UPDATE SKIP LOCKED)`,
+    }
+  }
+
+  /** Creates the table and index if they do not exist (what `createSchema: true` does on first use). Safe to run from many instances at once. */
+  async createSchema (): Promise<void> {
+    this.#schema = this.#create()
+    await this.#schema
+  }
+
+  async #create (): Promise<void> {
+    // One instance at a time: concurrent CREATE TABLE IF NOT EXISTS can still collide in the catalogue.
+    const text = `BEGIN; SELECT pg_advisory_xact_lock(7236110428193310); ${postgresSeenEventsSchema({ table: this.#table.replaceAll('"', '') })} COMMIT;`
+    try {
+      await this.#guard('createSchema', async () => await this.#pool.query({ text }))
+    } catch (err) {
+      // Tried again on the next call.
+      this.#schema = undefined
+      throw err
+    }
+  }
+
+  async has (fingerprints: readonly string[]): Promise<boolean[]> {
+    if (fingerprints.length === 0) return []
+    const { rows } = await this.#query('has', this.#sql.has, [fingerprints])
+    const done = new Set(rows.map((r) => r.fingerprint as string))
+    return fingerprints.map((fp) => done.has(fp))
+  }
+
+  async add (fingerprints: readonly string[]): Promise<boolean[]> {
+    if (fingerprints.length === 0) return []
+    const unique = [...new Set(fingerprints)]
+    const tokenOf = claimTokens(unique.length)
+    const tokens = unique.map((_fp, i) => tokenOf(i))
+    const { rows } = await this.#query('add', this.#sql.add, [unique, tokens, this.#ttl])
+    const mine = new Map(unique.map((fp, i) => [fp, tokens[i]!]))
+    const won = new Set(rows.filter((r) => mine.get(r.fingerprint) === r.token).map((r) => r.fingerprint as string))
+    // A fingerprint twice in the batch counts once: its first occurrence.
+    const seen = new Set<string>()
+    return fingerprints.map((fp) => {
+      if (seen.has(fp)) return false
+      seen.add(fp)
+      return won.has(fp)
+    })
+  }
+
+  async delete (fingerprints: readonly string[]): Promise<void> {
+    if (fingerprints.length === 0) return
+    await this.#query('delete', this.#sql.delete, [fingerprints])
+  }
+
+  async claim (fingerprints: readonly string[], lifetimeSeconds: number): Promise<EventClaimResult[]> {
+    checkTtl(lifetimeSeconds, 'lifetimeSeconds')
+    if (fingerprints.length === 0) return []
+    this.#maybePurge()
+    const unique = [...new Set(fingerprints)]
+    const tokenOf = claimTokens(unique.length)
+    const tokens = unique.map((_fp, i) => tokenOf(i))
+    const { rows } = await this.#query('claim', this.#sql.claim, [unique, tokens, lifetimeSeconds])
+    const state = new Map<string, { token: string, done: boolean }>()
+    for (const r of rows) state.set(r.fingerprint, r)
+    const mine = new Map(unique.map((fp, i) => [fp, tokens[i]!]))
+    if (state.size !== unique.length) throw new ReplayStoreError('claim', 'PostgreSQL answered claim with an unexpected number of rows.')
+    const given = new Set<string>()
+    return fingerprints.map((fingerprint): EventClaimResult => {
+      const row = state.get(fingerprint)!
+      if (row.done) return 'done'
+      const token = mine.get(fingerprint)!
+      // A fingerprint twice in the batch: the first occurrence holds the claim, the next sees it taken.
+      if (row.token !== token || given.has(fingerprint)) return 'processing'
+      given.add(fingerprint)
+      return { fingerprint, token }
+    })
+  }
+
+  async complete (claims: readonly EventClaim[]): Promise<void> {
+    if (claims.length === 0) return
+    const byFp = new Map(claims.map((c) => [c.fingerprint, c.token]))
+    await this.#query('complete', this.#sql.complete, [[...byFp.keys()], [...byFp.values()], this.#ttl])
+  }
+
+  async release (claims: readonly EventClaim[]): Promise<void> {
+    if (claims.length === 0) return
+    await this.#query('release', this.#sql.release, [claims.map((c) => c.fingerprint), claims.map((c) => c.token)])
+  }
+
+  async extend (claims: readonly EventClaim[], lifetimeSeconds: number): Promise<void> {
+    checkTtl(lifetimeSeconds, 'lifetimeSeconds')
+    if (claims.length === 0) return
+    await this.#query('extend', this.#sql.extend, [claims.map((c) => c.fingerprint), claims.map((c) => c.token), lifetimeSeconds])
+  }
+
+  /** Deletes up to 10,000 expired rows now; resolves how many. */
+  async purgeExpired (): Promise<number> {
+    const result = await this.#query('purge', this.#sql.purge, [])
+    return result.rowCount ?? 0
+  }
+
+  /** The done-mark statement and its values, for a transaction of yours (`runInTransaction`). */
+  protected markStatement (claim: EventClaim): { text: string, values: unknown[] } {
+    return { text: this.#sql.mark, values: [claim.fingerprint, claim.token, this.#ttl] }
+  }
+
+  /** Waits for the schema (created on first use). */
+  protected async ready (): Promise<void> {
+    await (this.#schema ??= this.#create())
+  }
+
+  protected get timeout (): number { return this.#timeout }
+  protected get pool (): PgPoolLike { return this.#pool }
+
+  async #query (operation: string, text: string, values: unknown[]): Promise<PgQueryResultLike> {
+    await this.ready()
+    return await this.#guard(operation, async () => await this.#pool.query({ text, values, query_timeout: this.#timeout }))
+  }
+
+  async #guard<R> (operation: string, call: () => Promise<R>): Promise<R> {
+    return await guard(operation, this.#timeout, call)
+  }
+
+  #maybePurge (): void {
+    if (this.#purgeMs === 0 || Date.now() - this.#lastPurge < this.#purgeMs) return
+    this.#lastPurge = Date.now()
+    // In the background: a failed purge is retried at the next interval.
+    this.purgeExpired().catch(() => {})
+  }
+}
+
+/** `PostgresSeenEventsStore` that runs handlers in a transaction with the done mark: what `postgresSeenEvents` builds for `transactional` or `transaction`. */
+export class TransactionalPostgresSeenEventsStore<T> extends PostgresSeenEventsStore implements TransactionalSeenEventsStore<T> {
+  readonly #transaction: PostgresTransaction<T>
+
+  constructor (options: PostgresSeenEventsOptions, transaction: PostgresTransaction<T>) {
+    super(options)
+    if (transaction === null || typeof transaction !== 'object' || typeof transaction.run !== 'function' || typeof transaction.query !== 'function') {
+      throw new TypeError('transaction must be an object with run(work) and query(tx, text, values) functions (see docs/inbox.md), or use transactional: true with a node-postgres Pool')
+    }
+    this.#transaction = transaction
+  }
+
+  async runInTransaction<R> (claim: EventClaim, work: (tx: T) => Promise<R>): Promise<R> {
+    await this.ready()
+    const { text, values } = this.markStatement(claim)
+    let failed: { error: unknown } | undefined
+    try {
+      return await this.#transaction.run(async (tx) => {
+        let result: R
+        try {
+          result = await work(tx)
+        } catch (error) {
+          // The handler's own error, passed on as it is once the transaction rolled back.
+          failed = { error }
+          throw error
+        }
+        const rows = await this.#transaction.query(tx, text, values)
+        if (rowCount(rows) !== 1) {
+          throw new ReplayStoreError('complete', 'The claim on this event expired and another caller took it: this transaction was rolled back, the other one decides.')
+        }
+        return result
+      })
+    } catch (err) {
+      if (failed !== undefined && err === failed.error) throw err
+      if (err instanceof ReplayStoreError) throw err
+      throw new ReplayStoreError('complete', 'The transaction with the event\'s done mark failed; it was not acknowledged.', { cause: err })
+    }
+  }
+}
+
+function rowCount (result: unknown): number {
+  if (Array.isArray(result)) return result.length
+  const rows = (result as { rows?: unknown } | null)?.rows
+  return Array.isArray(rows) ? rows.length : -1
+}
+
+/** A transaction on a node-postgres pool: a client of its own, BEGIN, work, COMMIT (ROLLBACK on failure). */
+function poolTransaction (pool: PgPoolLike, timeout: number): PostgresTransaction<PgPoolClientLike> {
+  return {
+    run: async <R>(work: (tx: PgPoolClientLike) => Promise<R>): Promise<R> => {
+      const connecting = pool.connect()
+      let client: PgPoolClientLike
+      try {
+        client = await guard('transaction', timeout, async () => await connecting)
+      } catch (err) {
+        // Given up on: a client that still arrives goes straight back to the pool.
+        connecting.then((late) => { late.release() }, () => {})
+        throw err
+      }
+      // A checked-out client has no pool listener: if the server goes away mid-transaction its
+      // 'error' event would crash the process. The failed query rejects on its own.
+      let broken: Error | undefined
+      const onError = (err: Error): void => { broken = err }
+      client.on('error', onError)
+      let destroy: boolean | Error = false
+      try {
+        await client.query({ text: 'BEGIN' })
+        const result = await work(client)
+        await client.query({ text: 'COMMIT' })
+        return result
+      } catch (err) {
+        try {
+          await client.query({ text: 'ROLLBACK' })
+        } catch {
+          // The connection is gone (and with it the transaction): never reuse it.
+          destroy = true
+        }
+        throw err
+      } finally {
+        client.removeListener('error', onError)
+        client.release(broken ?? destroy)
+      }
+    },
+    query: async (tx, text, values) => await tx.query({ text, values }),
+  }
+}
+
+async function guard<R> (operation: string, timeoutMs: number, call: () => Promise<R>): Promise<R> {
+  let timer: ReturnType<typeof setTimeout> | undefined
+  const pending = Promise.resolve().then(call)
+  pending.catch(() => {})
+  const late = new Promise<never>((_resolve, reject) => {
+    timer = setTimeout(() => { reject(new ReplayStoreError(operation, `PostgreSQL did not answer ${operation} within ${timeoutMs} ms.`)) }, timeoutMs)
+  })
+  try {
+    return await Promise.race([pending, late])
+  } catch (err) {
+    if (err instanceof ReplayStoreError) throw err
+    throw new ReplayStoreError(operation, `PostgreSQL failed to ${operation}: ${errorText(err)}`, { cause: err })
+  } finally {
+    clearTimeout(timer)
+  }
+}
+
+/** The driver's message (a connection or SQL error; never contains query values), bounded. */
+function errorText (err: unknown): string {
+  const message = err instanceof Error ? err.message : String(err)
+  return message.length > 200 ? message.slice(0, 200) + '…' : message
+}
+
+/**
+ * A PostgreSQL seen-events store for `WebhookEventRouter`. With `transactional: true`, the
+ * router runs each event's handlers in a transaction on your pool, hands them its client as
+ * `context.db`, and writes the event's done mark in that transaction: the effects and the mark
+ * commit together, or neither does. With `transaction`, the same on your own library's
+ * transaction (Kysely, Drizzle, Prisma: docs/inbox.md).
+ *
+ * @example
+ * ```ts
+ * import pg from 'pg'
+ * import { WebhookEventRouter } from 'mailchannels-webhooks'
+ * import { postgresSeenEvents } from 'mailchannels-webhooks/postgres'
+ *
+ * const pool = new pg.Pool({ connectionString: process.env.DATABASE_URL })
+ * const router = new WebhookEventRouter({ seenEvents: postgresSeenEvents({ pool, transactional: true }) })
+ *   .on('hard-bounced', async (event, { db }) => {
+ *     await db.query('INSERT INTO suppressions (email, reason) VALUES ($1, $2) ON CONFLICT DO NOTHING', [event.email, event.status])
+ *   })
+ * ```
+ */
+export function postgresSeenEvents<P extends PgPoolLike> (options: PostgresSeenEventsOptions<P> & { transactional: true }): TransactionalPostgresSeenEventsStore<PgTransactionClient<P>>
+export function postgresSeenEvents<T> (options: PostgresSeenEventsOptions & { transaction: PostgresTransaction<T> }): TransactionalPostgresSeenEventsStore<T>
+export function postgresSeenEvents (options: PostgresSeenEventsOptions & { transactional?: false }): PostgresSeenEventsStore
+export function postgresSeenEvents (options: PostgresSeenEventsOptions & { transactional?: boolean, transaction?: PostgresTransaction<unknown> }): PostgresSeenEventsStore {
+  if (options === null || typeof options !== 'object') throw new TypeError('postgresSeenEvents options must be an object with a pool')
+  const { transactional = false, transaction } = options
+  if (typeof transactional !== 'boolean') throw new TypeError('transactional must be true or false')
+  if (transactional && transaction !== undefined) throw new TypeError('give transactional: true (a transaction on the node-postgres pool) or transaction (your own library\'s), not both')
+  if (transaction !== undefined) return new TransactionalPostgresSeenEventsStore(options, transaction)
+  if (transactional) return new TransactionalPostgresSeenEventsStore(options, poolTransaction(options.pool, options.timeout ?? 5000))
+  return new PostgresSeenEventsStore(options)
+}

@@ -55,10 +55,12 @@ export type ApiErrorType = (typeof ApiErrorType)[keyof typeof ApiErrorType]
 export type ErrorType = VerifyErrorType | ApiErrorType
 
 /**
- * The HTTP status an adapter answers with for each verification failure (design.md).
- * `key_unavailable` and `replay_store_unavailable` also carry `Retry-After`.
+ * The HTTP status an adapter answers with for each verification failure (the table "Error types"
+ * in docs/receivers.md). `key_unavailable` and `replay_store_unavailable` also carry `Retry-After`.
+ * Indexed by any `ErrorType`, so `HTTP_STATUS_BY_TYPE[error.type]` type-checks on an
+ * `ErrorResponse` as it is: a verify type gives its status, an API type `undefined`.
  */
-export const HTTP_STATUS_BY_TYPE: Readonly<Record<VerifyErrorType, number>> = Object.freeze({
+export const HTTP_STATUS_BY_TYPE: Readonly<Record<VerifyErrorType, number> & Partial<Record<ApiErrorType, undefined>>> = Object.freeze({
   missing_header: 400,
   malformed_header: 400,
   invalid_payload: 400,

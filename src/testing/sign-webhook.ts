@@ -74,8 +74,12 @@ export interface SignWebhookOptions {
 
 /** A delivery exactly as MailChannels sends it. */
 export interface SignedWebhook {
-  /** The raw body bytes. */
-  body: Buffer
+  /**
+   * The raw body bytes: a `Buffer` over an `ArrayBuffer`, so TypeScript takes it as a `fetch`,
+   * `Request` or `Response` body (DOM and undici `BodyInit` refuse a `Buffer<ArrayBufferLike>`),
+   * and as an `inject` payload.
+   */
+  body: Buffer<ArrayBuffer>
   /** `content-type`, `content-digest`, `signature-input`, `signature` (lower-case names). */
   headers: {
     'content-type': string
@@ -96,7 +100,7 @@ export function signWebhook (options: SignWebhookOptions): SignedWebhook {
   const created = options.created ?? Math.floor(Date.now() / 1000)
   if (!Number.isSafeInteger(created)) throw new TypeError('created must be an integer number of seconds')
   const label = options.label ?? `sig_${created}`
-  const body = payload !== undefined
+  const body: Buffer<ArrayBuffer> = payload !== undefined
     ? Buffer.from(typeof payload === 'string' ? Buffer.from(payload, 'utf8') : payload)
     : Buffer.from(JSON.stringify(events!.map(toWireEvent)), 'utf8')
   const privateKey = typeof options.privateKey === 'string' ? crypto.createPrivateKey(options.privateKey) : options.privateKey

@@ -55,7 +55,7 @@ t.test('every single-byte mutation is rejected with a typed error, never a throw
           }
           continue
         }
-        const typed = r.data === null && r.error.statusCode === null && (r.error.type in HTTP_STATUS_BY_TYPE) && HTTP_STATUS_BY_TYPE[r.error.type as keyof typeof HTTP_STATUS_BY_TYPE] >= 400
+        const typed = r.data === null && r.error.statusCode === null && (HTTP_STATUS_BY_TYPE[r.error.type] ?? 0) >= 400
         if (!typed) {
           failures++
           t.fail(`${field}[${pos}] -> 0x${c.toString(16)}: untyped rejection ${JSON.stringify(r.error)}`)

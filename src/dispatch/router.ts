@@ -31,7 +31,7 @@ export interface WebhookEventRouterOptions {
    * an event back for at most this long. Another dispatch of the same event meanwhile reports
    * it `deferred`. Receivers answer such a delivery 503 with `Retry-After` set to this.
    * Only used with `seenEvents`.
-   * @default 30
+   * @default 30 (seconds)
    */
   claimLifetime?: number
 }

@@ -34,7 +34,7 @@ export interface RedisStoreOptions {
    * Longest wait for one store call, in ms, after which it fails with `ReplayStoreError`
    * (the route answers 503). A guard on top of ioredis' own `commandTimeout`, so a
    * misconfigured client (offline queue on, no timeout) cannot hang requests.
-   * @default 1000
+   * @default 1000 (milliseconds)
    */
   timeout?: number
   /**
@@ -53,7 +53,7 @@ export interface RedisStoreOptions {
   /**
    * Longest wait, in ms, for the `waitForReplicas` acknowledgements; below `timeout`, and below
    * the client's `commandTimeout` (`WAIT` holds the connection it runs on meanwhile).
-   * @default 100 (or `timeout - 1` when that is shorter)
+   * @default 100 (milliseconds; or `timeout - 1` when that is shorter)
    */
   waitTimeout?: number
 }

@@ -78,7 +78,7 @@ export function isTransactionalStore (store: SeenEventsStore): store is Transact
 export interface SeenEventsStoreOptions {
   /**
    * How long a fingerprint is remembered, in seconds: at least the resend horizon.
-   * @default 259200 (3 days)
+   * @default 259200 (seconds: 3 days)
    */
   ttl?: number
 }

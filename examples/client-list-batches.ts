@@ -5,8 +5,8 @@
 //   npx tsx examples/client-list-batches.ts                                   # a local sandbox
 import http from 'node:http'
 import type { AddressInfo } from 'node:net'
-import { MailChannels, MailChannelsError } from '../src/index.js'
-import { createSandbox } from '../src/testing/index.js'
+import { MailChannels, MailChannelsError } from 'mailchannels-webhooks'
+import { createSandbox } from 'mailchannels-webhooks/testing'
 
 async function main (): Promise<void> {
   let baseUrl = process.env.MAILCHANNELS_BASE_URL

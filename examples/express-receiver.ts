@@ -2,8 +2,8 @@
 // Run as is, a local sandbox delivers three batches to it, then everything closes.
 import express from 'express'
 import type { Server } from 'node:http'
-import { mailchannelsWebhooks } from '../src/express/index.js' // in your app: 'mailchannels-webhooks/express'
-import { createSandbox } from '../src/testing/index.js' // 'mailchannels-webhooks/testing'
+import { mailchannelsWebhooks } from 'mailchannels-webhooks/express'
+import { createSandbox } from 'mailchannels-webhooks/testing'
 
 export function buildReceiver (options: { customerHandles: string[], baseUrl?: string }): express.Express {
   const app = express()

@@ -3,9 +3,9 @@
 // Run as is, a local sandbox plays the MailChannels API; in production pass your API key:
 // new MailChannels(process.env.MAILCHANNELS_API_KEY) and keep the key on the server.
 import Fastify from 'fastify'
-import { batchesRoute } from '../src/fastify/index.js' // in your app: 'mailchannels-webhooks/fastify'
-import { MailChannels } from '../src/index.js' // 'mailchannels-webhooks'
-import { createSandbox } from '../src/testing/index.js' // 'mailchannels-webhooks/testing'
+import { batchesRoute } from 'mailchannels-webhooks/fastify'
+import { MailChannels } from 'mailchannels-webhooks'
+import { createSandbox } from 'mailchannels-webhooks/testing'
 
 const ADMIN_TOKEN = 'change-me' // stands in for your real auth (session, JWT, ...)
 

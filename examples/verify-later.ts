@@ -2,8 +2,8 @@
 // and verify from a queue worker with `now` = the arrival time. `npx tsx examples/verify-later.ts`
 // `now` must be the time your server recorded, never a time taken from the request.
 import http from 'node:http'
-import { Webhooks } from '../src/index.js' // in your app: 'mailchannels-webhooks'
-import { createSandbox } from '../src/testing/index.js' // 'mailchannels-webhooks/testing'
+import { Webhooks } from 'mailchannels-webhooks'
+import { createSandbox } from 'mailchannels-webhooks/testing'
 
 interface Queued { body: Buffer, headers: http.IncomingHttpHeaders, receivedAt: number }
 const queue: Queued[] = []

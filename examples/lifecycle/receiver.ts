@@ -10,8 +10,8 @@
 // SEEN_EVENTS_FILE (default `.seen-events.txt`).
 import { appendFileSync, readFileSync } from 'node:fs'
 import Fastify from 'fastify'
-import mailchannelsWebhooks from '../../src/fastify/index.js' // in your app: 'mailchannels-webhooks/fastify'
-import { MemorySeenEventsStore, WebhookEventRouter, type EventClaim } from '../../src/index.js' // 'mailchannels-webhooks'
+import mailchannelsWebhooks from 'mailchannels-webhooks/fastify'
+import { MemorySeenEventsStore, WebhookEventRouter, type EventClaim } from 'mailchannels-webhooks'
 
 /**
  * The events already handled, remembered in a file so that a restarted receiver still knows

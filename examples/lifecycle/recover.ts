@@ -6,9 +6,9 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'no
 import os from 'node:os'
 import path from 'node:path'
 import Fastify, { type FastifyInstance } from 'fastify'
-import mailchannelsWebhooks from '../../src/fastify/index.js' // 'mailchannels-webhooks/fastify'
-import { MailChannels, MemorySeenEventsStore, WebhookEventRouter } from '../../src/index.js' // 'mailchannels-webhooks'
-import { createSandbox } from '../../src/testing/index.js' // 'mailchannels-webhooks/testing'
+import mailchannelsWebhooks from 'mailchannels-webhooks/fastify'
+import { MailChannels, MemorySeenEventsStore, WebhookEventRouter } from 'mailchannels-webhooks'
+import { createSandbox } from 'mailchannels-webhooks/testing'
 
 /**
  * Resends every batch whose delivery failed in the last 3 days, once. `stateFile` keeps the ids

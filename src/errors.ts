@@ -49,6 +49,10 @@ export const ApiErrorType = {
   applicationError: 'application_error',
   /** A resend reached the API, but the webhook endpoint did not answer it with a 2xx (or did not answer). */
   deliveryFailed: 'delivery_failed',
+  /** A batch listing returned a full page of entries already listed (the API seems to ignore `offset`). */
+  listingRepeated: 'listing_repeated',
+  /** A batch listing reached `maxBatches` entries before it ended. */
+  listingLimitReached: 'listing_limit_reached',
 } as const
 export type ApiErrorType = (typeof ApiErrorType)[keyof typeof ApiErrorType]
 

@@ -1,7 +1,7 @@
 // The commands that operate a webhook through the MailChannels API (or a sandbox standing in
 // for it): enroll, list, delete, validate, batches, resend, reconcile. The API key comes from
 // MAILCHANNELS_API_KEY only and is never printed.
-import { parseUtcDate, type WebhooksBatch, type WebhooksBatchStatus } from '../client/batches.js'
+import { DEFAULT_MAX_BATCHES, parseUtcDate, type WebhooksBatch, type WebhooksBatchStatus } from '../client/batches.js'
 import { isTimeoutError } from '../client/http.js'
 import { MailChannels, MailChannelsError } from '../client/mailchannels.js'
 import type { ReconcileBatchResult, ReconcileOptions, ReconcileReport, ReconcileSettled, ReconcileSkipReason } from '../client/reconcile.js'
@@ -108,11 +108,13 @@ ${KEY_HELP}`,
     help: () => `Usage: ${BIN} batches [options]
 
 Lists webhook delivery batches as a table (id, created, status, code, events, duration,
-endpoint), every page.
+endpoint), every page: one row per delivery attempt, so a batch tried three times has
+three rows.
 
 Options:
 ${windowHelp('default: the last 3 days', 'Delivery results (default all)')}
-  --limit <n>         At most n batches
+  --limit <n>         At most n entries (default: every page; a listing that repeats
+                      a page, or goes past ${DEFAULT_MAX_BATCHES} entries, stops with an error)
 ${CONNECTION_HELP}
 
 Failed deliveries: ${BIN} batches --status 4xx,5xx,no_response
@@ -144,6 +146,7 @@ ${KEY_HELP}`,
       concurrency: { type: 'string', value: '<n>' },
       rate: { type: 'string', value: '<n>' },
       state: { type: 'string', value: '<file>' },
+      'max-batches': { type: 'string', value: '<n>' },
       ...CONNECTION,
     },
     help: () => `Usage: ${BIN} reconcile [options]
@@ -161,8 +164,13 @@ ${windowHelp('default: --since 3d', 'Failed results (default 4xx,5xx,no_response
   --rate <n>          Resends started per second at most (default 3)
   --state <file>      Remember the batches resent in this file and skip those it
                       lists: a rerun after a crash or Ctrl-C resends nothing twice
+  --max-batches <n>   List at most n entries (one per delivery attempt); a listing
+                      longer than that stops with an error, nothing resent
+                      (default ${DEFAULT_MAX_BATCHES})
 ${CONNECTION_HELP}
 
+Every listed batch is checked against the window, --status and --webhook before it
+is resent; one that does not match (the API ignored the query) is skipped.
 It stops when the API refuses the key (401/403) or after 5 failed resends in a row.
 Ctrl-C stops it between batches. Exit code 0 only when nothing failed.
 
@@ -217,6 +225,10 @@ function advice (error: ErrorResponse, conn: Connection, command: string): strin
       : `The API refused the key (HTTP ${error.statusCode}): check MAILCHANNELS_API_KEY and its permissions.`
   }
   if (error.type === 'rate_limit_error') return 'The API is rate-limiting this key: wait a minute, then try again.'
+  if (error.type === 'listing_repeated') return 'The API answers the same page again and again: try a narrower window (--after and --before); if it persists, report it.'
+  if (error.type === 'listing_limit_reached') {
+    return `Narrow the window (--since, --after, --before) or the filters (--status, --webhook), ${command === 'reconcile' ? 'or raise --max-batches' : 'or give --limit <n> to see the first n'}.`
+  }
   if (error.type === 'conflict_error' && command === 'enroll') return `See the enrolled endpoints with '${BIN} list'; '${BIN} delete --yes' removes every one.`
   if (error.type === 'not_found' && command === 'validate') return `Enroll an endpoint first: ${BIN} enroll <url>`
   if (error.type === 'not_found' && command === 'resend') return `List failed batches with '${BIN} batches --status 4xx,5xx,no_response'; batches older than the API keeps cannot be resent.`
@@ -254,7 +266,12 @@ function fail (c: Context, conn: Connection, error: ErrorResponse): number {
   }
   if (c.json) c.io.out(terminalJson(JSON.stringify({ data: null, error }, null, 2)))
   const todo = advice(error, conn, c.command)
-  c.io.err(`${BIN} ${c.command}: ${terminalText(error.message)}${todo === null ? '' : `\n  ${todo}`}\n`)
+  let message = error.message
+  if (error.type === 'listing_limit_reached') {
+    // The library's advice names its option; the advice line below names the flags.
+    message = message.replace(/; maxBatches \((\d+)\) stops it here\..*$/, (_all, n: string) => (c.command === 'reconcile' ? `; --max-batches (${n}) stops it here.` : `; ${c.command} stops at ${n} entries.`))
+  }
+  c.io.err(`${BIN} ${c.command}: ${terminalText(message)}${todo === null ? '' : `\n  ${todo}`}\n`)
   return 1
 }
 
@@ -374,7 +391,9 @@ async function batches (c: Context): Promise<number> {
   const conn = connect(c)
   const found: WebhooksBatch[] = []
   try {
-    for await (const b of conn.client.webhooks.iterateBatches({ ...options, limit: Math.min(limit ?? 500, 500) })) {
+    // With --limit above the default cap, the cap follows it (--limit ends the listing first).
+    const cap = limit !== undefined && limit > DEFAULT_MAX_BATCHES ? { maxBatches: limit } : {}
+    for await (const b of conn.client.webhooks.iterateBatches({ ...options, limit: Math.min(limit ?? 500, 500), ...cap })) {
       found.push(b)
       if (limit !== undefined && found.length >= limit) break
     }
@@ -391,8 +410,11 @@ async function batches (c: Context): Promise<number> {
     return 0
   }
   for (const line of batchTable(found, c.paint)) c.io.out(line)
-  const failed = found.filter((b) => b.status !== '2xx_response').length
-  c.io.out(c.paint(DIM, `${plural(found.length, 'batch', 'batches')}${failed > 0 ? `, ${failed} not delivered` : ''}${limit !== undefined && found.length >= limit ? ` (--limit ${limit} reached)` : ''}`))
+  // The listing has one entry per delivery attempt: count the batches (distinct ids) apart.
+  const delivered = new Set(found.filter((b) => b.status === '2xx_response').map((b) => b.batchId))
+  const ids = new Set(found.map((b) => b.batchId))
+  const notDelivered = [...ids].filter((id) => !delivered.has(id)).length
+  c.io.out(c.paint(DIM, `${plural(ids.size, 'batch', 'batches')} (${plural(found.length, 'attempt')})${notDelivered > 0 ? `, ${notDelivered} not delivered` : ''}${limit !== undefined && found.length >= limit ? ` (--limit ${limit} reached)` : ''}`))
   return 0
 }
 
@@ -486,6 +508,8 @@ async function reconcile (c: Context): Promise<number> {
   const dryRun = c.values['dry-run'] === true
   const concurrency = numeric(c.values.concurrency, 'concurrency', c.command)
   const rate = numeric(c.values.rate, 'rate', c.command)
+  const maxBatches = numeric(c.values['max-batches'], 'max-batches', c.command)
+  if (maxBatches !== undefined && (!Number.isSafeInteger(maxBatches) || maxBatches < 1)) throw new UsageError('--max-batches must be a positive integer.', c.command)
   const stateFile = c.values.state as string | undefined
   const window = windowOptions(c, '3d')
   if (!dryRun && c.values.yes !== true && c.io.confirm === undefined) {
@@ -501,7 +525,7 @@ async function reconcile (c: Context): Promise<number> {
     }
   }
   const conn = connect(c)
-  const base: ReconcileOptions = { ...window, exclude, ...(concurrency !== undefined ? { concurrency } : {}), ...(rate !== undefined ? { rate } : {}) }
+  const base: ReconcileOptions = { ...window, exclude, ...(concurrency !== undefined ? { concurrency } : {}), ...(rate !== undefined ? { rate } : {}), ...(maxBatches !== undefined ? { maxBatches } : {}) }
 
   if (!dryRun && c.values.yes !== true) {
     // On a terminal without --yes: list first, then ask.

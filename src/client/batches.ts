@@ -37,6 +37,84 @@ export interface BatchesOptions {
   offset?: number
 }
 
+/**
+ * The most listing entries (one per delivery attempt) one run of `iterateBatches` or
+ * `reconcile` takes: one attempt every 10 seconds, around the clock, for the longest window
+ * the listing allows (31 days: 267,840 entries) fits, in 600 full pages of 500. Resending
+ * that many at reconcile's default 3 a second would take over a day: narrow the window first.
+ */
+export const DEFAULT_MAX_BATCHES = 300_000
+
+/** Options of `webhooks.iterateBatches`: those of `batches`, and a cap on the whole listing. */
+export interface IterateBatchesOptions extends BatchesOptions {
+  /**
+   * The most entries to list in all, a positive integer: a listing that has not ended by then
+   * (more full pages to come) ends with a `listing_limit_reached` error, so an API that never
+   * stops returning new entries cannot keep the iteration (and its memory) growing.
+   * @default 300000 (entries; 600 full pages of 500: one delivery attempt every 10 seconds for 31 days)
+   */
+  maxBatches?: number
+}
+
+/** Checks `maxBatches`; `null` when valid. */
+export function checkMaxBatches (value: unknown): ErrorResponse | null {
+  if (value === undefined || (Number.isSafeInteger(value) && (value as number) >= 1)) return null
+  return localError('validation_error', 'The maxBatches value must be a positive integer (entries listed per run).')
+}
+
+/**
+ * Follows a listing page by page and says when to stop: a full page holding only entries
+ * already listed (the API ignoring `offset`: it would repeat forever), or `maxBatches`
+ * entries listed before the listing ended. Remembers one short key per entry listed, at most
+ * `maxBatches` of them.
+ */
+export class ListingTracker {
+  #pages = 0
+  #entries = 0
+  readonly #seen = new Set<string>()
+  readonly #max: number
+
+  constructor (maxBatches: number) {
+    this.#max = maxBatches
+  }
+
+  /**
+   * Records the page listed at `offset`; `full` when it is as long as the page size asked
+   * for (the listing goes on). `take` is how many of its entries to use (all, fewer at the
+   * cap, none of a repeated page); `error`, when set, ends the listing.
+   */
+  page (entries: readonly WebhooksBatch[], offset: number, full: boolean): { take: number, error: ErrorResponse | null } {
+    this.#pages++
+    let fresh = 0
+    for (const b of entries) {
+      // An entry is one attempt: the same batch id comes back once per attempt.
+      const key = `${b.batchId} ${b.createdAt} ${b.status} ${b.statusCode}`
+      if (!this.#seen.has(key)) {
+        fresh++
+        if (this.#seen.size < this.#max) this.#seen.add(key)
+      }
+    }
+    if (full && fresh === 0) {
+      const ids = entries.map((b) => b.batchId)
+      return {
+        take: 0,
+        error: localError('listing_repeated', `Failed to list webhook batches: the page at offset ${offset} lists only batches already listed (${entries.length} entries, batch ids ${Math.min(...ids)} to ${Math.max(...ids)}): the API seems to ignore offset. Stopped after ${this.#pages} pages, ${this.#entries + entries.length} entries.`),
+      }
+    }
+    const take = Math.min(entries.length, this.#max - this.#entries)
+    this.#entries += take
+    // Entries beyond the cap: the listing has not ended (a listing of exactly maxBatches
+    // entries ends with an empty page, which is fine).
+    if (take < entries.length) {
+      return {
+        take,
+        error: localError('listing_limit_reached', `Failed to list webhook batches: ${this.#entries} entries in ${this.#pages} pages and the listing has not ended; maxBatches (${this.#max}) stops it here. Narrow the window or the filters, or raise maxBatches.`),
+      }
+    }
+    return { take, error: null }
+  }
+}
+
 /** One webhook delivery batch (the service's `WebhookBatch`, in camelCase). */
 export interface WebhooksBatch {
   batchId: number

@@ -6,7 +6,7 @@ import { DEFAULT_BASE_URL, parseBaseUrl } from '../base-url.js'
 import { MAX_KEY_RESPONSE_BYTES, publicKeyUrl } from '../keys/fetch-public-key.js'
 import { importEd25519PublicKey, KeyRejectedError } from '../keys/public-key.js'
 import { isKeyId } from '../keys/key-id.js'
-import { buildBatchesQuery, MAX_LIMIT, mapBatchesResponse, type BatchesOptions, type WebhooksBatch } from './batches.js'
+import { buildBatchesQuery, checkMaxBatches, DEFAULT_MAX_BATCHES, ListingTracker, MAX_LIMIT, mapBatchesResponse, type BatchesOptions, type IterateBatchesOptions, type WebhooksBatch } from './batches.js'
 import { abortedError, getJson, isRecord, type Transport } from './http.js'
 import { checkRequestOptions, type RequestOptions } from './request-options.js'
 import { createWebhookLifecycle, type WebhookLifecycleApi } from './webhooks.js'
@@ -63,8 +63,12 @@ export interface WebhooksApi extends WebhookLifecycleApi {
    * `{ data, error }` channel, so a failure rejects the pending `next()` with a
    * `MailChannelsError` whose `error` is the `ErrorResponse`. `request.signal` cancels the page
    * in flight and ends the iteration (with an aborted `MailChannelsError`).
+   * A listing that does not end stops with an error rather than running on: a full page of
+   * entries already listed (the API ignoring `offset`) gives `listing_repeated`, more than
+   * `options.maxBatches` entries (default 300,000) `listing_limit_reached`; each says what was
+   * seen.
    */
-  iterateBatches (options?: BatchesOptions, request?: RequestOptions): AsyncGenerator<WebhooksBatch, void, undefined>
+  iterateBatches (options?: IterateBatchesOptions, request?: RequestOptions): AsyncGenerator<WebhooksBatch, void, undefined>
   /**
    * Fetches a signing key by id from the public-key endpoint. Sends no API key.
    * `request.signal` cancels the call. Never throws.
@@ -143,14 +147,22 @@ export class MailChannels {
       }
     }
 
-    async function * iterateBatches (opts: BatchesOptions = {}, request?: RequestOptions): AsyncGenerator<WebhooksBatch, void, undefined> {
-      const limit = opts?.limit ?? MAX_LIMIT
-      let offset = opts?.offset ?? 0
+    async function * iterateBatches (opts: IterateBatchesOptions = {}, request?: RequestOptions): AsyncGenerator<WebhooksBatch, void, undefined> {
+      if (opts !== null && opts !== undefined && !isRecord(opts)) throw new MailChannelsError(localError('validation_error', 'batches options must be an object.'))
+      const { maxBatches, ...listing } = (opts ?? {}) as IterateBatchesOptions
+      const invalid = checkMaxBatches(maxBatches)
+      if (invalid !== null) throw new MailChannelsError(invalid)
+      const tracker = new ListingTracker(maxBatches ?? DEFAULT_MAX_BATCHES)
+      const limit = listing.limit ?? MAX_LIMIT
+      let offset = listing.offset ?? 0
       for (;;) {
-        const page = await batches({ ...opts, limit, offset }, request)
+        const page = await batches({ ...listing, limit, offset }, request)
         if (page.error !== null) throw new MailChannelsError(page.error)
-        yield * page.data
-        if (page.data.length < limit) return
+        const full = page.data.length >= limit
+        const { take, error } = tracker.page(page.data, offset, full)
+        yield * page.data.slice(0, take)
+        if (error !== null) throw new MailChannelsError(error)
+        if (!full) return
         offset += page.data.length
       }
     }

@@ -1,7 +1,7 @@
 // reconcile: find every batch whose delivery failed in a window and resend each one once,
 // politely (bounded concurrency, a rate limit, a stop on auth errors or repeated failures).
 import { localError, type ErrorResponse, type Result } from '../errors.js'
-import { batchResponseStatus, buildBatchesQuery, MAX_LIMIT, parseDateInput, type BatchesOptions, type WebhooksBatch, type WebhooksBatchStatus } from './batches.js'
+import { batchResponseStatus, buildBatchesQuery, checkMaxBatches, DEFAULT_MAX_BATCHES, ListingTracker, MAX_LIMIT, parseDateInput, type BatchesOptions, type WebhooksBatch, type WebhooksBatchStatus } from './batches.js'
 import { abortedError, isAbortSignal, isRecord, sleep } from './http.js'
 import type { RequestOptions } from './request-options.js'
 import { checkBatchId, type ResendBatchOptions, type ResentBatch } from './webhooks.js'
@@ -86,6 +86,14 @@ export interface ReconcileOptions {
    * @default false
    */
   retryNonIdempotent?: boolean
+  /**
+   * The most listing entries (one per delivery attempt) to list, a positive integer. A
+   * listing that goes on past it resolves a `listing_limit_reached` error and nothing is
+   * resent; a full page of entries already listed (the API ignoring `offset`) resolves
+   * `listing_repeated`.
+   * @default 300000 (entries; 600 full pages of 500: one delivery attempt every 10 seconds for 31 days)
+   */
+  maxBatches?: number
 }
 
 /**
@@ -161,7 +169,7 @@ export interface ReconcileClient {
   resendBatch (batchId: number | string, options?: ResendBatchOptions, request?: RequestOptions): Promise<Result<ResentBatch>>
 }
 
-const OPTION_NAMES = ['createdAfter', 'createdBefore', 'statuses', 'webhook', 'dryRun', 'concurrency', 'rate', 'exclude', 'signal', 'onProgress', 'stopAfterFailures', 'retryNonIdempotent']
+const OPTION_NAMES = ['createdAfter', 'createdBefore', 'statuses', 'webhook', 'dryRun', 'concurrency', 'rate', 'exclude', 'signal', 'onProgress', 'stopAfterFailures', 'retryNonIdempotent', 'maxBatches']
 
 interface Plan {
   listing: BatchesOptions
@@ -176,6 +184,7 @@ interface Plan {
   onProgress: ((p: ReconcileProgress) => void) | undefined
   stopAfterFailures: number
   retryNonIdempotent: boolean
+  maxBatches: number
 }
 
 const wire = (ms: number): string => new Date(ms).toISOString().replace(/\.\d{3}Z$/, 'Z')
@@ -219,6 +228,8 @@ function plan (options: unknown, now: number): { plan: Plan, error: null } | { p
   const stopAfterFailures = o.stopAfterFailures ?? DEFAULT_STOP_AFTER_FAILURES
   if (!Number.isInteger(stopAfterFailures) || stopAfterFailures < 1) return bad('stopAfterFailures must be a positive integer.')
   if (o.retryNonIdempotent !== undefined && typeof o.retryNonIdempotent !== 'boolean') return bad('retryNonIdempotent must be true or false.')
+  const badMax = checkMaxBatches(o.maxBatches)
+  if (badMax !== null) return { plan: null, error: badMax }
   if (o.signal !== undefined && !isAbortSignal(o.signal)) return bad('signal must be an AbortSignal.')
   if (o.onProgress !== undefined && typeof o.onProgress !== 'function') return bad('onProgress must be a function.')
   const exclude = new Set<number>()
@@ -245,31 +256,28 @@ function plan (options: unknown, now: number): { plan: Plan, error: null } | { p
       onProgress: o.onProgress,
       stopAfterFailures,
       retryNonIdempotent: o.retryNonIdempotent ?? false,
+      maxBatches: o.maxBatches ?? DEFAULT_MAX_BATCHES,
     },
     error: null,
   }
 }
 
-/** Lists every page of the window; distinct batch ids in listing order. */
+/**
+ * Lists every page of the window; distinct batch ids in listing order. A listing that repeats
+ * a page or goes past `maxBatches` entries ends with its error (ListingTracker, batches.ts).
+ */
 async function listAll (client: ReconcileClient, p: Plan): Promise<Result<WebhooksBatch[]>> {
   const byId = new Map<number, WebhooksBatch>()
-  const rows = new Set<string>()
+  const tracker = new ListingTracker(p.maxBatches)
   let offset = 0
   for (;;) {
     const page = await client.batches({ ...p.listing, offset }, p.signal !== undefined ? { signal: p.signal } : undefined)
     if (page.error !== null) return page
-    let fresh = 0
-    for (const b of page.data) {
-      const row = `${b.batchId} ${b.createdAt} ${b.status} ${b.statusCode}`
-      if (!rows.has(row)) fresh++
-      rows.add(row)
-      if (!byId.has(b.batchId)) byId.set(b.batchId, b)
-    }
-    if (page.data.length < MAX_LIMIT) return { data: [...byId.values()], error: null }
-    // A full page of rows already seen means the API repeats itself: stop rather than loop forever.
-    if (fresh === 0) {
-      return { data: null, error: localError('api_error', 'Failed to list webhook batches: the listing repeats the same page; try a smaller window.') }
-    }
+    const full = page.data.length >= MAX_LIMIT
+    const { take, error } = tracker.page(page.data, offset, full)
+    if (error !== null) return { data: null, error }
+    for (const b of page.data.slice(0, take)) if (!byId.has(b.batchId)) byId.set(b.batchId, b)
+    if (!full) return { data: [...byId.values()], error: null }
     offset += page.data.length
   }
 }

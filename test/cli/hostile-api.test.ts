@@ -193,3 +193,58 @@ t.test('reconcile re-checks what the listing returns: a delivered batch, batches
     [1, 'resent', null], [2, 'skipped', 'status_not_requested'], [3, 'skipped', 'outside_window'], [4, 'skipped', 'outside_window'], [5, 'skipped', 'other_webhook'],
   ])
 })
+
+t.test('batches and reconcile: a listing that repeats its page, or never ends, stops with a message that says what was seen', async (t) => {
+  let requests = 0
+  let nextId = 1
+  const createdAt = new Date(Date.now() - 3600_000).toISOString()
+  const fresh = (first: number): Record<string, unknown>[] => Array.from({ length: 500 }, (_, i) => batch(first + i, '5xx_response', 503, { created_at: createdAt, webhook: 'https://hooks.example.com/a' }))
+  override = (req, res) => {
+    if (!(req.url ?? '').startsWith('/tx/v1/webhook-batch?')) return false
+    requests++
+    send(res, 200, { webhook_batches: fresh(1) })
+    return true
+  }
+  const repeated = await mc('batches', '--since', '1d')
+  t.equal(repeated.code, 1)
+  t.equal(requests, 2)
+  t.equal(repeated.stdout, '')
+  t.match(repeated.stderr, /^mailchannels-webhooks batches: Failed to list webhook batches: the page at offset 500 lists only batches already listed \(500 entries, batch ids 1 to 500\): the API seems to ignore offset\. Stopped after 2 pages, 1000 entries\.\n {2}The API answers the same page again and again: try a narrower window \(--after and --before\); if it persists, report it\.\n$/)
+
+  // New ids on every page: the default cap ends `batches` (600 pages of 500).
+  requests = 0
+  override = (req, res) => {
+    if (!(req.url ?? '').startsWith('/tx/v1/webhook-batch?')) return false
+    requests++
+    send(res, 200, { webhook_batches: fresh(nextId) })
+    nextId += 500
+    return true
+  }
+  const endless = await mc('batches', '--since', '1d')
+  t.equal(endless.code, 1)
+  t.equal(requests, 601)
+  t.match(endless.stderr, /^mailchannels-webhooks batches: Failed to list webhook batches: 300000 entries in 601 pages and the listing has not ended; batches stops at 300000 entries\.\n {2}Narrow the window \(--since, --after, --before\) or the filters \(--status, --webhook\), or give --limit <n> to see the first n\.\n$/)
+
+  requests = 0
+  const reconcile = await mc('reconcile', '--since', '1d', '--yes', '--max-batches', '1000')
+  t.equal(reconcile.code, 1)
+  t.equal(requests, 3)
+  t.same(resent, [], 'nothing resent')
+  t.match(reconcile.stderr, /^mailchannels-webhooks reconcile: Failed to list webhook batches: 1000 entries in 3 pages and the listing has not ended; --max-batches \(1000\) stops it here\.\n {2}Narrow the window \(--since, --after, --before\) or the filters \(--status, --webhook\), or raise --max-batches\.\n$/)
+  t.match(await mc('reconcile', '--yes', '--max-batches', '0'), { code: 2, stderr: /--max-batches must be a positive integer/ })
+})
+
+t.test('batches counts batches and attempts separately', async (t) => {
+  const at = (h: number): string => new Date(Date.now() - h * 3600_000).toISOString()
+  // Batch 1: three attempts, the last delivered; batch 2: two failed attempts; batch 3: one delivered.
+  listing = {
+    webhook_batches: [
+      batch(1, '5xx_response', 503, { created_at: at(5) }), batch(1, 'no_response', null, { created_at: at(4) }), batch(1, '2xx_response', 200, { created_at: at(3) }),
+      batch(2, '4xx_response', 404, { created_at: at(5) }), batch(2, '4xx_response', 404, { created_at: at(4) }),
+      batch(3, '2xx_response', 200, { created_at: at(2) }),
+    ].map((b) => ({ ...b, webhook: 'https://hooks.example.com/a' })),
+  }
+  const run = await mc('batches', '--since', '1d')
+  t.equal(run.code, 0, run.stderr)
+  t.match(run.stdout, /\n3 batches \(6 attempts\), 1 not delivered\n$/)
+})

@@ -242,7 +242,7 @@ t.test('the endpoint still failing: delivery_failed per batch, and a stop after 
 t.test('options are validated first: validation_error, no HTTP call', async (t) => {
   const cases: Array<[unknown, RegExp]> = [
     ['x', /^reconcile options must be an object\.$/],
-    [{ since: '3d' }, /^Unknown option 'since'\. Valid options are: createdAfter, createdBefore, statuses, webhook, dryRun, concurrency, rate, exclude, signal, onProgress, stopAfterFailures, retryNonIdempotent\.$/],
+    [{ since: '3d' }, /^Unknown option 'since'\. Valid options are: createdAfter, createdBefore, statuses, webhook, dryRun, concurrency, rate, exclude, signal, onProgress, stopAfterFailures, retryNonIdempotent, maxBatches\.$/],
     [{ createdAfter: 'yesterday' }, /^The 'createdAfter' value is not a valid date/],
     [{ createdBefore: '2026-02-30' }, /^The 'createdBefore' value is not a valid date/],
     [{ createdAfter: '2026-01-05', createdBefore: '2026-01-05' }, /^createdBefore must be later than createdAfter\.$/],
@@ -281,7 +281,7 @@ t.test('a listing that repeats the same full page is refused, not looped on', as
     if ((req.url ?? '').startsWith('/tx/v1/webhook-batch?')) reply(200, { webhook_batches: page })(req, res)
     else api.answer(req, res)
   }
-  t.match(await client.webhooks.reconcile({ ...WINDOW, dryRun: true }), { data: null, error: { type: 'api_error', message: /repeats the same page/ } })
+  t.match(await client.webhooks.reconcile({ ...WINDOW, dryRun: true }), { data: null, error: { type: 'listing_repeated', message: /the page at offset 500 lists only batches already listed/ } })
   t.equal(api.batchRequests().length, 2)
 })
 

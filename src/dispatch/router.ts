@@ -4,20 +4,24 @@ import { WEBHOOK_EVENT_TYPES, type WebhookEvent } from '../events/types.js'
 import { noopLogger, type Logger } from '../logger.js'
 import { ReplayStoreError } from '../replay/errors.js'
 import { eventFingerprint } from '../replay/fingerprint.js'
-import type { EventClaim, EventClaimResult, SeenEventsStore } from '../replay/seen-events.js'
+import { isTransactionalStore, type EventClaim, type EventClaimResult, type SeenEventsStore, type TransactionalSeenEventsStore } from '../replay/seen-events.js'
 import type { DispatchContext, DispatchReport, EventOutcome, WebhookEventHandler, WebhookEventName } from './types.js'
 
-export interface WebhookEventRouterOptions {
+export interface WebhookEventRouterOptions<T = never> {
   /**
    * Where handled events are remembered, for an exactly-once effect per event: each event is
    * claimed before its handlers run, marked done once they resolved and released if one
    * failed, so a retry or a resend of the delivery skips the events already handled.
-   * `MemorySeenEventsStore` for one process, `RedisSeenEventsStore` for several instances.
+   * `MemorySeenEventsStore` for one process, `RedisSeenEventsStore` for several instances,
+   * `postgresSeenEvents` (`mailchannels-webhooks/postgres`) or `sqliteSeenEvents`
+   * (`mailchannels-webhooks/sqlite`) in your own database. A transactional store
+   * (`TransactionalSeenEventsStore`) runs each event's handlers in a transaction, handed to
+   * them as `context.db`, and writes the done mark in it: effects and mark commit together.
    * Without one, every dispatch runs every handler (at least once: a retried delivery runs
    * its events again).
    * @default undefined (no store: at-least-once)
    */
-  seenEvents?: SeenEventsStore
+  seenEvents?: SeenEventsStore | TransactionalSeenEventsStore<T>
   /**
    * How many events of one dispatch are handled at the same time. With 1 they are handled in
    * the order given, one after the other. The handlers of one event always run one after the
@@ -57,8 +61,11 @@ const DEFAULT_CLAIM_LIFETIME = 30
  *
  * With `seenEvents`, an event's handlers take effect once even when the delivery is retried or
  * resent, concurrently or later (within the store's `ttl`), on one instance or several sharing
- * Redis. That covers everything but a handler that crashes after its side effect and before
- * the event is marked done: make side effects idempotent, keyed by `context.fingerprint`.
+ * Redis or a database. With most stores that covers everything but a handler that crashes after
+ * its side effect and before the event is marked done: make side effects idempotent, keyed by
+ * `context.fingerprint`. A transactional store (`postgresSeenEvents({ pool, transactional: true })`)
+ * closes that gap for effects written through `context.db`: they commit with the done mark
+ * (docs/inbox.md).
  *
  * @example
  * ```ts
@@ -74,7 +81,7 @@ const DEFAULT_CLAIM_LIFETIME = 30
  * ```
  * @typeParam C - What the caller of `dispatch` adds to every handler's context.
  */
-export class WebhookEventRouter<C extends object = object> {
+export class WebhookEventRouter<C extends object = object, T = never> {
   /** Seconds a claim lives without renewal: the `Retry-After` of a delivery with `deferred` events. */
   readonly claimLifetime: number
   readonly #store: SeenEventsStore | undefined
@@ -82,7 +89,7 @@ export class WebhookEventRouter<C extends object = object> {
   /** Handlers per event name, in registration order ('*' handlers appended to every name). */
   readonly #handlers = new Map<string, AnyHandler[]>()
 
-  constructor (options: WebhookEventRouterOptions = {}) {
+  constructor (options: WebhookEventRouterOptions<T> = {}) {
     if (options === null || typeof options !== 'object') throw new TypeError('WebhookEventRouter options must be an object')
     const { seenEvents, concurrency = 1, claimLifetime = DEFAULT_CLAIM_LIFETIME } = options
     if (seenEvents !== undefined) checkStore(seenEvents)
@@ -113,9 +120,9 @@ export class WebhookEventRouter<C extends object = object> {
    * ```
    * @throws TypeError when `type` is not an event type name (nor `'*'`) or `handler` is not a function.
    */
-  on<N extends WebhookEventName> (type: N | readonly N[], handler: WebhookEventHandler<N, C>): this
-  on (type: '*', handler: WebhookEventHandler<WebhookEventName, C>): this
-  on (type: string | readonly string[], handler: WebhookEventHandler<any, C>): this {
+  on<N extends WebhookEventName> (type: N | readonly N[], handler: WebhookEventHandler<N, C, T>): this
+  on (type: '*', handler: WebhookEventHandler<WebhookEventName, C, T>): this
+  on (type: string | readonly string[], handler: WebhookEventHandler<any, C, T>): this {
     let names: string[]
     if (type === '*') {
       names = [...EVENT_NAMES]
@@ -376,6 +383,8 @@ class Dispatch {
     const event = this.events[i]!
     const handlers = this.#handlersOf(event)
     const handlerContext = this.#handlerContext(i)
+    const claim = this.#held?.[i]
+    if (claim !== undefined && isTransactionalStore(this.store!)) return this.#runInTransaction(i, claim, this.store, handlers, handlerContext)
     for (let h = 0; h < handlers.length; h++) {
       let result: unknown
       try {
@@ -421,6 +430,43 @@ class Dispatch {
       return
     }
     this.#handled(i)
+  }
+
+  /**
+   * Runs event `i`'s handlers in a transaction of the store's database, handed to them as
+   * `context.db`; the store writes the done mark in it before the commit. The claim is renewed
+   * meanwhile like any other.
+   */
+  async #runInTransaction (i: number, claim: EventClaim, store: TransactionalSeenEventsStore<unknown>, handlers: AnyHandler[], handlerContext: DispatchContext): Promise<void> {
+    const event = this.events[i]!
+    let started = false
+    let ran = false
+    try {
+      await store.runInTransaction(claim, async (db) => {
+        started = true
+        ;(handlerContext as { db?: unknown }).db = db
+        for (let h = 0; h < handlers.length; h++) await handlers[h]!(event, handlerContext)
+        ran = true
+      })
+    } catch (err) {
+      if (!ran) {
+        // A handler failed (its effects rolled back with the transaction), or the transaction
+        // could not start: give the claim back so a retry handles the event.
+        this.#giveBack(i, started ? err : storeError('transaction', err))
+        return
+      }
+      // The handlers ran but the done mark or the commit failed: rolled back, or committed with
+      // the connection lost before the answer. Never acknowledged; the claim is kept to expire
+      // on its own, so a retry finds the event done (skipped) or runs it, never both.
+      this.#handOff(i)
+      this.log.error({ err: errorSummary(err), fingerprints: [claim.fingerprint] },
+        'webhook event handlers ran but their transaction with the done mark did not commit')
+      this.#fail(i, storeError('complete', err))
+      return
+    }
+    // Committed: the effects and the done mark are in, together.
+    this.#handOff(i)
+    this.#outcomes[i] = { status: 'handled', event, fingerprint: this.#fingerprints[i]! }
   }
 
   #handled (i: number): void {
@@ -548,7 +594,7 @@ function checkStore (store: unknown): void {
     : (['claim', 'complete', 'release', 'extend'] as const).filter((m) => typeof s[m] !== 'function')
   if (missing.length > 0) {
     throw new TypeError(`seenEvents must be a SeenEventsStore with claim, complete, release and extend methods (missing: ${missing.join(', ')}); ` +
-      'use MemorySeenEventsStore or RedisSeenEventsStore')
+      'use MemorySeenEventsStore, RedisSeenEventsStore, postgresSeenEvents or sqliteSeenEvents')
   }
 }
 

@@ -22,9 +22,19 @@ export type DispatchContext<C extends object = object> = C & {
   readonly log: Logger
 }
 
+/**
+ * What a handler gets besides `DispatchContext` when the router's seen-events store is
+ * transactional (`TransactionalSeenEventsStore<T>`): `db`, the transaction its effects and the
+ * event's done mark commit in together. Nothing for other stores (`T` is `never`).
+ */
+export type TransactionContext<T> = [T] extends [never] ? unknown : {
+  /** The open transaction of this event (a node-postgres `PoolClient` inside BEGIN, your Kysely `Transaction`, the SQLite database...): write the event's effects with it. */
+  readonly db: T
+}
+
 /** A handler of events of type `N`. Resolving counts as handled; throwing or rejecting as failed. */
-export type WebhookEventHandler<N extends WebhookEventName, C extends object = object> =
-  (event: EventOf<N>, context: DispatchContext<C>) => unknown
+export type WebhookEventHandler<N extends WebhookEventName, C extends object = object, T = never> =
+  (event: EventOf<N>, context: DispatchContext<C> & TransactionContext<T>) => unknown
 
 /**
  * Where one event stands after a dispatch:

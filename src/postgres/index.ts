@@ -3,6 +3,8 @@
 // in a transaction on your pool and its done mark is written in that same transaction.
 // `pg` is an optional peer: this entry never imports it (you pass your own Pool), and no other
 // entry imports this one.
+// Types only: nothing of pg is loaded by this module (you pass your own Pool).
+import type { Pool, PoolClient } from 'pg'
 import { ReplayStoreError } from '../replay/errors.js'
 import { claimTokens, type EventClaim, type EventClaimResult, type SeenEventsStore, type TransactionalSeenEventsStore } from '../replay/seen-events.js'
 import { checkTtl } from '../replay/ttl.js'
@@ -31,7 +33,7 @@ export interface PgPoolLike {
  */
 export interface PostgresTransaction<T> {
   /** Runs `work` in a new transaction: commits when it resolves, rolls back when it rejects (what `db.transaction().execute(work)` does in Kysely). */
-  run: <R>(work: (tx: T) => Promise<R>) => Promise<R>
+  run: (work: (tx: T) => Promise<unknown>) => Promise<unknown>
   /** Runs one parameterised statement (`$1`, `$2`... placeholders) in `tx`; resolves its rows (an array, or an object with `rows`). */
   query: (tx: T, text: string, values: unknown[]) => Promise<unknown>
 }
@@ -70,8 +72,8 @@ export interface PostgresSeenEventsOptions<P extends PgPoolLike = PgPoolLike> {
   purgeInterval?: number
 }
 
-/** The transaction handed to handlers: a node-postgres `PoolClient` inside `BEGIN` … `COMMIT`. */
-export type PgTransactionClient<P extends PgPoolLike> = Awaited<ReturnType<P['connect']>>
+/** The transaction handed to handlers: a node-postgres `PoolClient` inside `BEGIN` … `COMMIT` (typed from `@types/pg`). */
+export type PgTransactionClient<P extends PgPoolLike> = P extends Pool ? PoolClient : PgPoolClientLike
 
 /** Pools this module already listens to (one listener per pool, however many stores share it). */
 const listened = new WeakSet<object>()
@@ -323,7 +325,8 @@ export class TransactionalPostgresSeenEventsStore<T> extends PostgresSeenEventsS
     const { text, values } = this.markStatement(claim)
     let failed: { error: unknown } | undefined
     try {
-      return await this.#transaction.run(async (tx) => {
+      let out: R
+      await this.#transaction.run(async (tx) => {
         let result: R
         try {
           result = await work(tx)
@@ -336,8 +339,9 @@ export class TransactionalPostgresSeenEventsStore<T> extends PostgresSeenEventsS
         if (rowCount(rows) !== 1) {
           throw new ReplayStoreError('complete', 'The claim on this event expired and another caller took it: this transaction was rolled back, the other one decides.')
         }
-        return result
+        out = result
       })
+      return out!
     } catch (err) {
       if (failed !== undefined && err === failed.error) throw err
       if (err instanceof ReplayStoreError) throw err
@@ -355,7 +359,7 @@ function rowCount (result: unknown): number {
 /** A transaction on a node-postgres pool: a client of its own, BEGIN, work, COMMIT (ROLLBACK on failure). */
 function poolTransaction (pool: PgPoolLike, timeout: number): PostgresTransaction<PgPoolClientLike> {
   return {
-    run: async <R>(work: (tx: PgPoolClientLike) => Promise<R>): Promise<R> => {
+    run: async (work: (tx: PgPoolClientLike) => Promise<unknown>): Promise<unknown> => {
       const connecting = pool.connect()
       let client: PgPoolClientLike
       try {

@@ -3,7 +3,7 @@
 // uses web-standard APIs only. This walks the module graph with the TypeScript parser and fails
 // on any import of a Node built-in and, in this package's own code, on any Node-only global
 // (`Buffer`, `process`, `require`...) that is not guarded by `typeof`.
-import { existsSync, readFileSync } from 'node:fs'
+import { existsSync, readdirSync, readFileSync } from 'node:fs'
 import { builtinModules } from 'node:module'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -211,4 +211,211 @@ t.test('the walker finds what it must refuse', async (t) => {
   const { findings } = walk([path.join(dir, 'bad.ts')], 'source')
   const what = findings.map((f) => f.what.replace(/ \(line \d+\)/, '')).sort()
   t.same(what, ['imports node:crypto', 'imports stream', 'uses Buffer', 'uses __dirname', 'uses process', 'uses setImmediate'].sort())
+})
+
+// ---------------------------------------------------------------------------------------------
+// The house's structure (docs/architecture.md): no import cycle in src, type-only imports
+// included, and every import runs down the floors, never up and never sideways between two
+// folders of one floor. Each file's imports are read with `ts.preProcessFile`, which sees
+// `import type`, `export ... from`, `import('...')` in types and dynamic imports alike.
+
+const SRC = path.join(ROOT, 'src')
+
+/**
+ * The floors, lowest first. A folder imports only from floors below its own (and from itself).
+ * A top-level file of src is on the `(base)` floor unless it is an entry point listed in
+ * `ENTRY_FILES`. A new folder must be placed here, and in the picture in docs/architecture.md.
+ */
+const FLOORS: ReadonlyArray<readonly string[]> = [
+  ['(base)'], // errors.ts, logger.ts, base-url.ts...: import nothing of the package's folders
+  ['crypto'],
+  ['diagnostics'],
+  ['events'],
+  ['keys'],
+  ['verify', 'replay'],
+  ['dispatch'],
+  ['client', 'receiver'],
+  ['batches-route'],
+  ['fastify', 'express', 'web', 'hono', 'bullmq', 'postgres'], // adapters, the queue hand-off, the PostgreSQL store: never each other
+  ['testing'],
+  ['cli'],
+  ['(entries)'],
+]
+/** Top-level files that are entry points (the package's `.` and the bin), not base helpers. */
+const ENTRY_FILES = new Set(['index.ts', 'cli.ts', 'webhooks.ts'])
+/** What `#crypto` and `#diagnostics` may resolve to: an import of either reaches both ports. */
+const HASH_IMPORTS: Readonly<Record<string, readonly string[]>> = {
+  '#crypto': ['crypto/node.ts', 'crypto/web.ts'],
+  '#diagnostics': ['diagnostics/node.ts', 'diagnostics/none.ts'],
+}
+
+/** The package files that `text` (the file `rel`, relative to src) imports, relative to src. */
+function localImports (rel: string, text: string): string[] {
+  const out = new Set<string>()
+  for (const { fileName } of ts.preProcessFile(text, true, true).importedFiles) {
+    if (fileName.startsWith('.')) {
+      out.add(path.posix.normalize(path.posix.join(path.posix.dirname(rel), fileName.replace(/\.js$/, '.ts'))))
+    } else if (fileName.startsWith('#')) {
+      for (const target of HASH_IMPORTS[fileName] ?? [`unknown ${fileName}`]) out.add(target)
+    }
+  }
+  return [...out]
+}
+
+/** Every .ts file of src with the package files it imports (paths relative to src, `/`-separated). */
+function srcImportGraph (): Map<string, string[]> {
+  const graph = new Map<string, string[]>()
+  const visit = (dir: string): void => {
+    for (const entry of readdirSync(dir, { withFileTypes: true })) {
+      const file = path.join(dir, entry.name)
+      if (entry.isDirectory()) {
+        visit(file)
+      } else if (entry.name.endsWith('.ts')) {
+        const rel = path.relative(SRC, file).split(path.sep).join('/')
+        graph.set(rel, localImports(rel, readFileSync(file, 'utf8')))
+      }
+    }
+  }
+  visit(SRC)
+  return graph
+}
+
+/** Each import cycle once, as a path `a -> b -> ... -> a` (Tarjan's strongly connected components, then a shortest loop in each). */
+function importCycles (graph: ReadonlyMap<string, readonly string[]>): string[] {
+  let counter = 0
+  const index = new Map<string, number>()
+  const low = new Map<string, number>()
+  const stack: string[] = []
+  const onStack = new Set<string>()
+  const components: string[][] = []
+  const connect = (v: string): void => {
+    index.set(v, counter)
+    low.set(v, counter)
+    counter++
+    stack.push(v)
+    onStack.add(v)
+    for (const w of graph.get(v) ?? []) {
+      if (!graph.has(w)) continue
+      if (!index.has(w)) {
+        connect(w)
+        low.set(v, Math.min(low.get(v)!, low.get(w)!))
+      } else if (onStack.has(w)) {
+        low.set(v, Math.min(low.get(v)!, index.get(w)!))
+      }
+    }
+    if (low.get(v) === index.get(v)) {
+      const component: string[] = []
+      let w: string
+      do {
+        w = stack.pop()!
+        onStack.delete(w)
+        component.push(w)
+      } while (w !== v)
+      if (component.length > 1 || (graph.get(v) ?? []).includes(v)) components.push(component)
+    }
+  }
+  for (const v of [...graph.keys()].sort()) if (!index.has(v)) connect(v)
+  return components.map((component) => {
+    const members = new Set(component)
+    const start = [...members].sort()[0]!
+    const previous = new Map<string, string>()
+    const queue = [start]
+    for (let i = 0; i < queue.length; i++) {
+      const v = queue[i]!
+      for (const w of graph.get(v) ?? []) {
+        if (w === start) {
+          const loop = [start]
+          for (let u = v; u !== start; u = previous.get(u)!) loop.splice(1, 0, u)
+          return [...loop, start].join(' -> ')
+        }
+        if (members.has(w) && !previous.has(w)) {
+          previous.set(w, v)
+          queue.push(w)
+        }
+      }
+    }
+    return component.join(' <-> ') // unreachable: every component holds a loop through its first file
+  }).sort()
+}
+
+/** The folder and floor of a file: its top-level folder's, or `(base)` / `(entries)` for a top-level file. */
+function floorOf (rel: string): { folder: string, floor: number } {
+  const slash = rel.indexOf('/')
+  const folder = slash === -1 ? (ENTRY_FILES.has(rel) ? '(entries)' : '(base)') : rel.slice(0, slash)
+  return { folder, floor: FLOORS.findIndex((f) => f.includes(folder)) }
+}
+
+/** Imports that run up the floors or sideways between two folders of one floor, and folders on no floor. */
+function layerViolations (graph: ReadonlyMap<string, readonly string[]>): string[] {
+  const out = new Set<string>()
+  for (const [from, targets] of graph) {
+    const a = floorOf(from)
+    if (a.floor === -1) out.add(`src/${a.folder}/ is on no floor: add it to FLOORS (test/core/module-graph.test.ts) and to docs/architecture.md`)
+    for (const to of targets) {
+      const b = floorOf(to)
+      if (a.folder === b.folder || b.floor === -1) continue
+      if (b.floor > a.floor) out.add(`${from} -> ${to}: ${a.folder} imports ${b.folder}, a floor above it`)
+      else if (b.floor === a.floor) out.add(`${from} -> ${to}: ${a.folder} imports ${b.folder}, a neighbour on its floor`)
+    }
+  }
+  return [...out].sort()
+}
+
+t.test('src has no import cycle, type-only imports included', async (t) => {
+  const graph = srcImportGraph()
+  t.ok(graph.size > 80, `${graph.size} files read`)
+  const missing = [...graph].flatMap(([from, targets]) => targets.filter((to) => !graph.has(to)).map((to) => `${from} -> ${to}`))
+  t.same(missing, [], 'every import resolves to a file of src')
+  t.same(importCycles(graph), [], 'no file reaches itself through its imports')
+})
+
+t.test('imports run down the floors: the core never imports the client, receivers, adapters, cli or testing', async (t) => {
+  const graph = srcImportGraph()
+  t.same(layerViolations(graph), [], 'no import runs up a floor or sideways')
+  // The rules a reader looks for first, said outright (FLOORS implies them).
+  const folderEdges = new Set([...graph].flatMap(([from, targets]) => targets.map((to) => `${floorOf(from).folder} -> ${floorOf(to).folder}`)))
+  const upward: string[] = []
+  for (const low of ['crypto', 'diagnostics', 'events', 'keys', 'verify', 'replay', 'dispatch', 'client']) {
+    for (const high of ['receiver', 'batches-route', 'fastify', 'express', 'web', 'hono', 'bullmq', 'testing', 'cli']) {
+      if (folderEdges.has(`${low} -> ${high}`)) upward.push(`${low}/ imports ${high}/`)
+    }
+  }
+  t.same(upward, [], 'core folders and the API client import no server side, adapter, cli or testing module')
+  t.notOk(folderEdges.has('diagnostics -> keys'), 'keys/ imports diagnostics/, never the reverse')
+  t.ok(folderEdges.has('keys -> diagnostics'), 'keys/ does publish its fetches through diagnostics/ (the check above is not vacuous)')
+})
+
+t.test('the structure checks find what they must refuse', async (t) => {
+  // On a small made-up graph: checks that find nothing prove nothing.
+  t.same(localImports('a/x.ts', [
+    "import type { A } from './y.js'",
+    "export type { B } from '../b/z.js'",
+    "type C = import('../c.js').C",
+    "const d = await import('#diagnostics')",
+    "import 'fastify'",
+  ].join('\n')), ['a/y.ts', 'b/z.ts', 'c.ts', 'diagnostics/node.ts', 'diagnostics/none.ts'], 'type-only imports, re-exports, import types and # imports are read; packages are not followed')
+  const graph = new Map<string, string[]>([
+    ['keys/a.ts', ['diagnostics/b.ts', 'errors.ts']],
+    ['diagnostics/b.ts', ['keys/a.ts']],
+    ['client/c.ts', ['receiver/d.ts', 'cli/e.ts']],
+    ['receiver/d.ts', []],
+    ['cli/e.ts', ['client/c.ts']],
+    ['fastify/f.ts', ['web/g.ts']],
+    ['web/g.ts', []],
+    ['replay/s.ts', ['replay/s.ts']],
+    ['errors.ts', []],
+    ['somewhere/h.ts', []],
+  ])
+  t.same(importCycles(graph), [
+    'cli/e.ts -> client/c.ts -> cli/e.ts',
+    'diagnostics/b.ts -> keys/a.ts -> diagnostics/b.ts',
+    'replay/s.ts -> replay/s.ts',
+  ], 'loops across files and a file importing itself')
+  t.same(layerViolations(graph), [
+    'client/c.ts -> cli/e.ts: client imports cli, a floor above it',
+    'client/c.ts -> receiver/d.ts: client imports receiver, a neighbour on its floor',
+    'diagnostics/b.ts -> keys/a.ts: diagnostics imports keys, a floor above it',
+    'fastify/f.ts -> web/g.ts: fastify imports web, a neighbour on its floor',
+    'src/somewhere/ is on no floor: add it to FLOORS (test/core/module-graph.test.ts) and to docs/architecture.md',
+  ])
 })

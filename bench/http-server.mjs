@@ -34,7 +34,7 @@ if (variant.endsWith('-node-crypto')) {
   }
 }
 const { default: mailchannelsWebhooks } = await import('../dist/fastify/index.js')
-const { mailchannelsWebhooks } = await import('../dist/express/index.js')
+const { mailchannelsWebhooks: expressWebhooks } = await import('../dist/express/index.js')
 const { DELIVERY_CHANNEL, MemorySeenEventsStore, WEBHOOK_EVENT_TYPES, WebhookEventRouter } = await import('../dist/index.js')
 const { createWebhookHandler } = await import('../dist/web/index.js')
 
@@ -127,7 +127,7 @@ switch (variant) {
   case 'express-middleware':
   case 'express-middleware-node-crypto': {
     const app = expressApp()
-    app.post(PATH, mailchannelsWebhooks(libraryOptions), (req, res) => { res.status(204).end() })
+    app.post(PATH, expressWebhooks(libraryOptions), (req, res) => { res.status(204).end() })
     server = await listenExpress(app)
     break
   }

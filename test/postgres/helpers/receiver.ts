@@ -1,0 +1,54 @@
+// A receiver process for the crash tests: a Node HTTP server around the fetch receiver
+// (`createWebhookHandler({ handlers: router })`), its router on the PostgreSQL store with
+// transactional handlers that insert one row per event into the app's own table. Prints
+// `listening <port>` once up. CRASH_AT makes it SIGKILL itself:
+//   after-insert  in a handler, after its insert, before the transaction commits;
+//   after-commit  once the dispatch committed, before the 2xx is sent.
+import http from 'node:http'
+import pg from 'pg'
+import { WebhookEventRouter } from '../../../src/index.js'
+import { postgresSeenEvents } from '../../../src/postgres/index.js'
+import { createWebhookHandler } from '../../../src/web/index.js'
+
+const { DATABASE_URL, PUBLIC_KEY, CRASH_AT = '', EFFECTS = 'effects', SEEN = 'seen', CLAIM_LIFETIME = '2' } = process.env
+const pool = new pg.Pool({ connectionString: DATABASE_URL, max: 10, connectionTimeoutMillis: 2000 })
+let crashArmed = CRASH_AT !== ''
+const crash = (): void => { process.kill(process.pid, 'SIGKILL') }
+
+const router = new WebhookEventRouter({ seenEvents: postgresSeenEvents({ pool, table: SEEN, transactional: true }), claimLifetime: Number(CLAIM_LIFETIME), concurrency: 4 })
+  .on('*', async (event, { db, fingerprint }) => {
+    await db.query(`INSERT INTO ${EFFECTS} (fingerprint, pid) VALUES ($1, $2)`, [fingerprint, process.pid])
+    if (crashArmed && CRASH_AT === 'after-insert') crash()
+    // A little time inside the transaction, so concurrent copies overlap.
+    await new Promise((resolve) => setTimeout(resolve, 5))
+  })
+
+const handler = createWebhookHandler({
+  publicKey: PUBLIC_KEY!,
+  customerHandles: ['acct_1'],
+  handlers: {
+    async dispatch (events, context) {
+      const report = await router.dispatch(events, context)
+      if (crashArmed && CRASH_AT === 'after-commit' && report.handled > 0) crash()
+      return report
+    },
+  },
+})
+
+const server = http.createServer((req, res) => {
+  const chunks: Buffer[] = []
+  req.on('data', (c: Buffer) => chunks.push(c))
+  req.on('end', () => {
+    const headers = new Headers()
+    for (const [k, v] of Object.entries(req.headers)) if (typeof v === 'string') headers.set(k, v)
+    handler(new Request(`http://127.0.0.1${req.url ?? '/'}`, { method: req.method, headers, body: Buffer.concat(chunks) })).then(async (response) => {
+      res.writeHead(response.status, Object.fromEntries(response.headers))
+      res.end(Buffer.from(await response.arrayBuffer()))
+    }, (err: unknown) => { res.writeHead(500); res.end(String(err)) })
+  })
+})
+server.listen(0, '127.0.0.1', () => {
+  const address = server.address()
+  process.stdout.write(`listening ${typeof address === 'object' && address !== null ? address.port : 0}\n`)
+})
+process.on('SIGTERM', () => { crashArmed = false; server.close(); void pool.end().then(() => process.exit(0)) })

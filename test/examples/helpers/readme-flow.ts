@@ -1,7 +1,8 @@
-// Runs an example the way its folder's README.md says: the README's `sh` blocks are read, their
-// build steps run, the example started with the README's own command line (its environment
-// variables pointed at a sandbox the test owns instead of port 8787, its port made free), and
-// the sandbox's delivery is aimed at the README's `--target` path.
+// Runs an example the way its folder's README.md says: the README's `sh` blocks are read, the
+// sandbox started with the README's command line (on a free port), the build steps run, the
+// example started with the README's command line (its MAILCHANNELS_BASE_URL pointed at that
+// sandbox instead of port 8787, its own port made free), and enrolled at the README's
+// `--target` path.
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -75,34 +76,42 @@ export function runStep (t: Test, cwd: string, line: CommandLine, pathPrefix: st
   t.equal(r.status, 0, `${line.text}: ${r.error?.message ?? ''}${r.stderr ?? ''}`)
 }
 
-export interface RunningExample {
-  /** `http://127.0.0.1:<port>` */
-  url: string
-  /** What the example printed (stdout and stderr). */
+export interface RunningProcess {
+  /** What it printed (stdout and stderr). */
   output: () => string
   child: ChildProcess
-  /** Resolves when the example (its whole process group) has ended. */
+  /** Resolves when it has ended. */
   exited: Promise<number | null>
+}
+
+export interface RunningExample extends RunningProcess {
+  /** `http://127.0.0.1:<port>` */
+  url: string
 }
 
 /** Every child is killed after this long, whatever happens. */
 const LIFETIME = 120_000
-/** How long an example may take to start listening. */
+/** How long a program may take to start listening. */
 const START_TIMEOUT = 60_000
 
 /**
- * Starts the README's serve command in the example's folder with `env` on top of the README's
- * own variables. The command runs in its own process group (npx and tsx start children of their
- * own), which is killed at teardown. Its port comes from a "Listening on http://host:port" line
- * or, for workerd, from the control fd (`--control-fd=3`).
+ * Starts `argv` as a terminal would, in its own process group (npx and tsx start children of
+ * their own), which is killed at teardown and after LIFETIME whatever happens. Runtime caches
+ * (Deno's, Bun's) and the sandbox's state file go to a scratch folder removed at teardown.
  */
-export async function startServe (t: Test, cwd: string, line: CommandLine, env: Record<string, string>, pathPrefix: string[], extraArgs: string[] = []): Promise<RunningExample> {
-  const useFd = extraArgs.includes('--control-fd=3')
+function startProcess (t: Test, cwd: string, argv: string[], env: Record<string, string>, pathPrefix: string[], controlFd: boolean): RunningProcess {
   const scratch = mkdtempSync(path.join(tmpdir(), 'mcw-example-'))
-  const child = spawn(line.argv[0]!, [...line.argv.slice(1), ...extraArgs], {
+  const child = spawn(argv[0]!, argv.slice(1), {
     cwd,
-    env: terminalEnv({ ...line.env, ...env, DENO_DIR: path.join(scratch, 'deno'), DENO_NO_UPDATE_CHECK: '1', DENO_NO_PROMPT: '1', BUN_INSTALL_CACHE_DIR: path.join(scratch, 'bun') }, pathPrefix),
-    stdio: useFd ? ['ignore', 'pipe', 'pipe', 'pipe'] : ['ignore', 'pipe', 'pipe'],
+    env: terminalEnv({
+      ...env,
+      DENO_DIR: path.join(scratch, 'deno'),
+      DENO_NO_UPDATE_CHECK: '1',
+      DENO_NO_PROMPT: '1',
+      BUN_INSTALL_CACHE_DIR: path.join(scratch, 'bun'),
+      XDG_STATE_HOME: path.join(scratch, 'state'),
+    }, pathPrefix),
+    stdio: controlFd ? ['ignore', 'pipe', 'pipe', 'pipe'] : ['ignore', 'pipe', 'pipe'],
     detached: true,
   })
   let output = ''
@@ -121,36 +130,79 @@ export async function startServe (t: Test, cwd: string, line: CommandLine, env: 
     await exited
     rmSync(scratch, { recursive: true, force: true })
   })
+  return { output: () => output, child, exited }
+}
 
-  const port = await new Promise<number>((resolve, reject) => {
+/** Resolves with the first match of `pattern` in what `run` prints (or, with `fd`, writes there), bounded in time. */
+function waitForLine (run: RunningProcess, pattern: RegExp, fd = false): Promise<RegExpExecArray> {
+  return new Promise((resolve, reject) => {
     let fdText = ''
-    const timer = setTimeout(() => { finish(new Error(`no listen line within ${START_TIMEOUT} ms; output:\n${output}`)) }, START_TIMEOUT)
+    const timer = setTimeout(() => { finish(new Error(`nothing matching ${pattern} within ${START_TIMEOUT} ms; output:\n${run.output()}`)) }, START_TIMEOUT)
     const check = (): void => {
-      for (const l of fdText.split('\n')) {
-        try {
-          const o = JSON.parse(l) as { event?: string, port?: number }
-          if (o.event === 'listen' && typeof o.port === 'number') { finish(null, o.port); return }
-        } catch { /* not a whole line yet */ }
-      }
-      const m = /Listening on https?:\/\/[^\s/]*:(\d+)/.exec(output)
-      if (m !== null) finish(null, Number(m[1]))
+      const m = pattern.exec(fd ? fdText : run.output())
+      if (m !== null) finish(null, m)
     }
     const onFd = (c: Buffer): void => { fdText += c.toString(); check() }
-    const onExit = (code: number | null): void => { finish(new Error(`exited (${code}) before listening; output:\n${output}`)) }
-    if (useFd) (child.stdio[3] as NodeJS.ReadableStream).on('data', onFd)
-    child.stdout!.on('data', check)
-    child.stderr!.on('data', check)
-    child.once('exit', onExit)
-    function finish (err: Error | null, p?: number): void {
+    const onExit = (code: number | null): void => { finish(new Error(`exited (${code}) first; output:\n${run.output()}`)) }
+    const stream = fd ? run.child.stdio[3] as NodeJS.ReadableStream : null
+    stream?.on('data', onFd)
+    run.child.stdout!.on('data', check)
+    run.child.stderr!.on('data', check)
+    run.child.once('exit', onExit)
+    check()
+    function finish (err: Error | null, m?: RegExpExecArray): void {
       clearTimeout(timer)
-      child.stdout!.off('data', check)
-      child.stderr!.off('data', check)
-      child.off('exit', onExit)
+      stream?.off('data', onFd)
+      run.child.stdout!.off('data', check)
+      run.child.stderr!.off('data', check)
+      run.child.off('exit', onExit)
       if (err !== null) reject(err)
-      else resolve(p!)
+      else resolve(m!)
     }
   })
-  return { url: `http://127.0.0.1:${port}`, output: () => output, child, exited }
+}
+
+/**
+ * Starts the README's serve command in the example's folder with `env` on top of the README's
+ * own variables. Its port comes from a "Listening on http://host:port" line or, for workerd, from
+ * the control fd (`--control-fd=3` among `extraArgs`).
+ */
+export async function startServe (t: Test, cwd: string, line: CommandLine, env: Record<string, string>, pathPrefix: string[], extraArgs: string[] = []): Promise<RunningExample> {
+  const controlFd = extraArgs.includes('--control-fd=3')
+  const run = startProcess(t, cwd, [...line.argv, ...extraArgs], { ...line.env, ...env }, pathPrefix, controlFd)
+  const m = controlFd
+    ? await waitForLine(run, /"event":"listen".*?"port":(\d+)/, true)
+    : await waitForLine(run, /Listening on https?:\/\/[^\s/]*:(\d+)/)
+  return { ...run, url: `http://127.0.0.1:${m[1]}` }
+}
+
+export interface RunningSandbox extends RunningProcess {
+  /** `http://127.0.0.1:<port>`, as the sandbox printed it. */
+  url: string
+  /** The API key it printed. */
+  apiKey: string
+  customerHandle: string
+}
+
+/**
+ * Starts the README's sandbox command (`mailchannels-webhooks sandbox`, the built CLI of this
+ * clone) on a free port instead of its `--port`, and without its `--target`: the example it
+ * delivers to is started after it, on a port of its own, and enrolled through the sandbox's API
+ * (as `mailchannels-webhooks enroll <url> --sandbox` does).
+ */
+export async function startSandboxCli (t: Test, cwd: string, line: CommandLine): Promise<RunningSandbox> {
+  // `node ../../dist/cli.js sandbox ...` in a folder here; `npx mailchannels-webhooks sandbox ...`
+  // in a user's project runs the same CLI, this clone's build.
+  const [program, ...args] = line.argv[0] === 'node' ? line.argv.slice(1) : [path.join(ROOT, 'dist', 'cli.js'), ...line.argv.slice(2)]
+  const port = args.indexOf('--port')
+  if (port !== -1) args[port + 1] = '0'
+  const target = args.indexOf('--target')
+  if (target !== -1) args.splice(target, 2)
+  const run = startProcess(t, cwd, [process.execPath, program!, ...args], line.env, [], false)
+  const url = (await waitForLine(run, /sandbox listening on (http:\/\/127\.0\.0\.1:\d+)/))[1]!
+  const apiKey = (await waitForLine(run, /API key\s+(\S+)/))[1]!
+  const customerHandle = (await waitForLine(run, /customer handle\s+(\S+)/))[1]!
+  return { ...run, url, apiKey, customerHandle }
 }
 
 /** Resolves once `test` holds for the output, or fails after `ms`. */

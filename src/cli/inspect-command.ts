@@ -4,7 +4,7 @@ import { DEFAULT_BASE_URL } from '../base-url.js'
 import { createInspector, type Inspector, type InspectedSummary } from '../testing/inspector/index.js'
 import { BIN, HELP_OPTION, numeric, UsageError, type CommandSpec } from './args.js'
 import { BOLD, DIM, GREEN, oneLine, painter, RED, YELLOW, type CliIo } from './io.js'
-import { runningSandbox } from './sandbox-commands.js'
+import { portInUse, runningSandbox } from './sandbox-commands.js'
 import { terminalText } from '../terminal-text.js'
 
 export const INSPECT_COMMANDS: Record<string, CommandSpec> = {
@@ -75,7 +75,7 @@ export async function runInspect (values: Record<string, string | boolean>, io: 
       const flags: Record<string, string> = { publicKey: '--public-key', baseUrl: '--base-url', port: '--port' }
       throw new UsageError(`${flag === undefined ? err.message : err.message.replace(flag, flags[flag]!)}.`, 'inspect')
     }
-    if ((err as NodeJS.ErrnoException).code === 'EADDRINUSE') throw new Error(`port ${values.port as string} is in use: choose another with --port, or --port 0 for any free one`)
+    if ((err as NodeJS.ErrnoException).code === 'EADDRINUSE') throw new Error(portInUse(values.port as string))
     throw err
   }
 

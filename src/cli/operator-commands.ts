@@ -414,7 +414,8 @@ async function batches (c: Context): Promise<number> {
   const delivered = new Set(found.filter((b) => b.status === '2xx_response').map((b) => b.batchId))
   const ids = new Set(found.map((b) => b.batchId))
   const notDelivered = [...ids].filter((id) => !delivered.has(id)).length
-  c.io.out(c.paint(DIM, `${plural(ids.size, 'batch', 'batches')} (${plural(found.length, 'attempt')})${notDelivered > 0 ? `, ${notDelivered} not delivered` : ''}${limit !== undefined && found.length >= limit ? ` (--limit ${limit} reached)` : ''}`))
+  const attempts = found.length === ids.size ? '' : ` (${plural(found.length, 'attempt')})`
+  c.io.out(c.paint(DIM, `${plural(ids.size, 'batch', 'batches')}${attempts}${notDelivered > 0 ? `, ${notDelivered} not delivered` : ''}${limit !== undefined && found.length >= limit ? ` (--limit ${limit} reached)` : ''}`))
   return 0
 }
 

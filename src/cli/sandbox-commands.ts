@@ -86,6 +86,9 @@ const TAMPER_TEXT = {
   replay: 'tampered: an exact copy of an earlier delivery',
 } as const
 
+/** The message of a busy --port (sandbox and inspect). */
+export const portInUse = (port: string): string => `port ${port} is in use: choose another with --port, or --port 0 for any free one.`
+
 export function verdict (code: number | null): { word: string, colour: number } {
   if (code === null) return { word: 'no response', colour: RED }
   if (code >= 200 && code < 300) return { word: 'accepted', colour: GREEN }
@@ -136,6 +139,7 @@ export async function runSandbox (values: Record<string, string | boolean>, io: 
   } catch (err) {
     // Option TypeErrors name the option (e.g. "batchSize must be ..."); show them as usage errors.
     if (err instanceof TypeError) throw new UsageError(`${err.message.replace(/^\w+/, (name) => FLAGS[name] ?? name)}.`, 'sandbox')
+    if ((err as NodeJS.ErrnoException).code === 'EADDRINUSE') throw new Error(portInUse(values.port as string))
     throw err
   }
 
@@ -166,14 +170,14 @@ export async function runSandbox (values: Record<string, string | boolean>, io: 
     process.off('exit', forget)
     forget()
     const batches = [...sent.values()]
-    const finalOf = (test: (b: SandboxBatch) => boolean): number => batches.filter((b) => b.last !== null && test(b.last)).length
-    const accepted = finalOf((b) => b.status === '2xx_response')
-    const noResponse = finalOf((b) => b.status === 'no_response')
-    const rejected = finalOf((b) => b.status !== '2xx_response' && b.status !== 'no_response')
+    // Each batch counted by its last attempt, in the words of the attempt lines (verdict()).
+    const final: Record<string, number> = {}
+    for (const b of batches) if (b.last !== null) final[verdict(b.last.status_code).word] = (final[verdict(b.last.status_code).word] ?? 0) + 1
+    const extra = (word: string): string => ((final[word] ?? 0) > 0 ? `, ${final[word]} ${word}` : '')
     const unfinished = batches.filter((b) => b.last === null).length
     const events = batches.reduce((n, b) => n + b.events, 0)
     io.out(paint(BOLD, `summary: sent ${batches.length} ${batches.length === 1 ? 'batch' : 'batches'} (${events} events) in ${attempts} ${attempts === 1 ? 'attempt' : 'attempts'}: ` +
-      `${accepted} accepted, ${rejected} rejected, ${noResponse} without response${unfinished > 0 ? `, ${unfinished} cut short by the stop` : ''}`))
+      `${final.accepted ?? 0} accepted, ${final.rejected ?? 0} rejected${extra('failed')}${extra('redirected')}, ${final['no response'] ?? 0} without response${unfinished > 0 ? `, ${unfinished} cut short by the stop` : ''}`))
     io.out('sandbox closed')
     markClosed()
   }))

@@ -1,7 +1,7 @@
 // Ack fast, process later: the receiver. It verifies each delivery, adds its events to a BullMQ
 // queue (one job per event) and answers MailChannels as soon as Redis has them; the workers
 // (./worker.ts, as many processes as you like) run the handlers.
-//   REDIS_URL=redis://127.0.0.1:6379 MAILCHANNELS_CUSTOMER_HANDLE=acct_... node --import tsx examples/bullmq/receiver.ts
+// How to run it against the local sandbox: README.md in this folder.
 import Fastify from 'fastify'
 import { Redis } from 'ioredis'
 import mailchannelsWebhooks from 'mailchannels-webhooks/fastify'
@@ -21,6 +21,7 @@ await app.register(mailchannelsWebhooks, {
   path: '/webhooks/mailchannels', // the plugin declares the route and answers it: 200 { queued: n }, or 503 + Retry-After
   customerHandles: [process.env.MAILCHANNELS_CUSTOMER_HANDLE ?? ''],
   publicKey: process.env.MAILCHANNELS_PUBLIC_KEY || undefined, // optional: else fetched by keyid and cached
+  baseUrl: process.env.MAILCHANNELS_BASE_URL || undefined, // where keys are fetched: MailChannels unless set (the local sandbox)
   enqueue: bullmqEnqueue(queue),
 })
 app.get('/health', async () => ({ ok: true }))

@@ -2,7 +2,7 @@
 // takes jobs from the queue and runs the router's handlers. BullMQ retries a job whose handler
 // throws (10 attempts, exponential backoff by default); a job of a worker that died is picked up
 // by another; the Redis seen-events store keeps a job run again from repeating a handled event.
-//   REDIS_URL=redis://127.0.0.1:6379 node --import tsx examples/bullmq/worker.ts
+// How to run it against the local sandbox: README.md in this folder.
 import { Redis } from 'ioredis'
 import { pino } from 'pino'
 import { RedisSeenEventsStore, WebhookEventRouter } from 'mailchannels-webhooks'
@@ -19,7 +19,8 @@ const router = new WebhookEventRouter<WebhookEventJobContext>({ seenEvents: new 
   .on(['hard-bounced', 'complained', 'unsubscribed'], async (event, { fingerprint }) => {
     // Your side effect here, idempotent by `fingerprint` (e.g. a unique index) for the one case
     // the store cannot cover: a crash after the effect and before the event is marked done.
-    console.log(`suppress ${event.recipients?.join(', ') ?? ''} (${event.event}) ${fingerprint} pid=${process.pid}`)
+    // Addresses come from outside: JSON escapes any control character before it reaches a terminal.
+    console.log(`suppress ${JSON.stringify(event.recipients ?? [])} (${event.event}) ${fingerprint} pid=${process.pid}`)
   })
   .on('*', (event, { fingerprint, job }) => {
     console.log(`${event.event} ${fingerprint} pid=${process.pid} attempt=${job.attemptsMade + 1}`)

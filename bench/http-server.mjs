@@ -98,7 +98,7 @@ switch (variant) {
   case 'fastify-plugin-node-crypto': {
     const app = fastifyApp()
     await app.register(mailchannelsWebhooks, libraryOptions)
-    app.post(PATH, { config: { mailchannelsWebhook: true } }, (request, reply) => { reply.code(204).send() })
+    app.post(PATH, { config: { mailchannelsWebhooks: true } }, (request, reply) => { reply.code(204).send() })
     await app.listen({ host: '127.0.0.1', port: 0 })
     server = app.server
     break

@@ -33,7 +33,7 @@ if (process.argv[2] === '--server') {
     const { default: plugin } = await import('../dist/fastify/index.js')
     const app = Fastify({ logger: false })
     await app.register(plugin, { publicKey, customerHandles: [CUSTOMER_HANDLE] })
-    app.post('/webhook', { config: { mailchannelsWebhook: true } }, (request, reply) => { reply.code(204).send() })
+    app.post('/webhook', { config: { mailchannelsWebhooks: true } }, (request, reply) => { reply.code(204).send() })
     await app.listen({ host: '127.0.0.1', port: 0 })
     server = app.server
   } else if (variant === 'express-middleware') {

@@ -41,7 +41,7 @@ await app.register(mailchannelsWebhooks, {
 })
 
 app.post('/webhooks', {
-  config: { mailchannelsWebhook: true },
+  config: { mailchannelsWebhooks: true },
   // Note what the receiver answered, rejections by the plugin included ({ code, message }).
   onSend: async (_request, reply, payload) => {
     const body = typeof payload === 'string' ? JSON.parse(payload) as { code?: string, duplicate?: boolean } : {}

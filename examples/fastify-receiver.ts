@@ -10,10 +10,9 @@ export async function buildReceiver (options: { customerHandles: string[], baseU
     customerHandles: options.customerHandles, // required: whose deliveries you accept
     baseUrl: options.baseUrl, // where signing keys come from; leave it out in production
   })
-  // In the plugin's scope every POST route is a webhook route (`mailchannelsWebhook: true` says
-  // it explicitly): the handler runs only for a verified delivery. Mark any other POST route
-  // `config: { mailchannelsWebhook: false }`, or register the plugin in a scope of its own.
-  app.post('/webhooks', { config: { mailchannelsWebhook: true } }, async (request) => {
+  // A route opts in with `config: { mailchannelsWebhooks: true }`: its handler runs only for a
+  // verified delivery. The app's other routes are left exactly as they were.
+  app.post('/webhooks', { config: { mailchannelsWebhooks: true } }, async (request) => {
     for (const event of request.webhookEvents) {
       switch (event.event) {
         case 'hard-bounced':

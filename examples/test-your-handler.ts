@@ -11,7 +11,7 @@ async function buildApp (publicKey?: string) {
   const suppressed: string[] = []
   const app = Fastify()
   await app.register(mailchannelsWebhooks, { customerHandles: ['acme'], publicKey })
-  app.post('/webhooks', { config: { mailchannelsWebhook: true } }, async (request) => {
+  app.post('/webhooks', { config: { mailchannelsWebhooks: true } }, async (request) => {
     for (const e of request.webhookEvents) if (e.event === 'hard-bounced') suppressed.push(...(e.recipients ?? []))
     return { ok: true }
   })

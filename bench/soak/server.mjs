@@ -35,7 +35,7 @@ const app = Fastify({
 // store's bounded growth apart from anything else.
 const replay = process.env.SOAK_REPLAY === 'off' ? { replay: false } : {}
 await app.register(mailchannelsWebhooks, { baseUrl, customerHandles: ['acct_1'], ...replay })
-app.post('/webhooks', { config: { mailchannelsWebhook: true } }, async (request) => {
+app.post('/webhooks', { config: { mailchannelsWebhooks: true } }, async (request) => {
   counters.handled++
   counters.events += request.webhookEvents.length
   return { received: request.webhookEvents.length }

@@ -61,8 +61,6 @@ export const batchesRoute: FastifyPluginAsync<BatchesRouteOptions> = async funct
   fastify.route({
     method: 'POST',
     url: `${config.path.replace(/\/+$/, '')}/:batchId/resend`,
-    // Not a webhook delivery: the mailchannels-webhooks plugin must not verify it when both share a scope.
-    config: { mailchannelsWebhook: false },
     handler: async function resendWebhookBatch (request: FastifyRequest<{ Params: { batchId: string } }>, reply: FastifyReply) {
       const r = await proxy.serveResend({ request, batchId: request.params.batchId, target: request.raw.url ?? '', response: reply.raw, log: request.log })
       if (r === null || reply.sent || reply.raw.headersSent) return

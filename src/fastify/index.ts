@@ -1,9 +1,9 @@
-import { webhookEventsOf } from './plugin.js'
-import { mailchannelsWebhooksPlugin } from './routes.js'
+import { webhookEventsOf } from './hooks.js'
+import { mailchannelsWebhooksPlugin } from './plugin.js'
 
 export default mailchannelsWebhooksPlugin
 export { mailchannelsWebhooksPlugin as mailchannelsWebhooks, webhookEventsOf }
-export type { MailChannelsWebhooksOptions } from './routes.js'
+export type { MailChannelsWebhooksOptions } from './plugin.js'
 export type { WebhookReceiverOptions, WebhookRouteOptions } from '../receiver/options.js'
 export type { WebhookErrorBody } from '../receiver/receiver.js'
 export type { ReceiverContext, DeliveryErrorCode, DispatchedBody, QueuedBody } from '../receiver/index.js'

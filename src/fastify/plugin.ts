@@ -1,96 +1,403 @@
-import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction, RouteOptions } from 'fastify'
+// The Fastify plugin: options validated once, the request decorators, and which routes are
+// webhook routes. Opt-in only: the route the plugin declares (`path`) and routes whose config says
+// `mailchannelsWebhooks`. Every other route of the app is left exactly as it was: the plugin adds
+// no content-type parser and, in the usual set-up, no hook to the app's scope. The request flow of
+// a webhook route is in ./hooks.ts.
+import type { FastifyInstance, FastifyReply, FastifyRequest, RouteOptions } from 'fastify'
+import fp from 'fastify-plugin'
 import { VerificationError } from '../errors.js'
 import type { WebhookEvent } from '../events/types.js'
-import { answerDelivery, rejection, settle, tooLarge, type AcceptedOutcome, type ReceiveOutcome, type Receiver } from '../receiver/index.js'
+import {
+  createReceiver,
+  keyStoreFactory,
+  rejectUnknownOptions,
+  resolveReceiverOptions,
+  type ResolvedReceiver,
+  type WebhookReceiverOptions,
+  type WebhookRouteOptions,
+} from '../receiver/index.js'
+import { answerHandler, kAccepted, kEvents, receiveDelivery, refuse, settleOnSend, type RouteState } from './hooks.js'
 
-// The request flow of a webhook route: Fastify's hooks translated to the receiver's steps.
-// Registration and the route checks are in ./routes.ts.
-
-/** What a set-up route carries in its config (under kRoute). */
-export interface RouteState { receiver: Receiver }
-
-export const kRoute = Symbol('mailchannels-webhooks.route')
-export const kActive = Symbol('mailchannels-webhooks.active')
-export const kEvents = Symbol('mailchannels-webhooks.events')
-const kAccepted = Symbol('mailchannels-webhooks.accepted')
-const EMPTY = new Uint8Array(0)
-
-export type ActiveRequest = FastifyRequest & { [kActive]: RouteState | null, [kEvents]: WebhookEvent[] | null, [kAccepted]?: AcceptedOutcome }
-
-/** The verified events of a request, or `undefined` when it was not a verified delivery (never throws). */
-export function webhookEventsOf (request: FastifyRequest): WebhookEvent[] | undefined {
-  return (request as Partial<ActiveRequest>)[kEvents] ?? undefined
-}
-
-/** Answers an outcome: runs the handler (accepted: decorate, continue) or sends the receiver's reply. */
-function apply (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction, outcome: ReceiveOutcome): void {
-  if (outcome.kind === 'accepted') {
-    // Its claim is settled by the handler's answer (settleOnSend), never by the connection.
-    ;(request as ActiveRequest)[kAccepted] = outcome
-    ;(request as ActiveRequest)[kEvents] = outcome.events
-    done()
-    return
+declare module 'fastify' {
+  interface FastifyRequest {
+    /**
+     * The verified, typed events of a MailChannels delivery: set on webhook routes, after the
+     * delivery was verified, before the route's preValidation hooks and handler run. Reading it
+     * anywhere else (a route that is not a webhook route, a hook of a rejected request) throws an
+     * `Error` saying why, so it is never `null` or `undefined` where the type says it is an
+     * array. Use `webhookEventsOf(request)` where it may be absent.
+     */
+    webhookEvents: WebhookEvent[]
   }
-  reply.code(outcome.reply.status).headers(outcome.reply.headers).send(outcome.reply.body)
-}
-
-/** Refuses a request with `err` (logged, in the webhook error shape); the handler does not run. */
-export function refuse (request: FastifyRequest, reply: FastifyReply, err: unknown): void {
-  apply(request, reply, () => {}, rejection(err, request.headers, request.log))
-}
-
-/** onRequest of a webhook route: the transport checks, before any body byte is read. */
-export function transportHook (this: unknown, request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void {
-  const state = (request.routeOptions.config as { [kRoute]?: RouteState })[kRoute]!
-  const bad = state.receiver.check(request.headers, request.log)
-  if (bad !== null) return apply(request, reply, done, bad)
-  ;(request as ActiveRequest)[kActive] = state
-  done()
-}
-
-/** preValidation of a webhook route: verify and claim the raw bytes the parser kept. */
-export function verifyHook (this: unknown, request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void {
-  const body = request.body ?? EMPTY
-  if (!(body instanceof Uint8Array)) {
-    return refuse(request, reply, new VerificationError('configuration_error', 'The raw body is not available: a content-type parser added in the scope of this webhook route handled the request. ' +
-      'Register custom content-type parsers in a scope without webhook routes.'))
+  interface FastifyContextConfig {
+    /**
+     * Makes this POST route a MailChannels webhook route: the exact raw bytes are verified before
+     * its handler runs (no content-type parser runs for it), and the handler reads
+     * `request.webhookEvents`. An options object overrides the plugin's options for the route.
+     * With `handlers` or `enqueue` (here or in the plugin's options) the plugin answers the
+     * delivery itself and the route's own handler does not run. The route must be declared in
+     * the scope the plugin is registered in (or a scope registered inside it afterwards).
+     * @default undefined (not a webhook route; `false` says so explicitly)
+     */
+    mailchannelsWebhooks?: boolean | (WebhookRouteOptions & object)
   }
-  const outcome = (request as ActiveRequest)[kActive]!.receiver.receive(body, request.headers, request.log)
-  if (!(outcome instanceof Promise)) return apply(request, reply, done, outcome)
-  outcome.then((o) => { apply(request, reply, done, o) }).catch((err: unknown) => { request.log.error({ err }, 'mailchannels webhook: failed after verification') })
-}
-
-/** onSend of a webhook route (the last one): the handler's answer, whatever the socket's state, settles the claim. */
-export function settleOnSend (request: FastifyRequest, reply: FastifyReply, payload: unknown, done: (err: null, payload: unknown) => void): void {
-  const claimed = (request as ActiveRequest)[kAccepted]
-  // A fetch Response payload carries its own status, applied after the onSend hooks.
-  if (claimed !== undefined) settle(claimed, payload instanceof Response ? payload.status : reply.statusCode)
-  done(null, payload)
 }
 
 /**
- * The handler of a route answered by the plugin (`handlers` or `enqueue`): dispatches or
- * enqueues the verified events and answers with the outcome; never throws.
+ * Options of the Fastify plugin: everything `verify` takes, plus `bodyLimit`, `contentTypes`,
+ * `replay`, `verifyOnThreadPool`, `handlers` / `enqueue` and `path`. `customerHandles` is
+ * required (or `'any'`).
  */
-export async function answerHandler (this: unknown, request: FastifyRequest, reply: FastifyReply): Promise<unknown> {
-  const r = request as ActiveRequest
-  const answered = await answerDelivery(r[kActive]!.receiver.options.answer!, r[kAccepted]!, request.log)
-  reply.code(answered.status).headers(answered.headers)
-  return answered.body
+export interface MailChannelsWebhooksOptions extends WebhookReceiverOptions {
+  /**
+   * Declare the webhook route here: `POST <path>` (under the registration's prefix), in an
+   * encapsulated scope of the plugin's own, answered by `handlers` or `enqueue` (one of them is
+   * required with `path`), so there is no route to write:
+   * `app.register(mailchannelsWebhooks, { path: '/webhooks/mailchannels', customerHandles, handlers: router })`.
+   * @default undefined (opt routes in with `config: { mailchannelsWebhooks: true }`)
+   */
+  path?: string
 }
 
-type ErrorHandler = NonNullable<RouteOptions['errorHandler']>
+/** The `code` of the errors the plugin throws at registration and route declaration. */
+export type MailChannelsWebhooksErrorCode =
+  | 'FST_MCWH_INVALID_OPTION'
+  | 'FST_MCWH_ALREADY_REGISTERED'
+  | 'FST_MCWH_DECORATOR_PRESENT'
+  | 'FST_MCWH_INVALID_ROUTE'
+  | 'FST_MCWH_ROUTE_NOT_REACHED'
 
-/** Body-reading failures of a webhook route answer in the webhook shape; other errors go to the route's or the app's error handler. */
-export function wrapErrorHandler (user: ErrorHandler | undefined): ErrorHandler {
-  return function (this: FastifyInstance, error: FastifyError, request: FastifyRequest, reply: FastifyReply) {
-    const state = (request as ActiveRequest)[kActive]
-    if (state !== null && (request as ActiveRequest)[kEvents] === null) {
-      if (error instanceof VerificationError) return refuse(request, reply, error)
-      if (error?.code === 'FST_ERR_CTP_BODY_TOO_LARGE') return refuse(request, reply, tooLarge(state.receiver.options.bodyLimit))
-    }
-    if (user !== undefined) return user.call(this, error, request, reply)
-    // Throwing hands the error to the next (app-level) error handler, as if this one did not exist.
-    throw error
+function coded<E extends Error> (err: E, code: MailChannelsWebhooksErrorCode): E & { code: MailChannelsWebhooksErrorCode } {
+  return Object.assign(err, { code })
+}
+
+/** Options Fastify itself may pass to a plugin along with ours. */
+const FASTIFY_REGISTER_OPTIONS = ['prefix', 'logLevel', 'logSerializers', 'path']
+
+/** The options that say who answers a delivery: a route that sets one of them replaces the plugin's. */
+const ANSWER_OPTIONS = ['handlers', 'enqueue', 'enqueueTimeout'] as const
+
+const KEY = 'mailchannelsWebhooks'
+const kRoute = Symbol('mailchannels-webhooks.route')
+
+type RouteConfig = Record<string | symbol, unknown> & { [KEY]?: unknown, [kRoute]?: RouteState }
+
+const HOW = 'Declare webhook routes in the scope the plugin is registered in (or a scope registered inside it afterwards), ' +
+  "or let the plugin declare the route with its 'path' option."
+
+function asArray<T> (v: T | T[] | undefined): T[] {
+  return v === undefined ? [] : Array.isArray(v) ? v : [v]
+}
+
+function optIn (config: unknown): unknown {
+  const opt = (config as RouteConfig | undefined)?.[KEY]
+  return opt === false ? undefined : opt
+}
+
+/** Runs a validation step; a `TypeError` it throws gets the plugin's option error code. */
+function validating<T> (fn: () => T): T {
+  try {
+    return fn()
+  } catch (err) {
+    if (err instanceof TypeError && (err as { code?: unknown }).code === undefined) coded(err, 'FST_MCWH_INVALID_OPTION')
+    throw err
   }
 }
+
+function mailchannelsWebhooks (fastify: FastifyInstance, options: MailChannelsWebhooksOptions, done: (err?: Error) => void): void {
+  // Invalid options reject app.ready() (a throw here would escape avvio as an uncaught exception).
+  try {
+    setup(fastify, options)
+  } catch (err) {
+    done(err as Error)
+    return
+  }
+  done()
+}
+
+function setup (fastify: FastifyInstance, registration: MailChannelsWebhooksOptions): void {
+  if (fastify.hasRequestDecorator(kEvents as unknown as string)) {
+    throw coded(new Error('mailchannels-webhooks is already registered in this scope or a parent scope; give a route its own options with config.mailchannelsWebhooks instead'), 'FST_MCWH_ALREADY_REGISTERED')
+  }
+  if (fastify.hasRequestDecorator('webhookEvents')) {
+    throw coded(new Error('request.webhookEvents is already decorated in this scope (by the app or another plugin), and mailchannels-webhooks sets it to the verified events: ' +
+      'remove the other decorator, or register mailchannels-webhooks in a scope without it'), 'FST_MCWH_DECORATOR_PRESENT')
+  }
+  if (registration === null || typeof registration !== 'object') throw coded(new TypeError('options must be an object'), 'FST_MCWH_INVALID_OPTION')
+  validating(() => { rejectUnknownOptions(registration, FASTIFY_REGISTER_OPTIONS) })
+  const { path, ...options } = registration
+  if ((options as { logger?: unknown }).logger !== undefined) throw coded(new TypeError('logger is not an option of the Fastify plugin: it logs through request.log'), 'FST_MCWH_INVALID_OPTION')
+  const keyStoreFor = keyStoreFactory(fastify.log)
+  const base = validating(() => resolveReceiverOptions(options, keyStoreFor))
+  if (path !== undefined) {
+    if (typeof path !== 'string' || !path.startsWith('/')) throw coded(new TypeError("path must be a URL path starting with '/', such as '/webhooks/mailchannels'"), 'FST_MCWH_INVALID_OPTION')
+    if (base.answer === null) throw coded(new TypeError('path declares a route the plugin answers itself: give handlers (a WebhookEventRouter) or enqueue too, or leave path out and opt your route in with config: { mailchannelsWebhooks: true }'), 'FST_MCWH_INVALID_OPTION')
+  }
+  if (base.anyCustomer) {
+    fastify.log.warn("mailchannels-webhooks: customerHandles is 'any': deliveries signed for any MailChannels customer are accepted")
+  }
+
+  /** The state of an opted-in route, options validated; throws a coded error naming the route. */
+  function resolveRoute (method: RouteOptions['method'], url: string, opt: unknown): RouteState {
+    const methods = asArray(method)
+    const route = `${methods.join(',')} ${url}`
+    if (opt !== true && (opt === null || typeof opt !== 'object' || Array.isArray(opt))) {
+      throw coded(new TypeError(`config.mailchannelsWebhooks of ${route} must be true, false or an options object`), 'FST_MCWH_INVALID_ROUTE')
+    }
+    if (methods.length !== 1 || methods[0] !== 'POST') {
+      throw coded(new Error(`${route} opts in with config.mailchannelsWebhooks, but MailChannels delivers webhooks with POST only: declare the webhook route for POST alone`), 'FST_MCWH_INVALID_ROUTE')
+    }
+    let r: ResolvedReceiver = base
+    if (opt !== true) {
+      const routeOpt = opt as WebhookRouteOptions
+      r = validating(() => {
+        rejectUnknownOptions(routeOpt)
+        // handlers, enqueue (and its timeout) of the route replace the plugin's: never both.
+        const ownAnswer = ANSWER_OPTIONS.some((name) => name in routeOpt) ? { handlers: undefined, enqueue: undefined, enqueueTimeout: undefined } : {}
+        return resolveReceiverOptions({ ...options, ...ownAnswer, ...routeOpt, replay: 'replay' in routeOpt ? routeOpt.replay : base.replay ?? false } as WebhookReceiverOptions, keyStoreFor)
+      })
+      if (r.anyCustomer && !base.anyCustomer) {
+        fastify.log.warn({ url }, "mailchannels-webhooks: customerHandles is 'any' on this route: deliveries signed for any MailChannels customer are accepted")
+      }
+    }
+    return { receiver: createReceiver(r), answered: r.answer !== null }
+  }
+
+  fastify.decorateRequest(kEvents as unknown as string, null)
+  fastify.decorateRequest(kAccepted as unknown as string, null)
+  fastify.decorateRequest('webhookEvents', {
+    getter (this: FastifyRequest): WebhookEvent[] {
+      const events = (this as FastifyRequest & { [kEvents]: WebhookEvent[] | null })[kEvents]
+      if (events === null) throw notVerified(this)
+      return events
+    },
+  } as never)
+
+  // Routes declared from now on in this scope and the scopes registered inside it: an opted-in
+  // route gets its hooks now (nothing is added to the other routes), options validated at declaration.
+  const verified: string[] = []
+  const answered: string[] = []
+  fastify.addHook('onRoute', (routeOptions) => {
+    const opt = optIn(routeOptions.config)
+    if (opt === undefined) return
+    const state = resolveRoute(routeOptions.method, routeOptions.url ?? '', opt)
+    // A fresh config object per route: a config object shared by two routes must not share state.
+    routeOptions.config = { ...routeOptions.config, [kRoute]: state } as typeof routeOptions.config
+    // Last, so the hook that reads the body is the one right before Fastify would parse it.
+    routeOptions.preParsing = [...asArray(routeOptions.preParsing), function verifyMailChannelsDelivery (request: FastifyRequest, reply: FastifyReply, payload: never, done: () => void) {
+      receiveDelivery(state, request, reply, payload, done, false)
+    }] as RouteOptions['preParsing']
+    routeOptions.onSend = [...asArray(routeOptions.onSend), settleOnSend] as RouteOptions['onSend']
+    if (state.answered) {
+      // The plugin answers: dispatch or enqueue in the handler's place, after the route's own hooks.
+      routeOptions.handler = answerHandler(state) as RouteOptions['handler']
+      answered.push(`POST ${routeOptions.url}`)
+    }
+    verified.push(`POST ${routeOptions.url}`)
+  })
+
+  // Routes already declared when the plugin loads (`app.register(plugin)` without await, then
+  // routes; routes first; scopes registered first) are not seen by onRoute, but this scope's
+  // lifecycle hooks still reach them: Fastify adds a scope's hooks to the scopes already inside it
+  // and gives a route its scope's hooks when the app starts (node_modules/fastify/fastify.js
+  // addHook, lib/route.js). Only then does the scope get hooks, which leave other routes after one
+  // config read.
+  const root = rootOf(fastify)
+  const rootState = stateOf(root)
+  const routesBefore = fastify.printRoutes() !== '(empty tree)'
+  if (routesBefore) {
+    addScopeHooks(fastify, resolveRoute)
+    rootState.covered.push(fastify)
+  }
+  if (root !== fastify) {
+    watchRoot(root, rootState)
+    if (routesBefore) guardRoot(root, rootState)
+  }
+
+  if (path !== undefined) {
+    // The plugin's own route, in an encapsulated scope of its own: seen by the onRoute hook above.
+    fastify.register(async function mailchannelsWebhooksRoute (scope) {
+      scope.post(path, { config: { [KEY]: true } }, async function unreachable () {
+        // onRoute replaced this handler; reaching it means the route was not set up.
+        throw new VerificationError('configuration_error', 'The webhook route was not set up.')
+      })
+    })
+  }
+
+  fastify.addHook('onReady', function (ready) {
+    if (verified.length > 0) fastify.log.info({ routes: verified }, 'mailchannels-webhooks: verifying MailChannels deliveries on these routes')
+    if (answered.length > 0) fastify.log.info({ routes: answered }, 'mailchannels-webhooks: these routes are answered by handlers or enqueue (their own handler does not run)')
+    const server = fastify.server as { requestTimeout?: number } | undefined
+    if (server?.requestTimeout === 0) {
+      fastify.log.warn('mailchannels-webhooks: requestTimeout is 0, so a client can trickle a request body forever; set Fastify({ requestTimeout: 30000, connectionTimeout: 60000 })')
+    }
+    ready()
+  })
+}
+
+type ResolveRoute = (method: RouteOptions['method'], url: string, opt: unknown) => RouteState
+
+/**
+ * Scope hooks for opted-in routes declared before the plugin loaded: their options are
+ * validated at their first request (a bad one answers 500 `configuration_error`, logged).
+ */
+function addScopeHooks (fastify: FastifyInstance, resolveRoute: ResolveRoute): void {
+  const states = new WeakMap<object, RouteState | Error>()
+  fastify.addHook('preParsing', function verifyEarlyRoute (request, reply, payload, done) {
+    const config = request.routeOptions.config as unknown as RouteConfig | undefined
+    const opt = optIn(config)
+    if (opt === undefined || config![kRoute] !== undefined) {
+      done()
+      return
+    }
+    let state = states.get(config!)
+    if (state === undefined) {
+      try {
+        state = resolveRoute(request.routeOptions.method, request.routeOptions.url ?? '', opt)
+      } catch (err) {
+        state = err as Error
+        request.log.error({ err: state.message }, 'mailchannels-webhooks: the options of this webhook route are invalid')
+      }
+      states.set(config!, state)
+    }
+    if (state instanceof Error) {
+      refuse(request, reply, new VerificationError('configuration_error', 'The server is misconfigured: the options of this webhook route are invalid (see the server log).'))
+      return
+    }
+    // The handler was declared before the plugin could replace it: the plugin answers here.
+    receiveDelivery(state, request, reply, payload as never, done as never, true)
+  })
+  fastify.addHook('onSend', settleOnSend)
+}
+
+/** The root instance: Fastify builds each encapsulated scope with Object.create(parent). */
+function rootOf (instance: FastifyInstance): FastifyInstance {
+  let root = instance
+  for (let p = Object.getPrototypeOf(root) as FastifyInstance | null; p !== null && typeof p.addHook === 'function'; p = Object.getPrototypeOf(p) as FastifyInstance | null) root = p
+  return root
+}
+
+/** What the registrations of one app did at its root (kept per app, made at the first registration). */
+interface RootState {
+  /** Scopes whose hooks verify the routes in them declared before the plugin loaded (and in scopes inside them). */
+  covered: object[]
+  watching: boolean
+  guarding: boolean
+}
+
+const rootStates = new WeakMap<object, RootState>()
+
+function stateOf (root: FastifyInstance): RootState {
+  let state = rootStates.get(root)
+  if (state === undefined) {
+    state = { covered: [], watching: false, guarding: false }
+    rootStates.set(root, state)
+  }
+  return state
+}
+
+/** Whether the scope hooks of a registration reach a route declared in `scope` (Fastify builds each scope with Object.create(parent)). */
+function covers (state: RootState, scope: object): boolean {
+  return state.covered.some((s) => s === scope || Object.prototype.isPrototypeOf.call(s, scope))
+}
+
+function notReachedLog (request: FastifyRequest, url: string | undefined): void {
+  request.log.error({ url }, `mailchannels-webhooks: this route opts in with config.mailchannelsWebhooks, but no registration of the plugin reaches its scope. ${HOW}`)
+}
+
+const NOT_REACHED = 'The server is misconfigured: this webhook route is not verified (see the server log).'
+
+/**
+ * When the plugin is registered below the root: opted-in routes declared from now on in the root
+ * scope or in scopes registered afterwards outside the plugin's scope, where no registration
+ * reaches them. Each gets a guard that answers 500 `configuration_error` (logged) if no
+ * registration set it up, and ready() rejects naming them.
+ */
+function watchRoot (root: FastifyInstance, state: RootState): void {
+  if (state.watching) return
+  state.watching = true
+  const routes: Array<{ routeOptions: RouteOptions, scope: object }> = []
+  // Set up by a registration, or declared before one loaded in the scope it covers.
+  const verified = (routeOptions: RouteOptions, scope: object): boolean =>
+    (routeOptions.config as RouteConfig | undefined)?.[kRoute] !== undefined || covers(state, scope)
+  root.addHook('onRoute', function (this: FastifyInstance, routeOptions) {
+    if (optIn(routeOptions.config) === undefined) return
+    const scope = this
+    routes.push({ routeOptions, scope })
+    routeOptions.onRequest = [function guardMailChannelsRoute (request: FastifyRequest, reply: FastifyReply, done: () => void) {
+      if (verified(routeOptions, scope)) {
+        done()
+        return
+      }
+      notReachedLog(request, routeOptions.url)
+      refuse(request, reply, new VerificationError('configuration_error', NOT_REACHED))
+    }, ...asArray(routeOptions.onRequest)] as RouteOptions['onRequest']
+  })
+  root.addHook('onReady', function (done) {
+    const lost = routes.filter((r) => !verified(r.routeOptions, r.scope)).map(({ routeOptions: r }) => `${asArray(r.method).join(',')} ${r.url}`)
+    if (lost.length === 0) {
+      done()
+      return
+    }
+    const more = lost.length > 5 ? ` (and ${lost.length - 5} more)` : ''
+    done(coded(new Error(`mailchannels-webhooks: ${lost.slice(0, 5).join(', ')}${more} opt${lost.length === 1 ? 's' : ''} in with config.mailchannelsWebhooks, but no registration of the plugin reaches ${lost.length === 1 ? 'its scope' : 'their scopes'}. ${HOW}`), 'FST_MCWH_ROUTE_NOT_REACHED'))
+  })
+}
+
+/**
+ * When the plugin is registered below the root and routes were declared before it loaded: an
+ * opted-in route among them outside the plugin's scope (at the root, in a sibling scope) was seen
+ * by no onRoute hook, so ready() cannot name it, but a root hook reaches every scope. It is
+ * answered 500 `configuration_error` (logged) unless a registration covers its scope. Other
+ * routes pass after one config read.
+ */
+function guardRoot (root: FastifyInstance, state: RootState): void {
+  if (state.guarding) return
+  state.guarding = true
+  // `this` is the scope the route was declared in (Fastify binds a route's hooks to it).
+  root.addHook('onRequest', function guardEarlyMailChannelsRoutes (this: FastifyInstance, request, reply, done) {
+    const config = request.routeOptions.config as unknown as RouteConfig | undefined
+    if (optIn(config) === undefined || config![kRoute] !== undefined || covers(state, this)) {
+      done()
+      return
+    }
+    notReachedLog(request, request.routeOptions.url)
+    refuse(request, reply, new VerificationError('configuration_error', NOT_REACHED))
+  })
+}
+
+/** Why `request.webhookEvents` is not set on this request. */
+function notVerified (request: FastifyRequest): Error {
+  const config = request.routeOptions.config as unknown as RouteConfig | undefined
+  if (optIn(config) === undefined) {
+    return new Error('request.webhookEvents is only set on a MailChannels webhook route (the route of the plugin\'s path option, or one with config.mailchannelsWebhooks), ' +
+      'after the delivery was verified; this route is not a webhook route. Use webhookEventsOf(request) where the events may be absent.')
+  }
+  return new Error('request.webhookEvents is not set: this request carries no verified delivery (it was refused, or this hook runs before verification, which happens in preParsing; ' +
+    'if this route\'s handler reads it, the route was declared where no registration of mailchannels-webhooks reaches it). Use webhookEventsOf(request) where the events may be absent.')
+}
+
+/**
+ * The MailChannels webhooks plugin for Fastify 5. Opt-in only: a route is a webhook route when
+ * the plugin declares it (`path`) or its config says `mailchannelsWebhooks: true` (or an options
+ * object). Its exact raw bytes are verified before its handler runs, and the handler reads
+ * `request.webhookEvents`. Every other route of the app behaves exactly as without the plugin:
+ * it adds no content-type parser, and hooks only to opted-in routes.
+ *
+ * Fails closed: a webhook route's handler never runs on an unverified body; an opted-in route no
+ * registration reaches is refused at `ready()` (`code: 'FST_MCWH_ROUTE_NOT_REACHED'`) or, where
+ * the plugin cannot see it, answered 500 `configuration_error`; options are validated at
+ * registration and route declaration (`code: 'FST_MCWH_INVALID_OPTION'` / `'FST_MCWH_INVALID_ROUTE'`).
+ * Replies: 400, 401, 403, 413, 415, 503 (+ Retry-After) as `{ statusCode, code, error, message }`;
+ * an exact resend is answered `200 { duplicate: true }` without running the handler.
+ *
+ * With `handlers` (a `WebhookEventRouter`) or `enqueue`, the plugin answers verified deliveries
+ * itself: 200 `{ handled, skipped, unhandled }` or `{ queued }`, 500 `handler_error`, 503 with
+ * `Retry-After`. With `path` it also declares the route:
+ * `await app.register(mailchannelsWebhooks, { path: '/webhooks/mailchannels', customerHandles: ['acct_1'], handlers: router })`.
+ *
+ * Set server timeouts against slow bodies: `Fastify({ requestTimeout: 30_000, connectionTimeout: 60_000 })`
+ * (and keep Node's `headersTimeout` ≤ 60 s, `keepAliveTimeout` a few seconds); a warning is
+ * logged at startup while `requestTimeout` is 0 (Fastify's default).
+ */
+export const mailchannelsWebhooksPlugin = fp(mailchannelsWebhooks, { name: 'mailchannels-webhooks', fastify: '5.x' })

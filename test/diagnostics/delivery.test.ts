@@ -123,7 +123,7 @@ t.test('Fastify plugin: every delivery is published, also without replay protect
   const fastify = Fastify()
   t.teardown(() => fastify.close())
   await fastify.register(plugin, { ...base, replay: false })
-  fastify.post('/hook', { config: { mailchannelsWebhook: true } }, async (request, reply) => {
+  fastify.post('/hook', { config: { mailchannelsWebhooks: true } }, async (request, reply) => {
     if (request.webhookEvents.length === 2) return reply.code(500).send({ nope: true })
     return { received: request.webhookEvents.length }
   })

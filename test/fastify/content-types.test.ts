@@ -1,4 +1,4 @@
-// Content types (issue 12 item 3; threat model F4): MailChannels does not document the
+// Content types: MailChannels does not document the
 // Content-Type of its deliveries, so by default both receivers accept any media type, or none,
 // read the exact raw bytes themselves, and rely on the digest, the signature and the strict
 // JSON checks. `contentTypes` restricts them (415 only then). Real servers on 127.0.0.1, so
@@ -9,7 +9,7 @@ import { EXPRESS_VERSIONS } from '../express/helpers/server.js'
 import Fastify from 'fastify'
 import t, { type Test } from 'tap'
 import plugin from '../../src/fastify/index.js'
-import { mailchannelsWebhooks } from '../../src/express/index.js'
+import { mailchannelsWebhooks as expressWebhooks } from '../../src/express/index.js'
 import type { WebhookReceiverOptions } from '../../src/receiver/options.js'
 import { delivery, HANDLE, KEYS } from './helpers/fixtures.js'
 
@@ -22,7 +22,7 @@ async function fastifyReceiver (t: Test, options: Options = {}): Promise<Receive
   const app = Fastify()
   await app.register(plugin, { publicKey: KEYS.publicKey, customerHandles: [HANDLE], replay: false, ...options })
   let calls = 0
-  app.post('/wh', async (request) => { calls++; return { received: request.webhookEvents.length } })
+  app.post('/wh', { config: { mailchannelsWebhooks: true } }, async (request) => { calls++; return { received: request.webhookEvents.length } })
   await app.listen({ host: '127.0.0.1', port: 0 })
   t.teardown(() => app.close())
   return { port: (app.server.address() as AddressInfo).port, calls: () => calls }
@@ -31,7 +31,7 @@ async function fastifyReceiver (t: Test, options: Options = {}): Promise<Receive
 async function expressReceiver (t: Test, options: Options = {}, express = EXPRESS_VERSIONS[0]![1]): Promise<Receiver> {
   const app = express()
   let calls = 0
-  app.post('/wh', mailchannelsWebhooks({ publicKey: KEYS.publicKey, customerHandles: [HANDLE], replay: false, ...options }), (req, res) => {
+  app.post('/wh', expressWebhooks({ publicKey: KEYS.publicKey, customerHandles: [HANDLE], replay: false, ...options }), (req, res) => {
     calls++
     res.json({ received: req.webhookEvents!.length })
   })
@@ -104,7 +104,7 @@ for (const [name, build] of RECEIVERS) {
 
 t.test('contentTypes is validated at registration / construction, naming the option', async (t) => {
   for (const contentTypes of [[], ['json'], ['application/json; charset=utf-8'], 'application/json']) {
-    t.throws(() => mailchannelsWebhooks({ publicKey: KEYS.publicKey, customerHandles: [HANDLE], contentTypes: contentTypes as never }), { name: 'TypeError', message: /contentTypes/ })
+    t.throws(() => expressWebhooks({ publicKey: KEYS.publicKey, customerHandles: [HANDLE], contentTypes: contentTypes as never }), { name: 'TypeError', message: /contentTypes/ })
     const app = Fastify()
     app.register(plugin, { publicKey: KEYS.publicKey, customerHandles: [HANDLE], contentTypes: contentTypes as never })
     await t.rejects(async () => { await app.ready() }, { message: /contentTypes/ })
@@ -116,38 +116,30 @@ t.test('fastify: per-route contentTypes override', async (t) => {
   const app = Fastify()
   t.teardown(() => app.close())
   await app.register(plugin, { publicKey: KEYS.publicKey, customerHandles: [HANDLE], replay: false })
-  app.post('/strict', { config: { mailchannelsWebhook: { contentTypes: ['application/json'] } } }, async () => ({}))
-  app.post('/any', async () => ({}))
+  app.post('/strict', { config: { mailchannelsWebhooks: { contentTypes: ['application/json'] } } }, async () => ({}))
+  app.post('/any', { config: { mailchannelsWebhooks: true } }, async () => ({}))
   const d = delivery()
   const headers = withType(d.headers, 'text/plain')
   t.equal((await app.inject({ method: 'POST', url: '/strict', headers, payload: d.body })).statusCode, 415)
   t.equal((await app.inject({ method: 'POST', url: '/any', headers, payload: d.body })).statusCode, 200)
 })
 
-t.test('fastify: a custom JSON or text parser of a parent scope is never lost silently by the app\'s other routes', async (t) => {
-  for (const type of ['application/json', 'text/plain']) {
-    const app = Fastify()
-    app.addContentTypeParser(type, { parseAs: 'string' }, (_request, body, done) => { done(null, body) })
-    await app.register(async (scope) => {
-      await scope.register(plugin, { publicKey: KEYS.publicKey, customerHandles: [HANDLE] })
-      t.throws(() => scope.put('/x', async () => ({})), new RegExp(`PUT /x would lose the custom ${type} parser.*register the plugin in an encapsulated scope of its own`), type)
-      t.throws(() => scope.post('/y', { config: { mailchannelsWebhook: false } }, async () => ({})), /POST \/y would lose/)
-      t.doesNotThrow(() => scope.get('/z', async () => ({})), 'a GET route has no body to parse')
-    })
-    await app.close()
-  }
-  // In a scope of its own, next to the custom parser: both work.
+t.test("fastify: the app's custom parsers keep parsing its other routes; webhook routes in the same scope still get the exact raw bytes", async (t) => {
   const app = Fastify()
   t.teardown(() => app.close())
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (_request, body, done) => { done(null, { custom: body }) })
-  await app.register(async (webhooks) => {
-    await webhooks.register(plugin, { publicKey: KEYS.publicKey, customerHandles: [HANDLE], replay: false })
-    webhooks.post('/wh', async (request) => ({ received: request.webhookEvents.length }))
-  })
+  app.addContentTypeParser('text/plain', { parseAs: 'string' }, (_request, body, done) => { done(null, { text: body }) })
+  app.addContentTypeParser('*', { parseAs: 'buffer' }, (_request, body, done) => { done(null, { any: (body as Buffer).length }) })
+  await app.register(plugin, { publicKey: KEYS.publicKey, customerHandles: [HANDLE], replay: false })
+  app.post('/wh', { config: { mailchannelsWebhooks: true } }, async (request) => ({ received: request.webhookEvents.length, raw: Buffer.isBuffer(request.body) }))
   app.post('/api', async (request) => request.body)
-  const d = delivery()
-  t.same((await app.inject({ method: 'POST', url: '/wh', headers: d.headers, payload: d.body })).json(), { received: 1 })
+  for (const type of ['application/json', 'text/plain', 'application/octet-stream', undefined]) {
+    const d = delivery()
+    t.same((await app.inject({ method: 'POST', url: '/wh', headers: withType(d.headers, type), payload: d.body })).json(), { received: 1, raw: true }, `webhook route, ${String(type)}`)
+  }
   t.same((await app.inject({ method: 'POST', url: '/api', headers: { 'content-type': 'application/json' }, payload: '{}' })).json(), { custom: '{}' })
+  t.same((await app.inject({ method: 'POST', url: '/api', headers: { 'content-type': 'text/plain' }, payload: 'hi' })).json(), { text: 'hi' })
+  t.same((await app.inject({ method: 'POST', url: '/api', headers: { 'content-type': 'application/xml' }, payload: '<a/>' })).json(), { any: 4 })
 })
 
 t.test('fastify: a webhook route still answers 413 in the webhook shape for any media type over bodyLimit (chunked)', async (t) => {

@@ -13,7 +13,7 @@ const assertType = <T extends true>(_: T): void => {}
 export async function receiver (): Promise<void> {
   const app = Fastify({ logger: true })
   await app.register(mailchannelsWebhooks, { customerHandles: ['abc123'] })
-  app.post('/webhooks/mailchannels', { config: { mailchannelsWebhook: true } }, async (request) => {
+  app.post('/webhooks/mailchannels', { config: { mailchannelsWebhooks: true } }, async (request) => {
     assertType<Equal<typeof request.webhookEvents, WebhookEvent[]>>(true)
     for (const event of request.webhookEvents) {
       if (event.event === 'click') {
@@ -32,13 +32,13 @@ export async function receiver (): Promise<void> {
     void events.length
   })
   // A POST route that is not a webhook route says so.
-  app.post('/login', { config: { mailchannelsWebhook: false } }, async (request) => request.body)
+  app.post('/login', { config: { mailchannelsWebhooks: false } }, async (request) => request.body)
   // Per-route options are typed too.
-  app.post('/other', { config: { mailchannelsWebhook: { customerHandles: ['x'], maxAge: 120 } } }, async () => ({}))
+  app.post('/other', { config: { mailchannelsWebhooks: { customerHandles: ['x'], maxAge: 120 } } }, async () => ({}))
   // @ts-expect-error a wrongly typed per-route option
-  app.post('/bad', { config: { mailchannelsWebhook: { maxAge: '120' } } }, async () => ({}))
+  app.post('/bad', { config: { mailchannelsWebhooks: { maxAge: '120' } } }, async () => ({}))
   // @ts-expect-error contentTypes is a list of media types
-  app.post('/bad2', { config: { mailchannelsWebhook: { contentTypes: 'application/json' } } }, async () => ({}))
+  app.post('/bad2', { config: { mailchannelsWebhooks: { contentTypes: 'application/json' } } }, async () => ({}))
   // @ts-expect-error customerHandles is required
   await app.register(mailchannelsWebhooks, { publicKey: 'x' })
 }

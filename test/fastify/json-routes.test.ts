@@ -8,22 +8,21 @@ import { HANDLE, KEYS } from './helpers/fixtures.js'
 
 /**
  * The same routes in an app without the plugin and in one with it. `layout` says where the
- * plugin is: 'opt-out' registers it at the root, where every POST route is a webhook route
- * unless marked `mailchannelsWebhook: false` (as these are); 'own-scope' registers it in an
- * encapsulated scope of its own, so the app's routes are simply outside its scope.
+ * plugin is: 'same-scope' registers it at the root, next to the app's routes (which do not opt
+ * in); 'own-scope' registers it in an encapsulated scope of its own.
  */
-async function pair (t: Test, opts: FastifyServerOptions = {}, layout: 'opt-out' | 'own-scope' = 'opt-out'): Promise<[FastifyInstance, FastifyInstance]> {
+async function pair (t: Test, opts: FastifyServerOptions = {}, layout: 'same-scope' | 'own-scope' = 'same-scope'): Promise<[FastifyInstance, FastifyInstance]> {
   const build = async (withPlugin: boolean): Promise<FastifyInstance> => {
     const app = Fastify(opts)
-    const config = { mailchannelsWebhook: false }
-    if (withPlugin && layout === 'opt-out') {
+    const config = {}
+    if (withPlugin && layout === 'same-scope') {
       await app.register(plugin, { publicKey: KEYS.publicKey, customerHandles: [HANDLE] })
-      app.post('/wh', async () => ({}))
+      app.post('/wh', { config: { mailchannelsWebhooks: true } }, async () => ({}))
     }
     if (withPlugin && layout === 'own-scope') {
       await app.register(async (webhooks) => {
         await webhooks.register(plugin, { publicKey: KEYS.publicKey, customerHandles: [HANDLE] })
-        webhooks.post('/wh', async () => ({}))
+        webhooks.post('/wh', { config: { mailchannelsWebhooks: true } }, async () => ({}))
       })
     }
     app.post('/json', { config }, async (request) => ({ body: request.body, proto: Object.getPrototypeOf(request.body ?? {}) === Object.prototype }))
@@ -58,7 +57,7 @@ const cases: Case[] = [
   { name: 'text/plain invalid UTF-8 decoded the same', headers: { 'content-type': 'text/plain; charset=utf-8' }, payload: Buffer.from([0x61, 0xff, 0x62]) },
 ]
 
-for (const layout of ['opt-out', 'own-scope'] as const) t.test(`other routes (${layout}) behave exactly as without the plugin`, async (t) => {
+for (const layout of ['same-scope', 'own-scope'] as const) t.test(`other routes (${layout}) behave exactly as without the plugin`, async (t) => {
   const [plain, withPlugin] = await pair(t, { bodyLimit: 100 }, layout)
   for (const c of cases) {
     const inject = (app: FastifyInstance) => app.inject({

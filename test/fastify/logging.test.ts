@@ -12,9 +12,9 @@ t.test('one log line per rejection with reason and keyid; never the signature, b
   const port = await closedPort()
   const app = Fastify({ loggerInstance: pino({ level: 'debug' }, logs.stream) })
   await app.register(plugin, { publicKey: KEYS.publicKey, customerHandles: [HANDLE], replay: false })
-  app.post('/wh', { config: { mailchannelsWebhook: true } }, async () => ({}))
-  app.post('/down', { config: { mailchannelsWebhook: { publicKey: undefined, baseUrl: `http://127.0.0.1:${port}` } } }, async () => ({}))
-  app.post('/store', { config: { mailchannelsWebhook: { replay: failingStore() } } }, async () => ({}))
+  app.post('/wh', { config: { mailchannelsWebhooks: true } }, async () => ({}))
+  app.post('/down', { config: { mailchannelsWebhooks: { publicKey: undefined, baseUrl: `http://127.0.0.1:${port}` } } }, async () => ({}))
+  app.post('/store', { config: { mailchannelsWebhooks: { replay: failingStore() } } }, async () => ({}))
   t.teardown(() => app.close())
 
   const good = delivery({ events: [event({ email: SECRET_EMAIL })] })

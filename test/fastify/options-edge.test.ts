@@ -1,4 +1,4 @@
-// Option values at the edges (found in review): fractional windows must not break the
+// Option values at the edges: fractional windows must not break the
 // replay store (which keeps whole seconds), and `cache: false` is refused by the receivers.
 import Fastify from 'fastify'
 import t from 'tap'
@@ -15,7 +15,7 @@ for (const opts of [{ maxAge: 299.5 }, { clockSkew: 0.5 }]) {
     t.teardown(() => app.close())
     await app.register(mailchannelsWebhooks, { publicKey: keys.publicKey, customerHandles: ['acct_1'], ...opts })
     let handled = 0
-    app.post('/hook', { config: { mailchannelsWebhook: true } }, async (request) => {
+    app.post('/hook', { config: { mailchannelsWebhooks: true } }, async (request) => {
       handled++
       return { received: request.webhookEvents.length }
     })

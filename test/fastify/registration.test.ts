@@ -36,18 +36,18 @@ t.test("customerHandles: 'any' is an explicit opt-out, logged as a warning at re
   const logs = logCapture()
   const app = Fastify({ loggerInstance: pino(logs.stream) })
   await app.register(plugin, { publicKey: KEYS.publicKey, customerHandles: 'any', replay: false })
-  app.post('/wh', { config: { mailchannelsWebhook: true } }, async (request) => ({ n: request.webhookEvents.length }))
+  app.post('/wh', { config: { mailchannelsWebhooks: true } }, async (request) => ({ n: request.webhookEvents.length }))
   t.teardown(() => app.close())
   t.ok(logs.lines().some((l) => l.level === 40 && /customerHandles is 'any'/.test(String(l.msg))))
   const d = delivery({ events: [event({ customer_handle: 'anyone' })] })
   t.equal((await app.inject({ method: 'POST', url: '/wh', headers: d.headers, payload: d.body })).statusCode, 200)
 })
 
-t.test('only POST routes may opt in: others fail at route registration', async (t) => {
+t.test('only POST routes may opt in: others fail at route declaration', async (t) => {
   for (const method of ['GET', 'PUT', ['POST', 'PUT']] as const) {
     const app = Fastify()
     await app.register(plugin, { publicKey: KEYS.publicKey, customerHandles: [HANDLE] })
-    t.throws(() => app.route({ method: method as never, url: '/wh', config: { mailchannelsWebhook: true }, handler: async () => ({}) }), /POST/)
+    t.throws(() => app.route({ method: method as never, url: '/wh', config: { mailchannelsWebhooks: true }, handler: async () => ({}) }), /POST/)
     await app.close()
   }
 })
@@ -55,8 +55,8 @@ t.test('only POST routes may opt in: others fail at route registration', async (
 t.test('a bad per-route override fails at route registration, naming the option', async (t) => {
   const app = Fastify()
   await app.register(plugin, { publicKey: KEYS.publicKey, customerHandles: [HANDLE] })
-  t.throws(() => app.post('/a', { config: { mailchannelsWebhook: { maxAge: -5 } } }, async () => ({})), /maxAge/)
-  t.throws(() => app.post('/b', { config: { mailchannelsWebhook: 'yes' as never } }, async () => ({})), /mailchannelsWebhook/)
+  t.throws(() => app.post('/a', { config: { mailchannelsWebhooks: { maxAge: -5 } } }, async () => ({})), /maxAge/)
+  t.throws(() => app.post('/b', { config: { mailchannelsWebhooks: 'yes' as never } }, async () => ({})), /mailchannelsWebhooks/)
   await app.close()
 })
 
@@ -65,8 +65,8 @@ t.test('per-route overrides: customerHandles and bodyLimit (B10)', async (t) => 
   await app.register(plugin, { publicKey: KEYS.publicKey, customerHandles: [HANDLE], replay: false })
   let calls = 0
   const handler = async (): Promise<object> => { calls++; return {} }
-  app.post('/acct1', { config: { mailchannelsWebhook: true } }, handler)
-  app.post('/acct2', { config: { mailchannelsWebhook: { customerHandles: ['acct_2'], bodyLimit: 80 } } }, handler)
+  app.post('/acct1', { config: { mailchannelsWebhooks: true } }, handler)
+  app.post('/acct2', { config: { mailchannelsWebhooks: { customerHandles: ['acct_2'], bodyLimit: 80 } } }, handler)
   t.teardown(() => app.close())
   const d = delivery()
   t.equal((await app.inject({ method: 'POST', url: '/acct1', headers: d.headers, payload: d.body })).statusCode, 200)
@@ -83,7 +83,7 @@ t.test('per-route overrides: customerHandles and bodyLimit (B10)', async (t) => 
 t.test('a config object shared by two routes sets up both', async (t) => {
   const app = Fastify()
   await app.register(plugin, { publicKey: KEYS.publicKey, customerHandles: [HANDLE], replay: false })
-  const config = { mailchannelsWebhook: true }
+  const config = { mailchannelsWebhooks: true }
   const seen: number[] = []
   app.post('/a', { config }, async (request) => { seen.push(request.webhookEvents.length); return {} })
   app.post('/b', { config }, async (request) => { seen.push(request.webhookEvents.length); return {} })
@@ -100,7 +100,7 @@ t.test('routes declared after `await app.register` work, also in child plugins r
   const app = Fastify()
   await app.register(plugin, { publicKey: KEYS.publicKey, customerHandles: [HANDLE], replay: false })
   await app.register(async (child) => {
-    child.post('/wh', { config: { mailchannelsWebhook: true } }, async (request) => ({ n: request.webhookEvents.length }))
+    child.post('/wh', { config: { mailchannelsWebhooks: true } }, async (request) => ({ n: request.webhookEvents.length }))
   }, { prefix: '/child' })
   t.teardown(() => app.close())
   const d = delivery()
@@ -121,7 +121,7 @@ t.test('a user error handler still sees handler errors; webhook 413 keeps its sh
   const app = Fastify()
   await app.register(plugin, { publicKey: KEYS.publicKey, customerHandles: [HANDLE], replay: false, bodyLimit: 200 })
   app.setErrorHandler((error: Error, _request, reply) => { reply.code(418).send({ mine: error.message }) })
-  app.post('/wh', { config: { mailchannelsWebhook: true } }, async () => { throw new Error('boom') })
+  app.post('/wh', { config: { mailchannelsWebhooks: true } }, async () => { throw new Error('boom') })
   t.teardown(() => app.close())
   const d = delivery()
   const res = await app.inject({ method: 'POST', url: '/wh', headers: d.headers, payload: d.body })
@@ -144,4 +144,26 @@ t.test('a startup warning when requestTimeout is 0 (Fastify default); none when 
     t.equal(warned, requestTimeout === undefined, `requestTimeout ${requestTimeout}`)
     await app.close()
   }
+})
+
+t.test('registration errors carry a Fastify-style code', async (t) => {
+  const cases: Array<[(app: ReturnType<typeof Fastify>) => void, string, RegExp]> = [
+    [(app) => { app.register(plugin, { publicKey: KEYS.publicKey, customerHandles: [HANDLE], maxAge: -1 }) }, 'FST_MCWH_INVALID_OPTION', /maxAge/],
+    [(app) => { app.register(plugin, { publicKey: KEYS.publicKey, customerHandles: [HANDLE], nope: 1 } as never) }, 'FST_MCWH_INVALID_OPTION', /nope is not a known option/],
+    [(app) => { app.register(plugin, { publicKey: KEYS.publicKey, customerHandles: [HANDLE], path: 'webhooks' } as never) }, 'FST_MCWH_INVALID_OPTION', /path must be a URL path/],
+    [(app) => { app.register(plugin, { publicKey: KEYS.publicKey, customerHandles: [HANDLE], path: '/webhooks' }) }, 'FST_MCWH_INVALID_OPTION', /give handlers .* or enqueue/],
+    [(app) => { app.register(plugin, { publicKey: KEYS.publicKey, customerHandles: [HANDLE] }); app.register(plugin, { publicKey: KEYS.publicKey, customerHandles: [HANDLE] }) }, 'FST_MCWH_ALREADY_REGISTERED', /already registered in this scope/],
+    [(app) => { app.decorateRequest('webhookEvents', null); app.register(plugin, { publicKey: KEYS.publicKey, customerHandles: [HANDLE] }) }, 'FST_MCWH_DECORATOR_PRESENT', /request\.webhookEvents is already decorated/],
+  ]
+  for (const [build, code, message] of cases) {
+    const app = Fastify()
+    build(app)
+    await t.rejects(async () => { await app.ready() }, { code, message }, code)
+    await app.close().catch(() => {})
+  }
+  const app = Fastify()
+  await app.register(plugin, { publicKey: KEYS.publicKey, customerHandles: [HANDLE] })
+  t.throws(() => app.post('/a', { config: { mailchannelsWebhooks: { maxAge: -5 } } }, async () => ({})), { code: 'FST_MCWH_INVALID_OPTION', message: /maxAge/ })
+  t.throws(() => app.post('/b', { config: { mailchannelsWebhooks: 'yes' as never } }, async () => ({})), { code: 'FST_MCWH_INVALID_ROUTE', message: /config\.mailchannelsWebhooks of POST \/b must be true, false or an options object/ })
+  await app.close()
 })

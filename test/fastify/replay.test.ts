@@ -13,7 +13,7 @@ async function app (t: Test, replay?: ReplayStore, behaviour?: () => Behaviour) 
   const fastify = Fastify({ loggerInstance: pino({ level: 'info' }, logs.stream) })
   await fastify.register(plugin, { publicKey: KEYS.publicKey, customerHandles: [HANDLE], ...(replay === undefined ? {} : { replay }) })
   let calls = 0
-  fastify.post('/wh', { config: { mailchannelsWebhook: true } }, async (request, reply) => {
+  fastify.post('/wh', { config: { mailchannelsWebhooks: true } }, async (request, reply) => {
     calls++
     if (behaviour !== undefined) return behaviour()(reply)
     return { received: request.webhookEvents.length }
@@ -97,7 +97,7 @@ t.test('replay: false disables replay protection', async (t) => {
   const fastify = Fastify()
   await fastify.register(plugin, { publicKey: KEYS.publicKey, customerHandles: [HANDLE], replay: false })
   let calls = 0
-  fastify.post('/wh', { config: { mailchannelsWebhook: true } }, async () => { calls++; return {} })
+  fastify.post('/wh', { config: { mailchannelsWebhooks: true } }, async () => { calls++; return {} })
   t.teardown(() => fastify.close())
   const d = delivery()
   for (let i = 0; i < 2; i++) t.equal((await fastify.inject({ method: 'POST', url: '/wh', headers: d.headers, payload: d.body })).statusCode, 200)

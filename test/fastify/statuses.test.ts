@@ -15,7 +15,7 @@ async function harness (t: Test, options: Partial<MailChannelsWebhooksOptions> =
   let calls = 0
   const decorated: Array<WebhookEvent[] | null> = []
   app.addHook('onResponse', async (request) => { decorated.push(webhookEventsOf(request) ?? null) })
-  app.post('/wh', { config: { mailchannelsWebhook: true } }, async (request) => {
+  app.post('/wh', { config: { mailchannelsWebhooks: true } }, async (request) => {
     calls++
     return { received: request.webhookEvents.length, first: request.webhookEvents[0]?.event }
   })

@@ -11,7 +11,7 @@ async function listen (t: Test, opts: Record<string, unknown> = {}): Promise<{ a
   const app = Fastify(opts as FastifyServerOptions) as unknown as FastifyInstance
   await app.register(plugin, { publicKey: KEYS.publicKey, customerHandles: [HANDLE], replay: false, bodyLimit: 4096 })
   let calls = 0
-  app.post('/wh', { config: { mailchannelsWebhook: true } }, async (request) => { calls++; return { n: request.webhookEvents.length } })
+  app.post('/wh', { config: { mailchannelsWebhooks: true } }, async (request) => { calls++; return { n: request.webhookEvents.length } })
   await app.listen({ host: '127.0.0.1', port: 0 })
   t.teardown(() => app.close())
   return { app, port: (app.server.address() as net.AddressInfo).port, calls: () => calls }

@@ -20,7 +20,7 @@ async function app (t: Test, replay: boolean) {
   // deliveries below keep a minute of margin).
   await a.register(plugin, { publicKey: KEYS.publicKey, customerHandles: ['acct_1'], now: () => NOW * 1000, ...(replay ? {} : { replay: false }) })
   let calls = 0
-  a.post('/wh', { config: { mailchannelsWebhook: true } }, async (request) => {
+  a.post('/wh', { config: { mailchannelsWebhooks: true } }, async (request) => {
     calls++
     return { received: request.webhookEvents.length }
   })

@@ -26,7 +26,7 @@ async function server (t: Test) {
   })
   await app.register(plugin, { publicKey: KEYS.publicKey, customerHandles: ['acct_1'], replay: false })
   let calls = 0
-  app.post('/wh', { config: { mailchannelsWebhook: true } }, async (request) => {
+  app.post('/wh', { config: { mailchannelsWebhooks: true } }, async (request) => {
     calls++
     return { received: request.webhookEvents.length }
   })

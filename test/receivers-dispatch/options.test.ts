@@ -89,13 +89,13 @@ t.test('fastify path: needs handlers or enqueue, and a path; route config takes 
   await app.close()
 })
 
-t.test('fastify: handlers given at registration answer every webhook route of the scope; a route may hand its events to a queue instead', async (t) => {
+t.test('fastify: handlers given at registration answer every webhook route; a route may hand its events to a queue instead', async (t) => {
   const handled: string[] = []
   const queued: string[] = []
   let ownHandler = 0
   const app = Fastify()
   await app.register(plugin, { ...base, handlers: new WebhookEventRouter().on('*', (e) => { handled.push(e.event) }) })
-  app.post('/a', async () => { ownHandler++; return 'own' })
+  app.post('/a', { config: { mailchannelsWebhooks: true } }, async () => { ownHandler++; return 'own' })
   app.post('/b', { config: { mailchannelsWebhooks: { enqueue: async (events: readonly WebhookEvent[]) => { queued.push(...events.map((e) => e.event)) } } } }, async () => { ownHandler++; return 'own' })
   app.post('/c', { config: { mailchannelsWebhooks: false } }, async (request) => request.body)
   await app.ready()
@@ -112,9 +112,9 @@ t.test('fastify: handlers given at registration answer every webhook route of th
 
 t.test('fastify: fail-closed routing still holds with handlers: a route that opts in out of reach fails ready()', async (t) => {
   const app = Fastify()
-  app.register(async (scope) => { await scope.register(plugin, { ...base, handlers: router, path: '/hook' }) })
+  await app.register(async (scope) => { await scope.register(plugin, { ...base, handlers: router, path: '/hook' }) })
   app.post('/elsewhere', { config: { mailchannelsWebhooks: { handlers: router } } }, () => {})
-  await t.rejects(async () => { await app.ready() }, /POST \/elsewhere opts in with config.mailchannelsWebhooks, but no mailchannels-webhooks registration reaches its scope/)
+  await t.rejects(async () => { await app.ready() }, /POST \/elsewhere opts in with config.mailchannelsWebhooks, but no registration of the plugin reaches its scope/)
   await app.close()
 })
 

@@ -37,7 +37,7 @@ async function fastifyReceiver (t: Test, replay: ReplayStore, now: () => number)
   const app = Fastify()
   await app.register(plugin, { publicKey: KEYS.publicKey, customerHandles: [HANDLE], replay, now, ...WINDOW })
   let runs = 0
-  app.post('/wh', async () => { runs++; return { ok: true } })
+  app.post('/wh', { config: { mailchannelsWebhooks: true } }, async () => { runs++; return { ok: true } })
   t.teardown(() => app.close())
   return {
     send: async (d) => { const res = await app.inject({ method: 'POST', url: '/wh', headers: d.headers, payload: d.body }); return { status: res.statusCode, body: res.json() } },

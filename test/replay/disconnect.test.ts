@@ -50,7 +50,7 @@ async function fastifyReceiver (t: Test, replay: ReplayStore): Promise<Receiver>
   let runs = 0
   let finished = 0
   let outcome: Outcome = 'ok'
-  app.post('/wh', { config: { mailchannelsWebhook: true } }, async (request, reply) => {
+  app.post('/wh', { config: { mailchannelsWebhooks: true } }, async (request, reply) => {
     runs++
     const mine = outcome
     await sleep(HANDLER_MS)

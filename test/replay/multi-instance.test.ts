@@ -51,7 +51,7 @@ async function cluster (t: Test, redis: RedisServer): Promise<Cluster> {
     const app = Fastify()
     const replay = new RedisReplayStore(await redis.client(), { prefix })
     await app.register(plugin, { publicKey: KEYS.publicKey, customerHandles: [HANDLE], replay })
-    app.post('/webhooks/mailchannels', { config: { mailchannelsWebhook: true } }, async (request) => {
+    app.post('/webhooks/mailchannels', { config: { mailchannelsWebhooks: true } }, async (request) => {
       calls++
       // Long enough that concurrent copies overlap with this one.
       await new Promise((resolve) => setTimeout(resolve, 20))

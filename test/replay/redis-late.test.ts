@@ -70,7 +70,7 @@ t.test('through the receiver: 503 while Redis is frozen, then the sender\'s iden
   t.teardown(() => app.close())
   await app.register(plugin, { publicKey: KEYS.publicKey, customerHandles: [HANDLE], replay: new RedisReplayStore(client, { prefix: 'late-c:', timeout: 150 }) })
   let runs = 0
-  app.post('/wh', async () => { runs++; return { ok: true } })
+  app.post('/wh', { config: { mailchannelsWebhooks: true } }, async () => { runs++; return { ok: true } })
   const warm = delivery({ events: [event({ request_id: 'warm' })] })
   t.equal((await app.inject({ method: 'POST', url: '/wh', headers: warm.headers, payload: warm.body })).statusCode, 200)
 

@@ -13,7 +13,7 @@ t.test('Fastify plugin receiving from the sandbox over loopback', async (t) => {
   let failNext = 0
   const app = Fastify()
   await app.register(mailchannelsWebhooks, { customerHandles: [sandbox.customerHandle], baseUrl: sandbox.baseUrl })
-  app.post('/webhooks', { config: { mailchannelsWebhook: true } }, async (request, reply) => {
+  app.post('/webhooks', { config: { mailchannelsWebhooks: true } }, async (request, reply) => {
     if (failNext > 0) {
       failNext--
       return reply.code(503).send({ error: 'try later' })
@@ -111,7 +111,7 @@ t.test('a restarted sandbox is accepted at once by a receiver that is still runn
   const app = Fastify()
   await app.register(mailchannelsWebhooks, { customerHandles: ['sandbox'], baseUrl: first.baseUrl })
   let handled = 0
-  app.post('/webhooks', { config: { mailchannelsWebhook: true } }, async (_request, reply) => {
+  app.post('/webhooks', { config: { mailchannelsWebhooks: true } }, async (_request, reply) => {
     handled++
     return reply.code(204).send()
   })

@@ -1,0 +1,124 @@
+// The request flow of a webhook route as Fastify hooks: one preParsing hook reads the exact raw
+// bytes itself, verifies and claims them (the receiver in ../receiver/), then lets Fastify skip
+// body parsing for the request, so no content-type parser of the app runs on a delivery and none
+// is needed; the handler's answer settles the claim (onSend). Registration is in ./plugin.ts.
+import type { FastifyReply, FastifyRequest } from 'fastify'
+import { VerificationError } from '../errors.js'
+import type { WebhookEvent } from '../events/types.js'
+import { answerDelivery, rejection, settle, type AcceptedOutcome, type Receiver } from '../receiver/index.js'
+import { readStream } from '../receiver/node/read-stream.js'
+
+/** The verified events of the request (a request decoration; null until verified). */
+export const kEvents = Symbol('mailchannels-webhooks.events')
+/** The accepted outcome whose claim the handler's answer settles (a request decoration; null until verified). */
+export const kAccepted = Symbol('mailchannels-webhooks.accepted')
+
+/** One webhook route: its receiver (options resolved once) and whether the plugin answers it. */
+export interface RouteState {
+  readonly receiver: Receiver
+  readonly answered: boolean
+}
+
+type WebhookRequest = FastifyRequest & { [kEvents]: WebhookEvent[] | null, [kAccepted]: AcceptedOutcome | null }
+type Done = (err?: Error | null) => void
+type Payload = Parameters<typeof readStream>[0]
+
+/** The verified events of a request, or `undefined` when it was not a verified delivery (never throws). */
+export function webhookEventsOf (request: FastifyRequest): WebhookEvent[] | undefined {
+  return (request as Partial<WebhookRequest>)[kEvents] ?? undefined
+}
+
+/** Sends a receiver reply (a rejection or a duplicate); the handler does not run. */
+function send (reply: FastifyReply, r: { status: number, headers: Record<string, string>, body: unknown }): void {
+  reply.code(r.status).headers(r.headers).send(r.body)
+}
+
+/** Refuses a request with `err` (logged, in the webhook error shape); the handler does not run. */
+export function refuse (request: FastifyRequest, reply: FastifyReply, err: unknown): void {
+  send(reply, rejection(err, request.headers, request.log).reply)
+}
+
+/**
+ * The preParsing hook of a webhook route: transport checks before any byte is read, then the raw
+ * bytes (at most `bodyLimit`), verification and the replay claim. Accepted: `request.body` is the
+ * raw bytes, `request.webhookEvents` the events, and Fastify is told the body is already read
+ * (see `skipBodyParsing`). `answerHere`: the plugin answers with `handlers` / `enqueue` now
+ * (a route whose handler it could not replace); otherwise the route's handler answers.
+ */
+export function receiveDelivery (state: RouteState, request: FastifyRequest, reply: FastifyReply, payload: Payload, done: Done, answerHere: boolean): void {
+  const { receiver } = state
+  const bad = receiver.check(request.headers, request.log)
+  if (bad !== null) {
+    send(reply, bad.reply)
+    return
+  }
+  readStream(payload, receiver.options.bodyLimit).then((body) => {
+    const outcome = receiver.receive(body, request.headers, request.log)
+    if (!(outcome instanceof Promise)) {
+      proceed(state, request, reply, body, outcome, done, answerHere)
+      return
+    }
+    return outcome.then((o) => { proceed(state, request, reply, body, o, done, answerHere) })
+  }, (err: unknown) => { refuse(request, reply, err) }).catch((err: unknown) => {
+    request.log.error({ err }, 'mailchannels webhook: failed after verification')
+  })
+}
+
+function proceed (state: RouteState, request: FastifyRequest, reply: FastifyReply, body: Uint8Array, outcome: Awaited<ReturnType<Receiver['receive']>>, done: Done, answerHere: boolean): void {
+  if (outcome.kind !== 'accepted') {
+    send(reply, outcome.reply)
+    return
+  }
+  const r = request as WebhookRequest
+  r.body = body
+  r[kAccepted] = outcome
+  r[kEvents] = outcome.events
+  if (answerHere && state.answered) {
+    // answerDelivery never rejects and settles the claim itself.
+    void answerDelivery(state.receiver.options.answer!, outcome, request.log).then((answered) => { send(reply, answered) })
+    return
+  }
+  skipBodyParsing(request)
+  done()
+}
+
+/**
+ * Fastify runs a content-type parser after the preParsing hooks unless the request has neither
+ * `Content-Type` nor a body length (node_modules/fastify/lib/handle-request.js). The body is
+ * already read and verified here, so Fastify is shown, through the public `request.headers`
+ * setter (which merges into the raw headers), a request without them for exactly one read: the
+ * one right after the preParsing hooks. That read restores the headers, so the route's hooks
+ * and handler see them unchanged. No parser runs, so a delivery is never parsed twice.
+ */
+function skipBodyParsing (request: FastifyRequest): void {
+  const r = request as FastifyRequest & { additionalHeaders?: Record<string, unknown> }
+  const prior = r.additionalHeaders
+  const masked: Record<string, unknown> = { ...prior, 'content-length': undefined, 'transfer-encoding': undefined }
+  Object.defineProperty(masked, 'content-type', {
+    enumerable: true,
+    get () {
+      r.headers = prior as never
+      return undefined
+    },
+  })
+  r.headers = masked as never
+}
+
+/** onSend of a webhook route: the handler's answer, whatever the socket's state, settles the claim. */
+export function settleOnSend (request: FastifyRequest, reply: FastifyReply, payload: unknown, done: (err: null, payload: unknown) => void): void {
+  const accepted = (request as WebhookRequest)[kAccepted]
+  // A fetch Response payload carries its own status, applied after the onSend hooks.
+  if (accepted !== null && accepted !== undefined) settle(accepted, payload instanceof Response ? payload.status : reply.statusCode)
+  done(null, payload)
+}
+
+/** The handler of a route the plugin answers (`handlers` or `enqueue`): dispatches or enqueues the verified events; never throws. */
+export function answerHandler (state: RouteState): (request: FastifyRequest, reply: FastifyReply) => Promise<unknown> {
+  return async function answerMailChannelsDelivery (request, reply) {
+    const accepted = (request as WebhookRequest)[kAccepted]
+    if (accepted === null) throw new VerificationError('configuration_error', 'The delivery was not verified.')
+    const answered = await answerDelivery(state.receiver.options.answer!, accepted, request.log)
+    reply.code(answered.status).headers(answered.headers)
+    return answered.body
+  }
+}

@@ -1,6 +1,7 @@
 // A receiver process for the crash tests: a Node HTTP server around the fetch receiver
-// (`createWebhookHandler({ handlers: router })`), its router on the PostgreSQL store with
-// transactional handlers that insert one row per event into the app's own table. Prints
+// (`createWebhookHandler({ handlers: router })`), its router on the PostgreSQL store (or, with
+// SQLITE_PATH, the SQLite store on that file) with transactional handlers that insert one row
+// per event into the app's own table. Prints
 // `listening <port>` once up. CRASH_AT makes it SIGKILL itself:
 //   after-insert  in a handler, after its insert, before the transaction commits;
 //   after-commit  once the dispatch committed, before the 2xx is sent.
@@ -8,27 +9,38 @@ import http from 'node:http'
 import pg from 'pg'
 import { WebhookEventRouter } from '../../../src/index.js'
 import { postgresSeenEvents } from '../../../src/postgres/index.js'
+import { sqliteSeenEvents } from '../../../src/sqlite/index.js'
 import { createWebhookHandler } from '../../../src/web/index.js'
 
-const { DATABASE_URL, PUBLIC_KEY, CRASH_AT = '', EFFECTS = 'effects', SEEN = 'seen', CLAIM_LIFETIME = '2' } = process.env
+const { DATABASE_URL, SQLITE_PATH, PUBLIC_KEY, CRASH_AT = '', EFFECTS = 'effects', SEEN = 'seen', CLAIM_LIFETIME = '2' } = process.env
 const pool = new pg.Pool({ connectionString: DATABASE_URL, max: 10, connectionTimeoutMillis: 2000 })
 let crashArmed = CRASH_AT !== ''
 const crash = (): void => { process.kill(process.pid, 'SIGKILL') }
 
-const router = new WebhookEventRouter({ seenEvents: postgresSeenEvents({ pool, table: SEEN, transactional: true }), claimLifetime: Number(CLAIM_LIFETIME), concurrency: 4 })
-  .on('*', async (event, { db, fingerprint }) => {
-    await db.query(`INSERT INTO ${EFFECTS} (fingerprint, pid) VALUES ($1, $2)`, [fingerprint, process.pid])
-    if (crashArmed && CRASH_AT === 'after-insert') crash()
-    // A little time inside the transaction, so concurrent copies overlap.
-    await new Promise((resolve) => setTimeout(resolve, 5))
-  })
+const lifetime = { claimLifetime: Number(CLAIM_LIFETIME), concurrency: 4 }
+const afterInsert = async (): Promise<void> => {
+  if (crashArmed && CRASH_AT === 'after-insert') crash()
+  // A little time inside the transaction, so concurrent copies overlap.
+  await new Promise((resolve) => setTimeout(resolve, 5))
+}
+const router = SQLITE_PATH !== undefined
+  ? new WebhookEventRouter({ seenEvents: sqliteSeenEvents({ path: SQLITE_PATH, table: SEEN, transactional: true }), ...lifetime })
+    .on('*', async (_event, { db, fingerprint }) => {
+      db.prepare(`INSERT INTO ${EFFECTS} (fingerprint, pid) VALUES (?, ?)`).run(fingerprint, process.pid)
+      await afterInsert()
+    })
+  : new WebhookEventRouter({ seenEvents: postgresSeenEvents({ pool, table: SEEN, transactional: true }), ...lifetime })
+    .on('*', async (_event, { db, fingerprint }) => {
+      await db.query(`INSERT INTO ${EFFECTS} (fingerprint, pid) VALUES ($1, $2)`, [fingerprint, process.pid])
+      await afterInsert()
+    })
 
 const handler = createWebhookHandler({
   publicKey: PUBLIC_KEY!,
   customerHandles: ['acct_1'],
   handlers: {
     async dispatch (events, context) {
-      const report = await router.dispatch(events, context)
+      const report = await (router as WebhookEventRouter<object, unknown>).dispatch(events, context)
       if (crashArmed && CRASH_AT === 'after-commit' && report.handled > 0) crash()
       return report
     },

@@ -147,13 +147,12 @@ export function toEvent (raw: unknown, i: number): WebhookEvent {
   const recipients = r.recipients
   if (recipients !== undefined && recipients !== null) {
     if (!Array.isArray(recipients)) throw invalid(`Event ${i}: "recipients" must be an array of strings.`)
-    const copy = new Array<string>(recipients.length)
     for (let j = 0; j < recipients.length; j++) {
-      const x: unknown = recipients[j]
-      if (typeof x !== 'string') throw invalid(`Event ${i}: "recipients" must be an array of strings.`)
-      copy[j] = x
+      if (typeof recipients[j] !== 'string') throw invalid(`Event ${i}: "recipients" must be an array of strings.`)
     }
-    event.recipients = copy
+    // The array itself, not a copy: nothing else holds the parse's array (a copy per event was
+    // a measurable share of building 10,000 events, mostly in garbage collection).
+    event.recipients = recipients
     typed++
   }
 
@@ -180,7 +179,7 @@ export function toEvent (raw: unknown, i: number): WebhookEvent {
       if (!KNOWN.has(name)) {
         event.event = 'unknown'
         event.eventName = name
-        event.fields = otherFields(r, COMMON, i)
+        event.fields = otherFields(r, COMMON, i) ?? {}
         return event as unknown as WebhookEvent
       }
   }
@@ -189,21 +188,24 @@ export function toEvent (raw: unknown, i: number): WebhookEvent {
   for (const _ in r) keys++
   if (keys !== typed) {
     const fields = otherFields(r, TYPED_KEYS.get(name) ?? COMMON, i)
-    if (Object.keys(fields).length > 0) event.fields = fields
+    if (fields !== null) event.fields = fields
   }
   return event as unknown as WebhookEvent
 }
 
 /**
- * The event's keys that are not typed properties, with their values as sent: keys the type does
- * not model, and modelled keys sent as `null`. Every number in them must be finite.
+ * The event's keys that are not typed properties, with their values as sent (`null` when there
+ * are none): keys the type does not model, and modelled keys sent as `null`. Every number in
+ * them must be finite.
  */
-function otherFields (r: Record<string, unknown>, typedKeys: ReadonlySet<string>, i: number): Record<string, unknown> {
-  const fields: Record<string, unknown> = {}
-  for (const key of Object.keys(r)) {
+function otherFields (r: Record<string, unknown>, typedKeys: ReadonlySet<string>, i: number): Record<string, unknown> | null {
+  let fields: Record<string, unknown> | null = null
+  for (const key in r) {
+    if (!Object.hasOwn(r, key)) continue
     const value = r[key]
-    if (typedKeys.has(key) && value !== null) continue
-    assertFinite(value, key, i)
+    if (value !== null && typedKeys.has(key)) continue
+    if (typeof value === 'number' ? !Number.isFinite(value) : typeof value === 'object' && value !== null) assertFinite(value, key, i)
+    fields ??= {}
     // An own "__proto__" key (refused in a body, possible in an object handed to toEvent) stays data.
     if (key === '__proto__') Object.defineProperty(fields, key, { value, enumerable: true, writable: true, configurable: true })
     else fields[key] = value

@@ -281,12 +281,17 @@ t.test('the fingerprint of any parsed event is the documented form of the wire e
   let checked = 0
   fc.assert(fc.property(raw, (r) => {
     // As received: the JSON text of the event, parsed.
-    const [event] = parseEvents(Buffer.from(JSON.stringify([r])), 1, null)
+    let event: WebhookEvent | undefined
+    try {
+      [event] = parseEvents(Buffer.from(JSON.stringify([r])), 1, null)
+    } catch (err) {
+      return err instanceof VerificationError && err.type === 'invalid_payload' && /"__proto__"/.test(err.message) // refused, as prototype poisoning
+    }
     const wire = JSON.parse(JSON.stringify(r)) as Record<string, unknown>
     checked++
     return eventFingerprint(event!) === referenceFingerprint(wire) && eventFingerprint(event!) === referenceFingerprint(wireOf(event!))
   }), { numRuns: 2000 })
-  t.equal(checked, 2000)
+  t.ok(checked > 1900, `most generated events parse (${checked})`)
   // Hand-built events a parser would not produce: null typed properties, odd values.
   const odd = [
     { event: 'open', customerHandle: 'a', timestamp: -0, recipients: null, email: null, reason: '\ud83d' },

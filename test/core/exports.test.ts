@@ -28,8 +28,8 @@ t.before(() => {
 const SUBPATHS = ['.', './testing', './fastify', './express', './web', './hono'] as const
 const specifier = (sub: string): string => (sub === '.' ? pkg.name : `${pkg.name}/${sub.slice(2)}`)
 
-t.test('package.json exports list exactly the seven entry points (plus package.json)', async (t) => {
-  t.strictSame(Object.keys(pkg.exports).sort(), ['.', './bullmq', './express', './fastify', './hono', './package.json', './testing', './web'])
+t.test('package.json exports list exactly the nine entry points (plus package.json)', async (t) => {
+  t.strictSame(Object.keys(pkg.exports).sort(), ['.', './bullmq', './express', './fastify', './hono', './package.json', './postgres', './sqlite', './testing', './web'])
 })
 
 t.test('import() and require() by package name resolve every subpath', async (t) => {

@@ -207,7 +207,7 @@ async function startCluster () {
   }
 }
 
-/** Recommended fail-fast Cluster client settings (README "Scaling out"). */
+/** Recommended fail-fast Cluster client settings (docs/replay.md, "Scaling out: one Redis, Redis Cluster"). */
 function clusterClient (startupNodes) {
   const c = new Cluster(startupNodes, {
     enableOfflineQueue: false,

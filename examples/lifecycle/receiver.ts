@@ -1,4 +1,4 @@
-// The receiver of the no-account walkthrough (README, "Operating the webhook"): a Fastify app
+// The receiver of the no-account walkthrough (docs/sandbox.md): a Fastify app
 // that verifies deliveries and hands each event to its handler exactly once, also across
 // restarts, resends and reconciles.
 //

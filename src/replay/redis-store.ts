@@ -81,9 +81,9 @@ return 1`)
  * by its token, whether it already ran or runs later. Release and complete act on this
  * instance's own claim only.
  *
- * Pass your own ioredis client, configured to fail fast (README "Multi-instance setup"):
+ * Pass your own ioredis client, configured to fail fast (docs/replay.md, "Multi-instance setup"):
  * `new Redis({ enableOfflineQueue: false, commandTimeout: 250, maxRetriesPerRequest: 1 })`,
- * or a `Cluster` (README "Scaling out"), on a Redis with `maxmemory-policy noeviction` or a
+ * or a `Cluster` (docs/replay.md, "Scaling out: one Redis, Redis Cluster"), on a Redis with `maxmemory-policy noeviction` or a
  * dedicated database (an evicted key is a replay let through). With replicas,
  * `waitForReplicas` keeps claims across a failover. Every failure rejects with `ReplayStoreError`.
  */

@@ -16,7 +16,7 @@ const HOST = '127.0.0.1'
 export const NODE_TIMEOUT = 1000
 
 /**
- * Fail-fast Cluster client settings (the ones the README recommends): no offline queue on the
+ * Fail-fast Cluster client settings (the ones docs/replay.md recommends): no offline queue on the
  * cluster or its node connections, a short command timeout, one retry per request; the
  * cluster-level retries are short so a failover heals within a bounded wait.
  */

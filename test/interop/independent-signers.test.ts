@@ -1,6 +1,6 @@
 // Interop: deliveries signed by code we did not write verify with this library, and
 // deliveries from our test kit verify with the other implementations. This is where
-// http-message-signatures serves (README design notes): an independent RFC 9421 signer.
+// http-message-signatures serves (docs/design-notes.md): an independent RFC 9421 signer.
 import crypto from 'node:crypto'
 import t from 'tap'
 import { httpbis, createSigner, createVerifier } from 'http-message-signatures'

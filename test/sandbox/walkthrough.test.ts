@@ -6,7 +6,7 @@ import { MailChannels, MemorySeenEventsStore, WebhookEventRouter } from '../../s
 import { until } from '../helpers/wait.js'
 import { testSandbox } from './helpers/sandbox.js'
 
-// The README walkthrough, end to end with no account: start the sandbox, enroll a local
+// The no-account walkthrough of docs/sandbox.md, end to end with no account: start the sandbox, enroll a local
 // receiver, validate it, stop the receiver while events are sent, start it again, reconcile,
 // and every event reaches the handler exactly once. The receiver answers with a
 // WebhookEventRouter whose seen-events store outlives the receiver (Redis in production), so a

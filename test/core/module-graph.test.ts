@@ -236,7 +236,7 @@ const FLOORS: ReadonlyArray<readonly string[]> = [
   ['dispatch'],
   ['client', 'receiver'],
   ['batches-route'],
-  ['fastify', 'express', 'web', 'hono', 'bullmq', 'postgres'], // adapters, the queue hand-off, the PostgreSQL store: never each other
+  ['fastify', 'express', 'web', 'hono', 'bullmq', 'postgres', 'sqlite'], // adapters, the queue hand-off, the PostgreSQL and SQLite stores: never each other
   ['testing'],
   ['cli'],
   ['(entries)'],

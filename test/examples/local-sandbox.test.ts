@@ -5,6 +5,8 @@
 // path, as `mailchannels-webhooks enroll <url> --sandbox` does; the sandbox's sender delivers to
 // it. The sandbox must report the delivery accepted, the example must print a line for each
 // verified event, and a tampered delivery must be refused.
+import { execFileSync } from 'node:child_process'
+import { existsSync } from 'node:fs'
 import type { AddressInfo } from 'node:net'
 import path from 'node:path'
 import { serve } from '@hono/node-server'
@@ -12,6 +14,14 @@ import t, { type Test } from 'tap'
 import { WEBHOOK_EVENT_TYPES } from '../../src/events/types.js'
 import { ROOT, runtimeBinary, startEdgeRuntime, unavailableReason, type RuntimeName } from '../runtimes/helpers/runtimes.js'
 import { readmeFlows, runStep, startSandboxCli, startServe, waitForOutput, type ReadmeFlow, type RunningSandbox } from './helpers/readme-flow.js'
+
+t.before(() => {
+  // `npm test` builds first; when run alone, build once (the examples import the package by name,
+  // and the READMEs run the built CLI).
+  if (!['cli.js', 'web/index.js', 'hono/index.js', 'crypto/web.js'].every((f) => existsSync(path.join(ROOT, 'dist', f)))) {
+    execFileSync(process.execPath, [path.join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.build.json'], { cwd: ROOT, stdio: 'pipe' })
+  }
+})
 
 const received = (output: string): string[] => output.match(/^received [a-z-]+ event$/gm) ?? []
 /** The sandbox's last attempt lines (not its header, which holds its API key). */

@@ -42,10 +42,11 @@ export function refuse (request: FastifyRequest, reply: FastifyReply, err: unkno
  * The preParsing hook of a webhook route: transport checks before any byte is read, then the raw
  * bytes (at most `bodyLimit`), verification and the replay claim. Accepted: `request.body` is the
  * raw bytes, `request.webhookEvents` the events, and Fastify is told the body is already read
- * (see `skipBodyParsing`). `answerHere`: the plugin answers with `handlers` / `enqueue` now
- * (a route whose handler it could not replace); otherwise the route's handler answers.
+ * (see `skipBodyParsing`). `early`: a route declared before the plugin loaded, verified by a
+ * scope hook: the plugin answers `handlers` / `enqueue` here (it could not replace the route's
+ * handler), and the scope's preValidation hook (`restoreHeaders`) restores the headers.
  */
-export function receiveDelivery (state: RouteState, request: FastifyRequest, reply: FastifyReply, payload: Payload, done: Done, answerHere: boolean): void {
+export function receiveDelivery (state: RouteState, request: FastifyRequest, reply: FastifyReply, payload: Payload, done: Done, early: boolean): void {
   const { receiver } = state
   const bad = receiver.check(request.headers, request.log)
   if (bad !== null) {
@@ -55,16 +56,16 @@ export function receiveDelivery (state: RouteState, request: FastifyRequest, rep
   readStream(payload, receiver.options.bodyLimit).then((body) => {
     const outcome = receiver.receive(body, request.headers, request.log)
     if (!(outcome instanceof Promise)) {
-      proceed(state, request, reply, body, outcome, done, answerHere)
+      proceed(state, request, reply, body, outcome, done, early)
       return
     }
-    return outcome.then((o) => { proceed(state, request, reply, body, o, done, answerHere) })
+    return outcome.then((o) => { proceed(state, request, reply, body, o, done, early) })
   }, (err: unknown) => { refuse(request, reply, err) }).catch((err: unknown) => {
     request.log.error({ err }, 'mailchannels webhook: failed after verification')
   })
 }
 
-function proceed (state: RouteState, request: FastifyRequest, reply: FastifyReply, body: Uint8Array, outcome: Awaited<ReturnType<Receiver['receive']>>, done: Done, answerHere: boolean): void {
+function proceed (state: RouteState, request: FastifyRequest, reply: FastifyReply, body: Uint8Array, outcome: Awaited<ReturnType<Receiver['receive']>>, done: Done, early: boolean): void {
   if (outcome.kind !== 'accepted') {
     send(reply, outcome.reply)
     return
@@ -73,27 +74,39 @@ function proceed (state: RouteState, request: FastifyRequest, reply: FastifyRepl
   r.body = body
   r[kAccepted] = outcome
   r[kEvents] = outcome.events
-  if (answerHere && state.answered) {
+  if (early && state.answered) {
     // answerDelivery never rejects and settles the claim itself.
     void answerDelivery(state.receiver.options.answer!, outcome, request.log).then((answered) => { send(reply, answered) })
     return
   }
-  skipBodyParsing(request)
+  skipBodyParsing(request, early)
   done()
 }
+
+const kUnmask = Symbol('mailchannels-webhooks.unmask')
+type MaskedRequest = FastifyRequest & { additionalHeaders?: Record<string, unknown>, [kUnmask]?: { prior: Record<string, unknown> | undefined } }
 
 /**
  * Fastify runs a content-type parser after the preParsing hooks unless the request has neither
  * `Content-Type` nor a body length (node_modules/fastify/lib/handle-request.js). The body is
  * already read and verified here, so Fastify is shown, through the public `request.headers`
- * setter (which merges into the raw headers), a request without them for exactly one read: the
- * one right after the preParsing hooks. That read restores the headers, so the route's hooks
- * and handler see them unchanged. No parser runs, so a delivery is never parsed twice.
+ * setter (which merges into the raw headers), a request without them. No parser runs, so a
+ * delivery is never parsed twice. On a route set up at declaration this hook is the route's last
+ * preParsing hook, so the next read of the headers is Fastify's: that one read restores them, and
+ * the route's hooks and handler see them unchanged. On an `early` route, preParsing hooks of the
+ * scope may follow this one and read the headers, so the view stays until the scope's
+ * preValidation hook (`restoreHeaders`).
  */
-function skipBodyParsing (request: FastifyRequest): void {
-  const r = request as FastifyRequest & { additionalHeaders?: Record<string, unknown> }
+function skipBodyParsing (request: FastifyRequest, early: boolean): void {
+  const r = request as MaskedRequest
   const prior = r.additionalHeaders
   const masked: Record<string, unknown> = { ...prior, 'content-length': undefined, 'transfer-encoding': undefined }
+  if (early) {
+    masked['content-type'] = undefined
+    r[kUnmask] = { prior }
+    r.headers = masked as never
+    return
+  }
   Object.defineProperty(masked, 'content-type', {
     enumerable: true,
     get () {
@@ -102,6 +115,16 @@ function skipBodyParsing (request: FastifyRequest): void {
     },
   })
   r.headers = masked as never
+}
+
+/** preValidation of a scope with `early` routes: the headers `skipBodyParsing` hid, back in place. */
+export function restoreHeaders (request: FastifyRequest, _reply: FastifyReply, done: () => void): void {
+  const unmask = (request as MaskedRequest)[kUnmask]
+  if (unmask !== undefined) {
+    ;(request as MaskedRequest)[kUnmask] = undefined
+    request.headers = unmask.prior as never
+  }
+  done()
 }
 
 /** onSend of a webhook route: the handler's answer, whatever the socket's state, settles the claim. */

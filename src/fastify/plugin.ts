@@ -16,7 +16,7 @@ import {
   type WebhookReceiverOptions,
   type WebhookRouteOptions,
 } from '../receiver/index.js'
-import { answerHandler, kAccepted, kEvents, receiveDelivery, refuse, settleOnSend, type RouteState } from './hooks.js'
+import { answerHandler, kAccepted, kEvents, receiveDelivery, refuse, restoreHeaders, settleOnSend, type RouteState } from './hooks.js'
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -267,6 +267,7 @@ function addScopeHooks (fastify: FastifyInstance, resolveRoute: ResolveRoute): v
     // The handler was declared before the plugin could replace it: the plugin answers here.
     receiveDelivery(state, request, reply, payload as never, done as never, true)
   })
+  fastify.addHook('preValidation', restoreHeaders)
   fastify.addHook('onSend', settleOnSend)
 }
 

@@ -265,3 +265,27 @@ t.test('an opted-in route in a sibling scope registered before the plugin (regis
   t.equal(calls, 0)
   t.ok(logs.lines().some((l) => l.level === 50 && /no registration of the plugin reaches its scope/.test(String(l.msg))))
 })
+
+t.test('hooks that read the headers around the plugin\'s own do not make Fastify parse a delivery: the handler sees the real headers', async (t) => {
+  const app = Fastify()
+  t.teardown(() => app.close())
+  const seenInHooks: unknown[] = []
+  app.post('/early', { config: { mailchannelsWebhooks: true } }, async (request) => ({ n: request.webhookEvents.length, type: request.headers['content-type'], length: request.headers['content-length'] }))
+  app.register(plugin, OPTIONS)
+  app.post('/seen', {
+    config: { mailchannelsWebhooks: true },
+    preParsing: (request, _reply, payload, done) => { seenInHooks.push(request.headers['content-type']); done(null, payload) },
+  }, async (request) => ({ n: request.webhookEvents.length, type: request.headers['content-type'], length: request.headers['content-length'] }))
+  // A scope hook added after the plugin (as a compression plugin would) reads the headers too.
+  app.register(async (other) => {
+    other.addHook('preParsing', (request, _reply, payload, done) => { seenInHooks.push(request.headers['content-encoding'] ?? 'none'); done(null, payload) })
+  }, { encapsulate: false } as never)
+  app.addHook('preParsing', (request, _reply, payload, done) => { seenInHooks.push(request.headers['content-type'] ?? 'hidden'); done(null, payload) })
+  await app.ready()
+  for (const url of ['/early', '/seen']) {
+    const d = delivery()
+    const res = await app.inject({ method: 'POST', url, headers: d.headers, payload: d.body })
+    t.same(res.json(), { n: 1, type: 'application/json', length: String(d.body.length) }, `${url}: handled, headers intact`)
+  }
+  t.ok(seenInHooks.length > 0)
+})

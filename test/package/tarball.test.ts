@@ -36,7 +36,7 @@ let packedFiles: string[] = []
 t.before(async () => {
   // A copy of what a git checkout holds (no dist/), with the repository's node_modules for the build.
   mkdirSync(source)
-  for (const entry of ['src', 'package.json', 'tsconfig.json', 'tsconfig.build.json', 'README.md', 'LICENSE']) {
+  for (const entry of ['src', 'scripts', 'package.json', 'tsconfig.json', 'tsconfig.build.json', 'README.md', 'LICENSE']) {
     cpSync(path.join(root, entry), path.join(source, entry), { recursive: true })
   }
   symlinkSync(path.join(root, 'node_modules'), path.join(source, 'node_modules'), 'dir')
@@ -70,7 +70,7 @@ t.test('the tarball holds the built package, its licence and the sources its map
   t.notOk(packedFiles.some((f) => f.startsWith('test/') || f.startsWith('bench/') || f.startsWith('examples/')), 'no tests, benches or examples')
   t.match(readFileSync(path.join(root, 'LICENSE'), 'utf8'), /^MIT License/, `LICENSE matches "license": "${pkg.license}"`)
   t.equal(pkg.license, 'MIT')
-  t.match(pkg.scripts.prepare, /npm run build/, 'installing from git builds dist/')
+  t.match(pkg.scripts.prepare, /scripts\/prepare\.mjs/, 'installing from git builds dist/ (scripts/prepare.mjs)')
 
   const installed = path.join(consumer, 'node_modules', pkg.name)
   const maps = packedFiles.filter((f) => f.endsWith('.map'))
@@ -131,7 +131,7 @@ t.test('every subpath imports with import and require, and the package verifies 
 const CONSUMER_TS = `
 import { Webhooks, MailChannels, type WebhookEvent, type ErrorResponse } from '${pkg.name}'
 import mailchannelsWebhooks, { batchesRoute } from '${pkg.name}/fastify'
-import { mailchannelsWebhooks } from '${pkg.name}/express'
+import { mailchannelsWebhooks as expressWebhooks } from '${pkg.name}/express'
 import { signWebhook, generateSigningKeyPair, createSandbox } from '${pkg.name}/testing'
 import { createWebhookHandler, verifyWebhookRequest, type WebhookHandler } from '${pkg.name}/web'
 import { mailchannelsWebhooks as honoWebhook, type MailChannelsWebhooksEnv } from '${pkg.name}/hono'
@@ -146,7 +146,7 @@ export async function check (): Promise<WebhookEvent[] | ErrorResponse> {
 export const client: MailChannels = new MailChannels('key')
 export const plugin: typeof mailchannelsWebhooks = mailchannelsWebhooks
 export const route: typeof batchesRoute = batchesRoute
-export const middleware: typeof mailchannelsWebhooks = mailchannelsWebhooks
+export const middleware: typeof expressWebhooks = expressWebhooks
 export const sandbox: typeof createSandbox = createSandbox
 export const handler: WebhookHandler = createWebhookHandler({ customerHandles: ['a'], publicKey: keys.publicKey, onEvents: (events: WebhookEvent[]) => { void events } })
 export const verifyRequest: typeof verifyWebhookRequest = verifyWebhookRequest

@@ -9,6 +9,9 @@ import { ReplayStoreError } from '../replay/errors.js'
 import { claimTokens, type EventClaim, type EventClaimResult, type SeenEventsStore, type TransactionalSeenEventsStore } from '../replay/seen-events.js'
 import { checkTtl } from '../replay/ttl.js'
 
+export type { TransactionalSeenEventsStore, EventClaim } from '../replay/seen-events.js'
+export type { TransactionContext } from '../dispatch/types.js'
+
 /** The part of a node-postgres `QueryResult` this store reads. */
 export interface PgQueryResultLike { rows: any[], rowCount?: number | null }
 

@@ -8,6 +8,9 @@ import { ReplayStoreError } from '../replay/errors.js'
 import { claimTokens, type EventClaim, type EventClaimResult, type SeenEventsStore, type TransactionalSeenEventsStore } from '../replay/seen-events.js'
 import { checkTtl } from '../replay/ttl.js'
 
+export type { TransactionalSeenEventsStore, EventClaim } from '../replay/seen-events.js'
+export type { TransactionContext } from '../dispatch/types.js'
+
 /** A prepared statement of `node:sqlite` (`StatementSync`) or better-sqlite3 (`Statement`). */
 export interface SqliteStatementLike {
   run (...params: any[]): { changes: number | bigint }

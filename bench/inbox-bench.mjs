@@ -1,0 +1,185 @@
+// Seen-events stores side by side: claims and done marks per second for 1-, 100- and 1,000-event
+// deliveries on the memory store, one local Redis, a local PostgreSQL and a SQLite file; and the
+// transactional inbox (one transaction per event: BEGIN, the handler's INSERT, the done mark,
+// COMMIT) on PostgreSQL and SQLite. Plain Node ESM over the built library:
+//   node node_modules/typescript/bin/tsc -p tsconfig.build.json   (or npm run build)
+//   node bench/inbox-bench.mjs [--sizes 1,100,1000] [--time 1000] [--reps 3] [--concurrency 8]
+// The servers are started here on free loopback ports in temp folders (PostgreSQL as the
+// `postgres` user when run as root: initdb refuses root) and killed by PID at the end.
+import { spawn, spawnSync } from 'node:child_process'
+import crypto from 'node:crypto'
+import { once } from 'node:events'
+import { chownSync, existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs'
+import net from 'node:net'
+import os from 'node:os'
+import path from 'node:path'
+import { parseArgs } from 'node:util'
+import { Redis } from 'ioredis'
+import pg from 'pg'
+import { MemorySeenEventsStore, RedisSeenEventsStore } from '../dist/index.js'
+import { postgresSeenEvents } from '../dist/postgres/index.js'
+import { sqliteSeenEvents } from '../dist/sqlite/index.js'
+
+const { values: opts } = parseArgs({
+  options: {
+    sizes: { type: 'string', default: '1,100,1000' },
+    time: { type: 'string', default: '1000' },
+    reps: { type: 'string', default: '3' },
+    concurrency: { type: 'string', default: '8' },
+    help: { type: 'boolean', default: false },
+  },
+})
+if (opts.help) {
+  console.log('node bench/inbox-bench.mjs [--sizes 1,100,1000] [--time 1000 (ms per sample)] [--reps 3 (samples, median)] [--concurrency 8 (deliveries in flight)]')
+  process.exit(0)
+}
+const SIZES = opts.sizes.split(',').map(Number)
+const TIME = Number(opts.time)
+const REPS = Number(opts.reps)
+const CONCURRENCY = Number(opts.concurrency)
+const HOST = '127.0.0.1'
+const log = (...args) => console.error(...args)
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
+
+const processes = []
+const dirs = []
+function cleanup () {
+  for (const p of processes.splice(0)) if (p.exitCode === null && p.signalCode === null) p.kill('SIGKILL')
+  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true })
+}
+process.on('exit', cleanup)
+for (const signal of ['SIGINT', 'SIGTERM']) process.on(signal, () => process.exit(130))
+
+async function freePort () {
+  const server = net.createServer()
+  server.listen(0, HOST)
+  await once(server, 'listening')
+  const { port } = server.address()
+  server.close()
+  await once(server, 'close')
+  return port
+}
+
+function tempDir (label) {
+  const dir = mkdtempSync(path.join(os.tmpdir(), `inbox-bench-${label}-`))
+  dirs.push(dir)
+  return dir
+}
+
+async function startRedis () {
+  const port = await freePort()
+  processes.push(spawn('redis-server', ['--port', String(port), '--bind', HOST, '--save', '', '--appendonly', 'no', '--dir', tempDir('redis')], { stdio: 'ignore' }))
+  const client = new Redis({ host: HOST, port, enableOfflineQueue: true, maxRetriesPerRequest: 1, retryStrategy: () => 50 })
+  client.on('error', () => {})
+  for (let i = 0; i < 200 && client.status !== 'ready'; i++) await sleep(25)
+  return client
+}
+
+function pgBinDir () {
+  const config = spawnSync('pg_config', ['--bindir'], { encoding: 'utf8' })
+  if (config.status === 0 && existsSync(path.join(config.stdout.trim(), 'initdb'))) return config.stdout.trim()
+  const root = '/usr/lib/postgresql'
+  const version = existsSync(root) ? readdirSync(root).filter((v) => /^\d+$/.test(v)).sort((a, b) => b - a).find((v) => existsSync(path.join(root, v, 'bin', 'initdb'))) : undefined
+  if (version === undefined) { console.error('PostgreSQL is not installed: apt-get install -y postgresql'); process.exit(1) }
+  return path.join(root, version, 'bin')
+}
+
+async function startPostgres () {
+  const bin = pgBinDir()
+  const dir = tempDir('pg')
+  let user = {}
+  if (process.getuid?.() === 0) {
+    user = { uid: Number(spawnSync('id', ['-u', 'postgres'], { encoding: 'utf8' }).stdout), gid: Number(spawnSync('id', ['-g', 'postgres'], { encoding: 'utf8' }).stdout) }
+    chownSync(dir, user.uid, user.gid)
+  }
+  const data = path.join(dir, 'data')
+  const init = spawnSync(path.join(bin, 'initdb'), ['-D', data, '-U', 'postgres', '--auth=trust', '-N', '-E', 'UTF8', '--locale=C'], { ...user, cwd: dir, encoding: 'utf8' })
+  if (init.status !== 0) throw new Error(`initdb failed: ${init.stderr}`)
+  const port = await freePort()
+  // Default durability settings, as a production server would run (fsync on, synchronous commit).
+  processes.push(spawn(path.join(bin, 'postgres'), ['-D', data, '-p', String(port), '-k', dir, '-c', 'listen_addresses=127.0.0.1', '-c', 'max_connections=100'], { ...user, cwd: dir, stdio: 'ignore' }))
+  const pool = new pg.Pool({ connectionString: `postgres://postgres@${HOST}:${port}/postgres`, max: CONCURRENCY + 2 })
+  pool.on('error', () => {})
+  for (let i = 0; i < 200; i++) {
+    try { await pool.query('SELECT 1'); return pool } catch { await sleep(50) }
+  }
+  throw new Error('postgres did not start')
+}
+
+// Distinct fingerprint-sized strings (43 characters) without a random draw each.
+const SEED = crypto.randomBytes(16).toString('base64url')
+let counter = 0
+const batch = (n) => Array.from({ length: n }, () => SEED + (counter++).toString(36).padStart(21, '0'))
+
+/** Events per second over TIME ms, CONCURRENCY deliveries of `size` in flight. */
+async function rate (run, size) {
+  let events = 0
+  const started = performance.now()
+  const end = started + TIME
+  await Promise.all(Array.from({ length: CONCURRENCY }, async () => {
+    while (performance.now() < end) { await run(batch(size)); events += size }
+  }))
+  return events / ((performance.now() - started) / 1000)
+}
+
+const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]
+
+const claimed = (results) => results.filter((r) => typeof r === 'object')
+
+function rows (name, store) {
+  return [
+    { name: `${name} · claim`, run: async (fps) => { await store.claim(fps, 30) } },
+    { name: `${name} · claim + complete`, run: async (fps) => { await store.complete(claimed(await store.claim(fps, 30))) } },
+  ]
+}
+
+function transactionalRow (name, store, insert) {
+  return {
+    name: `${name} · claim + a transaction per event (INSERT + done mark)`,
+    // One event after the other, as the router runs a delivery's events by default (concurrency 1).
+    run: async (fps) => {
+      for (const c of claimed(await store.claim(fps, 30))) await store.runInTransaction(c, async (db) => { await insert(db, c.fingerprint) })
+    },
+  }
+}
+
+const redis = await startRedis()
+const pool = await startPostgres()
+await pool.query('CREATE TABLE effects (fingerprint text NOT NULL)')
+const sqliteDir = tempDir('sqlite')
+const sqlite = sqliteSeenEvents({ path: path.join(sqliteDir, 'seen.db') })
+const sqliteTx = sqliteSeenEvents({ path: path.join(sqliteDir, 'app.db'), transactional: true })
+sqliteTx.database.exec('CREATE TABLE effects (fingerprint TEXT NOT NULL)')
+const pgStore = postgresSeenEvents({ pool })
+const pgTx = postgresSeenEvents({ pool, table: 'seen_tx', transactional: true })
+
+const ALL = [
+  ...rows('memory', new MemorySeenEventsStore()),
+  ...rows('Redis (one local server)', new RedisSeenEventsStore(redis, { timeout: 5000 })),
+  ...rows('PostgreSQL 15 (local)', pgStore),
+  transactionalRow('PostgreSQL 15 (local)', pgTx, async (db, fp) => { await db.query('INSERT INTO effects (fingerprint) VALUES ($1)', [fp]) }),
+  ...rows('SQLite (file, WAL)', sqlite),
+  transactionalRow('SQLite (file, WAL)', sqliteTx, (db, fp) => { db.prepare('INSERT INTO effects (fingerprint) VALUES (?)').run(fp) }),
+]
+
+// Warm-up: schema creation, connections, JIT.
+for (const row of ALL) for (let i = 0; i < 20; i++) await row.run(batch(10))
+log(`node ${process.version}, ${os.cpus().length} CPUs (${os.cpus()[0]?.model ?? '?'}), concurrency ${CONCURRENCY}, ${TIME} ms x ${REPS} samples, median`)
+const results = new Map(ALL.map((r) => [r.name, new Map(SIZES.map((s) => [s, []]))]))
+for (const size of SIZES) {
+  for (let rep = 0; rep < REPS; rep++) {
+    for (const row of ALL) results.get(row.name).get(size).push(await rate(row.run, size))
+  }
+  log(`size ${size} done`)
+}
+const fmt = (x) => Math.round(x).toLocaleString('en-US')
+console.log(`| store · operation | ${SIZES.map((s) => `${s}-event deliveries`).join(' | ')} |`)
+console.log(`|---|${SIZES.map(() => '---:').join('|')}|`)
+for (const row of ALL) console.log(`| ${row.name} | ${SIZES.map((s) => fmt(median(results.get(row.name).get(s)))).join(' | ')} |`)
+console.log('\nevents per second (claims, or claims and done marks), median of the samples')
+
+await sqlite.close()
+await sqliteTx.close()
+await pool.end()
+redis.disconnect()
+cleanup()

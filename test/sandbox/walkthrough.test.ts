@@ -78,7 +78,7 @@ t.test('walkthrough: enroll, validate, an outage, reconcile: every event handled
   const report = await mc.webhooks.reconcile({ rate: 50, onProgress: (p) => progress.push(`${p.done}/${p.total} ${p.outcome}`) })
   t.equal(report.error, null)
   t.equal(report.data!.stopped, null)
-  t.same(report.data!.summary, { total: failedIds.length, resent: failedIds.length, failed: 0, skipped: 0 }, 'the batch resent by hand is listed too (its failed attempts are)')
+  t.same(report.data!.summary, { total: failedIds.length, resent: failedIds.length, failed: 0, skipped: 0, notAttempted: 0 }, 'the batch resent by hand is listed too (its failed attempts are)')
   t.equal(progress.length, failedIds.length)
 
   // 6. Every event the sandbox generated reached the handler exactly once.
@@ -90,6 +90,6 @@ t.test('walkthrough: enroll, validate, an outage, reconcile: every event handled
   // 7. A second reconcile without an exclusion resends the same batches again: harmless here
   // (the seen-events store skips their events), and what the state file of the CLI avoids.
   const again = await mc.webhooks.reconcile({ rate: 50, exclude: report.data!.batches.map((b) => b.batchId) })
-  t.same(again.data!.summary, { total: failedIds.length, resent: 0, failed: 0, skipped: failedIds.length })
+  t.same(again.data!.summary, { total: failedIds.length, resent: 0, failed: 0, skipped: failedIds.length, notAttempted: 0 })
   t.equal(handled.size, 41)
 })

@@ -71,7 +71,7 @@ const IO: WebhookIO<ExpressContext, void> = {
   headers: ({ req }) => req.headers,
   readBody: bodyOf,
   reply ({ res }, reply) {
-    // The answer of handlers / enqueue comes late: a client that has gone gets nothing.
+    // Something else already answered (a timeout middleware, say): end the connection rather than answer twice.
     if (res.headersSent) res.destroy()
     else writeReply(res, reply)
   },

@@ -23,6 +23,8 @@ export type SettleHandler = (outcome: AcceptedOutcome, status: number, error?: u
  * `C` of its own (the Request, or the request with its response) and its answer `T`.
  */
 export interface WebhookIO<C, T> extends RequestPort<C> {
+  /** The request's own logger (Fastify's `request.log`); without it, the flow's logger. */
+  log? (ctx: C): Logger
   /** Sends a reply of the receiver's: a refusal, a duplicate, or the answer of `handlers` / `enqueue`. */
   reply (ctx: C, reply: Reply): T
   /**
@@ -67,6 +69,7 @@ export function createWebhookFlow<C, T> (options: WebhookReceiverOptions & { log
 /** The flow of a receiver built elsewhere (a Fastify route's). */
 export function webhookFlow<C, T> (receiver: Receiver, log: Logger, io: WebhookIO<C, T>): WebhookFlow<C, T> {
   const answer = receiver.options.answer
+  const logOf = io.log === undefined ? () => log : io.log.bind(io)
 
   const settle: SettleHandler = (outcome, status, error) => {
     if (error !== undefined) log.error({ err: errorMessage(error), keyId: outcome.keyId }, 'mailchannels webhook: the handler failed')
@@ -81,7 +84,7 @@ export function webhookFlow<C, T> (receiver: Receiver, log: Logger, io: WebhookI
   function finish (ctx: C, outcome: ReceiveOutcome): T | Promise<T> {
     if (outcome.kind !== 'accepted') return io.reply(ctx, outcome.reply)
     // Answered here: the answer settles the claim, even when the client has gone.
-    if (answer !== null) return answerDelivery(answer, outcome, log).then((reply) => io.reply(ctx, reply))
+    if (answer !== null) return answerDelivery(answer, outcome, logOf(ctx)).then((reply) => io.reply(ctx, reply))
     let ran: T | Promise<T>
     try {
       ran = io.run(ctx, outcome, settle)
@@ -92,7 +95,7 @@ export function webhookFlow<C, T> (receiver: Receiver, log: Logger, io: WebhookI
   }
 
   function handle (ctx: C): T | Promise<T> {
-    const outcome = receiver.handle(ctx, io, log)
+    const outcome = receiver.handle(ctx, io, logOf(ctx))
     return outcome instanceof Promise ? outcome.then((o) => finish(ctx, o)) : finish(ctx, outcome)
   }
 

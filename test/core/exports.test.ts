@@ -152,7 +152,7 @@ t.test('a TypeScript consumer (module nodenext) type-checks against every subpat
 import { Webhooks, MailChannels, KeyStore, HTTP_STATUS_BY_TYPE, type WebhookEvent, type ErrorResponse, type VerifyOptions, type Result } from 'mailchannels-webhooks'
 import { generateSigningKeyPair, signWebhook } from 'mailchannels-webhooks/testing'
 import mailchannelsWebhooks from 'mailchannels-webhooks/fastify'
-import { mailchannelsWebhooks } from 'mailchannels-webhooks/express'
+import { mailchannelsWebhooks as expressWebhooks } from 'mailchannels-webhooks/express'
 import { createWebhookHandler, verifyWebhookRequest, type WebhookHandler } from 'mailchannels-webhooks/web'
 import { mailchannelsWebhooks as honoWebhook, type MailChannelsWebhooksEnv } from 'mailchannels-webhooks/hono'
 import { Hono } from 'hono'
@@ -179,7 +179,7 @@ export async function run (): Promise<string[]> {
   }
   void r2
   void mailchannelsWebhooks
-  void mailchannelsWebhooks
+  void expressWebhooks
   const handler: WebhookHandler = createWebhookHandler({ customerHandles: ['acct_1'], publicKey: keys.publicKey, onEvents: (events) => { out.push(String(events.length)) } })
   const verified = await verifyWebhookRequest(new Request('http://127.0.0.1/', { method: 'POST', body: new Uint8Array(signed.body), headers: signed.headers }), { publicKey: keys.publicKey })
   const app = new Hono<MailChannelsWebhooksEnv>()

@@ -194,3 +194,19 @@ t.test('options are validated when the flow is made, naming the option', async (
 function signWebhookKeyId (d: SignedWebhook): string {
   return /keyid="([^"]+)"/.exec(d.headers['signature-input'])![1]!
 }
+
+t.test('an adapter with a logger per request (Fastify request.log) gets the request\'s lines there', async (t) => {
+  const flowLog = recordingLogger()
+  const requestLog = recordingLogger()
+  const flow = createWebhookFlow<SignedWebhook, number>({ publicKey: KEYS.publicKey, customerHandles: [HANDLE], logger: flowLog.logger }, {
+    log: () => requestLog.logger,
+    headers: (d) => d.headers,
+    readBody: (d) => d.body,
+    reply: (_d, reply) => reply.status,
+    run: () => 200,
+  })
+  const d = delivery()
+  t.equal(await flow.handle({ ...d, headers: { ...d.headers, signature: 'sig1=:AAAA:' } }), 400, 'a malformed signature is refused')
+  t.ok(requestLog.entries.some((e) => e.msg === 'mailchannels webhook rejected'), 'the rejection is logged to the request\'s logger')
+  t.notOk(flowLog.entries.some((e) => e.msg === 'mailchannels webhook rejected'), 'not to the flow\'s')
+})

@@ -8,7 +8,9 @@ import type { AddressInfo } from 'node:net'
 import { performance } from 'node:perf_hooks'
 import { DEFAULT_BASE_URL, parseBaseUrl } from '../../base-url.js'
 import type { Logger } from '../../logger.js'
+import { resolveBodyLimit } from '../../receiver/options.js'
 import { errorReply, type Reply } from '../../receiver/reply.js'
+import { tooLargeMessage } from '../../receiver/transport.js'
 import { createWebhookHandler, type WebhookHandler } from '../../web/index.js'
 import { hasApiKey, isLoopbackHostHeader, isRelayed } from '../sandbox/guards.js'
 import { bodyText, classify, describeDigest, describeSignature, eventTypesOf, reasonOf, type HeaderLine, type InspectedDetail, type InspectedSummary } from './describe.js'
@@ -72,7 +74,6 @@ export interface Inspector {
   close (): Promise<void>
 }
 
-const DEFAULT_BODY_LIMIT = 1024 * 1024
 const MAX_PATH_CHARS = 2000
 
 const pairs = (raw: readonly string[]): HeaderLine[] => {
@@ -125,9 +126,9 @@ const replyLines = (reply: Reply): { status: number, headers: HeaderLine[], body
  */
 export async function createInspector (options: InspectorOptions = {}): Promise<Inspector> {
   if (options === null || typeof options !== 'object') throw new TypeError('createInspector options must be an object')
-  const { port = 0, publicKey, customerHandles = 'any', bodyLimit = DEFAULT_BODY_LIMIT, onDelivery, logger } = options
+  const { port = 0, publicKey, customerHandles = 'any', onDelivery, logger } = options
   if (!Number.isInteger(port) || port < 0 || port > 65535) throw new TypeError('port must be an integer from 0 to 65535')
-  if (!Number.isSafeInteger(bodyLimit) || bodyLimit < 1) throw new TypeError('bodyLimit must be a positive integer number of bytes')
+  const bodyLimit = resolveBodyLimit(options.bodyLimit)
   if (onDelivery !== undefined && typeof onDelivery !== 'function') throw new TypeError('onDelivery must be a function')
   if (publicKey !== undefined && options.baseUrl !== undefined) throw new TypeError('publicKey and baseUrl cannot be given together: with publicKey no key is fetched')
   const baseUrl = parseBaseUrl(options.baseUrl ?? DEFAULT_BASE_URL)
@@ -195,7 +196,7 @@ export async function createInspector (options: InspectorOptions = {}): Promise<
     let answer: { status: number, headers: HeaderLine[], body: string }
     let request: Request | null = null
     if (read.tooLarge) {
-      answer = replyLines(errorReply(413, 'payload_too_large', `The body is larger than the limit of ${bodyLimit} bytes.`))
+      answer = replyLines(errorReply(413, 'payload_too_large', tooLargeMessage(bodyLimit)))
       answer.headers.push(['connection', 'close'])
     } else {
       try {

@@ -1,8 +1,8 @@
 // A Fastify app receiving MailChannels webhooks: `npx tsx examples/fastify-receiver.ts`
 // Run as is, a local sandbox delivers three batches to it, then everything closes.
 import Fastify, { type FastifyInstance } from 'fastify'
-import mailchannelsWebhooks from '../src/fastify/index.js' // in your app: 'mailchannels-webhooks/fastify'
-import { createSandbox } from '../src/testing/index.js' // 'mailchannels-webhooks/testing'
+import mailchannelsWebhooks from 'mailchannels-webhooks/fastify'
+import { createSandbox } from 'mailchannels-webhooks/testing'
 
 export async function buildReceiver (options: { customerHandles: string[], baseUrl?: string }): Promise<FastifyInstance> {
   const app = Fastify({ requestTimeout: 30_000, connectionTimeout: 60_000 })
@@ -13,15 +13,17 @@ export async function buildReceiver (options: { customerHandles: string[], baseU
   // A route opts in with `config: { mailchannelsWebhooks: true }`: its handler runs only for a
   // verified delivery. The app's other routes are left exactly as they were.
   app.post('/webhooks', { config: { mailchannelsWebhooks: true } }, async (request) => {
+    // Addresses and URLs come from outside: JSON.stringify escapes control characters before
+    // they reach a terminal.
     for (const event of request.webhookEvents) {
       switch (event.event) {
         case 'hard-bounced':
         case 'complained':
         case 'unsubscribed':
-          console.log(`suppress ${event.recipients?.join(', ')} (${event.event})`)
+          console.log(`suppress ${JSON.stringify(event.recipients ?? [])} (${event.event})`)
           break
         case 'click':
-          console.log(`click on ${event.url}`)
+          console.log(`click on ${JSON.stringify(event.url ?? null)}`)
           break
       }
     }

@@ -3,8 +3,8 @@
 // (Put the same steps in your test runner: node:test, tap, vitest, ...)
 import assert from 'node:assert/strict'
 import Fastify from 'fastify'
-import mailchannelsWebhooks from '../src/fastify/index.js' // in your app: 'mailchannels-webhooks/fastify'
-import { generateSigningKeyPair, signWebhook } from '../src/testing/index.js' // 'mailchannels-webhooks/testing'
+import mailchannelsWebhooks from 'mailchannels-webhooks/fastify'
+import { generateSigningKeyPair, signWebhook } from 'mailchannels-webhooks/testing'
 
 // Your app, built so a test can pass the public key (production leaves it out and fetches it).
 async function buildApp (publicKey?: string) {

@@ -166,18 +166,6 @@ export interface RequestPort<C> {
   readBody (ctx: C, limit: number): Uint8Array | Promise<Uint8Array>
 }
 
-/** One request as headers and a body reader (`Receiver#handle` with `REQUEST_PORT`). */
-export interface ReceiverRequest {
-  headers: HeadersInput
-  readBody (limit: number): Uint8Array | Promise<Uint8Array>
-}
-
-/** The port of a `ReceiverRequest`. */
-export const REQUEST_PORT: RequestPort<ReceiverRequest> = Object.freeze({
-  headers: (request: ReceiverRequest) => request.headers,
-  readBody: (request: ReceiverRequest, limit: number) => request.readBody(limit),
-})
-
 /**
  * A verified delivery, claimed when replay protection is on: hand `events` to the handler, then
  * call `settle(outcome, status)` with the status the handler answered.
@@ -257,8 +245,9 @@ export function settle (outcome: ReceiveOutcome, status: number, type?: WebhookD
  * had to wait (no key fetch, no thread-pool verify, no replay store), which keeps the hot path
  * free of promise hops.
  *
- * The adapters do not call it directly: `createWebhookFlow` (./flow.ts) runs it and the ending
- * after it (the answer, the handler, the settlement of the claim).
+ * The Express, web and Hono adapters reach it through `createWebhookFlow` (./flow.ts), which runs
+ * it and the ending after it (the answer, the handler, the settlement of the claim); the Fastify
+ * hooks call `check` and `receive` themselves.
  */
 export interface Receiver {
   /** The validated options. */

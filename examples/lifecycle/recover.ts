@@ -32,7 +32,7 @@ async function recover (mc: MailChannels, stateFile: string): Promise<boolean> {
     console.error(`reconcile could not list the failed batches: ${error.type} ${error.message}`)
     return false
   }
-  console.log(`resent ${data.summary.resent}, failed ${data.summary.failed}, skipped ${data.summary.skipped} of ${data.summary.total}`)
+  console.log(`resent ${data.summary.resent}, failed ${data.summary.failed}, skipped ${data.summary.skipped}, not attempted ${data.summary.notAttempted} of ${data.summary.total}`)
   if (data.stopped !== null) console.error(data.stopped.message)
   return data.summary.failed === 0 && data.stopped === null
 }

@@ -36,7 +36,8 @@ async function main (): Promise<void> {
     let n = 0
     for await (const batch of client.webhooks.iterateBatches({ createdAfter, limit: 2 }, { signal: stop.signal })) {
       n++
-      console.log(`${batch.createdAt}  #${batch.batchId}  ${batch.status} (${batch.statusCode ?? '-'})  ${batch.eventCount} events  ${batch.webhook}`)
+      // The API's strings are outside text: JSON.stringify escapes control characters for the terminal.
+      console.log(`${JSON.stringify(batch.createdAt)}  #${batch.batchId}  ${JSON.stringify(batch.status)} (${batch.statusCode ?? '-'})  ${batch.eventCount} events  ${JSON.stringify(batch.webhook)}`)
     }
     console.log(`${n} batches`)
   } catch (err) {

@@ -33,7 +33,8 @@ const res = await fetch(`${address}/admin/webhook-batches?statuses=4xx,5xx,no_re
 })
 const page = await res.json() as { data: Array<{ batchId: number, status: string, statusCode: number | null, webhook: string }> }
 console.log(`with the token: ${res.status}`)
-for (const b of page.data) console.log(`failed batch ${b.batchId}: ${b.status} (${b.statusCode}) ${b.webhook}`)
+// The endpoint URL is outside text: JSON.stringify escapes control characters for the terminal.
+for (const b of page.data) console.log(`failed batch ${b.batchId}: ${b.status} (${b.statusCode}) ${JSON.stringify(b.webhook)}`)
 
 await sandbox.close()
 await app.close()

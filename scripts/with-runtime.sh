@@ -41,7 +41,8 @@ if ! bin="$(find_bin)"; then
   tmp="$(mktemp -d "$root/.$name-$version.XXXXXX")"
   trap 'rm -rf "$tmp"' EXIT
   echo "with-runtime: installing $name@$version into $cache" >&2
-  if ! npm install --prefix "$tmp" --no-save --no-package-lock --no-audit --no-fund --ignore-scripts --loglevel=error "$name@$version" >&2; then
+  # --include=optional: the binary is an optional dependency, whatever the npm config omits.
+  if ! npm install --prefix "$tmp" --no-save --no-package-lock --no-audit --no-fund --ignore-scripts --include=optional --loglevel=error "$name@$version" >&2; then
     echo "with-runtime: could not install $name@$version from the npm registry (see above)" >&2
     exit 3
   fi

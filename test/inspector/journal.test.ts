@@ -3,7 +3,7 @@ import type { InspectedDetail, InspectedSummary } from '../../src/testing/inspec
 import { Journal, type JournalNews } from '../../src/testing/inspector/journal.js'
 
 const summary = (endpoint: string): Omit<InspectedSummary, 'seq'> => ({
-  at: new Date(0).toISOString(), endpoint, batchId: null, attempt: null, eventCount: 1, eventTypes: ['delivered'], statusCode: 204,
+  at: new Date(0).toISOString(), endpoint, batchId: null, attempt: null, eventCount: 1, eventTypes: ['delivered'], requestIds: [], addresses: [], statusCode: 204,
   durationMs: 1, outcome: 'accepted', reason: null, tamper: null, resend: false, retryInMs: null, error: null, warning: null,
 })
 const detail = (s: InspectedSummary): InspectedDetail => ({
@@ -11,6 +11,7 @@ const detail = (s: InspectedSummary): InspectedDetail => ({
   request: { method: 'POST', url: s.endpoint, headers: [], body: '', bodyBytes: 0, bodyTruncated: false },
   signature: { base: null, keyId: null, created: null, label: null, problem: 'none' },
   digest: { computed: '', matches: null },
+  curl: null,
   response: null,
   remoteAddress: null,
 })

@@ -13,7 +13,8 @@ import { errorReply, type Reply } from '../../receiver/reply.js'
 import { tooLargeMessage } from '../../receiver/transport.js'
 import { createWebhookHandler, type WebhookHandler } from '../../web/index.js'
 import { hasApiKey, isLoopbackHostHeader, isRelayed } from '../sandbox/guards.js'
-import { bodyText, classify, describeDigest, describeSignature, eventTypesOf, reasonOf, type HeaderLine, type InspectedDetail, type InspectedSummary } from './describe.js'
+import { WEBHOOK_EVENT_TYPES } from '../../events/types.js'
+import { bodyText, classify, curlCommand, describeDigest, describeSignature, eventsAtAGlance, reasonOf, type HeaderLine, type InspectedDetail, type InspectedSummary } from './describe.js'
 import { isInspectorPath, isPageFile, sendInspectorJson, sendPageFile, serveInspectorApi, type InspectorSite } from './http.js'
 import { Journal } from './journal.js'
 
@@ -155,6 +156,7 @@ export async function createInspector (options: InspectorOptions = {}): Promise<
       receiveUrl: `POST ${origin}/<any path>`,
       verifyWith: publicKey !== undefined ? 'the public key given (no key is fetched)' : `keys fetched from ${baseUrl}`,
       customers: customerHandles === 'any' ? 'any' : customerHandles.join(', '),
+      eventTypes: WEBHOOK_EVENT_TYPES,
     }),
   }
   const streams = new Set<http.ServerResponse>()
@@ -215,14 +217,16 @@ export async function createInspector (options: InspectorOptions = {}): Promise<
     }
     writeAnswer(res, answer.status, answer.headers, answer.body)
     const durationMs = Math.max(0, Math.round(performance.now() - started))
-    const types = read.tooLarge ? { count: null, types: [] } : eventTypesOf(read.body)
+    const glance = read.tooLarge ? { count: null, types: [], requestIds: [], addresses: [] } : eventsAtAGlance(read.body)
     const summary = journal.add({
       at,
       endpoint: path,
       batchId: null,
       attempt: null,
-      eventCount: request !== null && accepted.has(request) ? accepted.get(request)! : types.count,
-      eventTypes: types.types,
+      eventCount: request !== null && accepted.has(request) ? accepted.get(request)! : glance.count,
+      eventTypes: glance.types,
+      requestIds: glance.requestIds,
+      addresses: glance.addresses,
       statusCode: answer.status,
       durationMs,
       outcome: classify(answer.status, answer.body),
@@ -237,6 +241,7 @@ export async function createInspector (options: InspectorOptions = {}): Promise<
       request: { method: 'POST', url: path, headers, body: bodyText(read.body, read.body.length).text, bodyBytes: read.received, bodyTruncated: read.tooLarge },
       signature: describeSignature(headers),
       digest: read.tooLarge ? { computed: '', matches: null } : describeDigest(headers, read.body),
+      curl: read.tooLarge ? null : curlCommand(`${origin}${url(path)}`, headers, read.body),
       response: { headers: answer.headers, body: answer.body, truncated: false },
       remoteAddress: req.socket.remoteAddress ?? null,
     }), read.body.length + answer.body.length)

@@ -4,7 +4,7 @@ import type { AddressInfo } from 'node:net'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { WEBHOOK_EVENT_TYPES, type WebhookEvent } from '../../events/types.js'
 import { noopLogger, type Logger } from '../../logger.js'
-import { bodyText, classify, describeDigest, describeSignature, reasonOf, type InspectedDetail, type InspectedSummary } from '../inspector/describe.js'
+import { bodyText, classify, curlCommand, describeDigest, describeSignature, eventsAtAGlance, reasonOf, type InspectedDetail, type InspectedSummary } from '../inspector/describe.js'
 import { Journal } from '../inspector/journal.js'
 import { generateSigningKeyPair, signWebhook, type SignedWebhook, type WireEvent } from '../sign-webhook.js'
 import type { SandboxBatch } from './batch-query.js'
@@ -415,6 +415,7 @@ export async function createSandbox (options: SandboxOptions = {}): Promise<Sand
     },
     signature: describeSignature(outcome.requestHeaders),
     digest: describeDigest(outcome.requestHeaders, signed.body),
+    curl: curlCommand(summary.endpoint, outcome.requestHeaders, signed.body),
     response: outcome.statusCode === null ? null : { headers: outcome.responseHeaders ?? [], body: outcome.body ?? '', truncated: outcome.bodyTruncated },
     remoteAddress: null,
   })
@@ -425,6 +426,8 @@ export async function createSandbox (options: SandboxOptions = {}): Promise<Sand
     const outcome = classify(batch.status_code, answer)
     const spoiled = detail.tamper !== null && detail.tamper !== 'replay' && (outcome === 'accepted' || outcome === 'duplicate')
     const warning = spoiled ? WARNINGS.tampered : detail.tamper === 'replay' && outcome === 'accepted' ? WARNINGS.replay : null
+    // What the page's search matches, read from the body as sent (a tampered one included).
+    const { requestIds, addresses } = eventsAtAGlance(capture.signed.body)
     journal.add({
       at: batch.created_at,
       endpoint: batch.webhook,
@@ -432,6 +435,8 @@ export async function createSandbox (options: SandboxOptions = {}): Promise<Sand
       attempt: detail.attempt,
       eventCount: batch.event_count,
       eventTypes: capture.eventTypes,
+      requestIds,
+      addresses,
       statusCode: batch.status_code,
       durationMs: batch.duration.value,
       outcome,

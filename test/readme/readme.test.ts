@@ -100,6 +100,25 @@ t.test('every code block of README.md says how this test treats it', async (t) =
   }
 })
 
+/** GitHub's anchor of a heading: lower case, punctuation dropped, spaces to hyphens. */
+function slug (heading: string): string {
+  return heading.trim().toLowerCase().replace(/[^\p{L}\p{N}\s_-]/gu, '').replace(/\s/g, '-')
+}
+
+t.test('every link of README.md to a file of the repository opens, at a heading that exists', async (t) => {
+  const prose = README.replace(/^```[\s\S]*?^```/gm, '')
+  const links = [...prose.matchAll(/\]\(([^)\s]+)\)/g)].map((m) => m[1]!).filter((l) => !/^[a-z]+:/.test(l))
+  t.ok(links.length > 10, `${links.length} links`)
+  for (const link of new Set(links)) {
+    const [file = '', anchor] = link.split('#')
+    const target = path.join(ROOT, file === '' ? 'README.md' : file)
+    if (!t.ok(existsSync(target), `${link}: ${file || 'README.md'} exists`)) continue
+    if (anchor === undefined) continue
+    const headings = readFileSync(target, 'utf8').replace(/^```[\s\S]*?^```/gm, '').match(/^#{1,6} .*$/gm) ?? []
+    t.ok(headings.some((h) => slug(h.replace(/^#+ /, '')) === anchor), `${link}: a heading '#${anchor}'`)
+  }
+})
+
 /** The packages the README's install blocks name, in order. */
 function installedPackages (): string[] {
   const names: string[] = []
@@ -220,10 +239,11 @@ t.test('README.md in a fresh project', async (t) => {
     const base = { target: 'es2022', module: 'nodenext', moduleResolution: 'nodenext', strict: true, skipLibCheck: true, noEmit: true, types: ['node'] }
     writeFileSync(path.join(dir, 'tsconfig.json'), JSON.stringify({ compilerOptions: { ...base, lib: ['es2023'] }, include: ['*.ts'] }))
     writeFileSync(path.join(dir, 'tsconfig.dom.json'), JSON.stringify({ compilerOptions: { ...base, lib: ['es2023', 'dom', 'dom.iterable'] }, include: ['*.ts'] }))
-    for (const config of ['tsconfig.json', 'tsconfig.dom.json']) {
-      const r = await run(t, dir, { env: {}, argv: ['npx', 'tsc', '-p', config], text: `npx tsc -p ${config}` }, 120_000)
-      t.equal(r.code, 0, `npx tsc -p ${config} over ${snippets.length} snippets (README.md lines ${snippets.map((b) => b.line).join(', ')})\n${r.output}`)
-    }
+    const configs = ['tsconfig.json', 'tsconfig.dom.json']
+    const results = await Promise.all(configs.map((config) => run(t, dir, { env: {}, argv: ['npx', 'tsc', '-p', config], text: `npx tsc -p ${config}` }, 120_000)))
+    results.forEach((r, i) => {
+      t.equal(r.code, 0, `npx tsc -p ${configs[i]} over ${snippets.length} snippets (README.md lines ${snippets.map((b) => b.line).join(', ')})\n${r.output}`)
+    })
   })
 
   await t.test('"Try it with no account": the sandbox, the receiver, deliveries', async (t) => {

@@ -1,11 +1,11 @@
 import crypto from 'node:crypto'
 import fc from 'fast-check'
 import t, { type Test } from 'tap'
-import { eventFingerprint, eventFingerprints, type WebhookEvent } from '../../src/index.js'
+import { eventFingerprint, eventFingerprints, HTTP_STATUS_BY_TYPE, Webhooks, type WebhookEvent } from '../../src/index.js'
 import { canonicalEventText } from '../../src/replay/fingerprint.js'
 import { parseEvents, toEvent } from '../../src/events/parse-events.js'
 import { VerificationError } from '../../src/errors.js'
-import { toWireEvent } from '../../src/testing/index.js'
+import { generateSigningKeyPair, signWebhook, toWireEvent } from '../../src/testing/index.js'
 
 const bounce = {
   event: 'hard-bounced',
@@ -76,6 +76,16 @@ t.test('two different events never share a fingerprint: numbers JSON.stringify w
   // A number with no double value is refused with a typed error that says where it is.
   t.throws(() => parseEvents(Buffer.from(`[{${UNKNOWN_HEAD},"detail":{"n":[1e400]}}]`), 10, null),
     { name: 'VerificationError', type: 'invalid_payload', message: /Event 0: "detail" holds a number out of range/ })
+})
+
+t.test('a delivery holding a number out of double range is refused by verify with invalid_payload (400), not accepted', async (t) => {
+  const keys = generateSigningKeyPair()
+  const signed = signWebhook({ payload: `[{${UNKNOWN_HEAD},"n":-1e400}]`, privateKey: keys.privateKey })
+  const r = await Webhooks.verify({ payload: signed.body, headers: signed.headers, publicKey: keys.publicKey })
+  t.equal(r.data, null)
+  t.equal(r.error?.type, 'invalid_payload')
+  t.equal(HTTP_STATUS_BY_TYPE[r.error!.type], 400)
+  t.match(r.error?.message, /Event 0: "n" holds a number out of range/)
 })
 
 t.test('two different events never share a fingerprint: differences at any depth count', async (t) => {

@@ -26,9 +26,10 @@ export interface WebhookReceiverOptions extends Omit<VerifyConfig, 'customerHand
    * Which `customer_handle`s may deliver here: a non-empty list, or a predicate.
    * **Required**: MailChannels signs every customer's webhooks with one key, so without it any
    * MailChannels customer could replay their own signed deliveries to you.
-   * `'any'` opts out explicitly and logs a warning at startup.
+   * `'any'` opts out explicitly and logs a warning at startup. An undefined or empty element
+   * (an unset environment variable) is refused at start-up, naming its index.
    */
-  customerHandles: readonly string[] | ((customerHandle: string) => boolean) | 'any'
+  customerHandles: readonly (string | undefined)[] | ((customerHandle: string) => boolean) | 'any'
   /**
    * The time to verify at (for tests). The receiver's clock never runs backwards: a step back
    * of the wall clock (or of this clock) is held at the last reading plus the elapsed monotonic

@@ -37,9 +37,11 @@ export interface VerifyConfig {
    * checked; one outside it fails the delivery with `customer_not_allowed`. MailChannels
    * signs every customer's webhooks with one key, so set this: otherwise any MailChannels
    * customer can send you their own signed deliveries.
+   * Elements may be typed `string | undefined` so `[process.env.MAILCHANNELS_CUSTOMER_HANDLE]`
+   * type-checks: an undefined or empty element is refused at start-up, naming its index.
    * @default undefined (any customer)
    */
-  customerHandles?: readonly string[] | ((customerHandle: string) => boolean)
+  customerHandles?: readonly (string | undefined)[] | ((customerHandle: string) => boolean)
   /**
    * Seconds a signature stays valid after its `created` time.
    * @default 300 (seconds)
@@ -200,8 +202,14 @@ export function resolveVerifyConfig (config: VerifyConfig): ResolvedVerifyConfig
   if (typeof handles === 'function') {
     allowCustomer = (h) => handles(h) === true
   } else if (handles !== undefined) {
-    if (!Array.isArray(handles) || handles.length === 0 || !handles.every((h) => typeof h === 'string' && h.length > 0)) {
+    if (!Array.isArray(handles) || handles.length === 0) {
       throw new TypeError('customerHandles must be a non-empty array of customer handles, or a function')
+    }
+    const bad = handles.findIndex((h) => typeof h !== 'string' || h.length === 0)
+    if (bad !== -1) {
+      const what = handles[bad] === undefined ? 'undefined' : typeof handles[bad] === 'string' ? 'an empty string' : `a ${typeof handles[bad]}`
+      // The usual cause is `[process.env.MAILCHANNELS_CUSTOMER_HANDLE]` with the variable unset.
+      throw new TypeError(`customerHandles[${bad}] is ${what}: each element must be a customer handle; if it comes from an environment variable, that variable may be unset or empty`)
     }
     // Checked once per event: one handle (the usual case) is a plain comparison.
     const only = handles.length === 1 ? handles[0] as string : undefined

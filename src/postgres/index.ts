@@ -17,7 +17,7 @@ export interface PgQueryResultLike { rows: any[], rowCount?: number | null }
 
 /** A checked-out node-postgres client (`PoolClient`): what `transactional: true` hands to handlers as `context.db`. */
 export interface PgPoolClientLike {
-  query (config: { text: string, values?: unknown[] }): Promise<PgQueryResultLike>
+  query (config: { text: string, values?: unknown[], query_timeout?: number }): Promise<PgQueryResultLike>
   release (destroy?: boolean | Error): void
   on (event: 'error', listener: (err: Error) => void): unknown
   removeListener (event: 'error', listener: (err: Error) => void): unknown
@@ -78,7 +78,7 @@ export interface PostgresSeenEventsOptions<P extends PgPoolLike = PgPoolLike> {
 /** The transaction handed to handlers: a node-postgres `PoolClient` inside `BEGIN` … `COMMIT` (typed from `@types/pg`). */
 export type PgTransactionClient<P extends PgPoolLike> = P extends Pool ? PoolClient : PgPoolClientLike
 
-/** Pools this module already listens to (one listener per pool, however many stores share it). */
+/** Pools and clients this module already listens to (one listener each, however many stores share them). */
 const listened = new WeakSet<object>()
 const DEFAULT_TABLE = 'mailchannels_webhooks_seen_events'
 const DEFAULT_TTL = 3 * 24 * 60 * 60
@@ -372,20 +372,26 @@ function poolTransaction (pool: PgPoolLike, timeout: number): PostgresTransactio
         connecting.then((late) => { late.release() }, () => {})
         throw err
       }
-      // A checked-out client has no pool listener: if the server goes away mid-transaction its
-      // 'error' event would crash the process. The failed query rejects on its own.
+      // A checked-out client has no pool listener: if the server goes away mid-transaction (or
+      // its socket closes just after we hand a broken client back) its 'error' event would crash
+      // the process. So every client this store uses keeps a listener for good; the failed query
+      // rejects on its own.
+      if (!listened.has(client)) {
+        listened.add(client)
+        client.on('error', () => {})
+      }
       let broken: Error | undefined
       const onError = (err: Error): void => { broken = err }
       client.on('error', onError)
       let destroy: boolean | Error = false
       try {
-        await client.query({ text: 'BEGIN' })
+        await client.query({ text: 'BEGIN', query_timeout: timeout })
         const result = await work(client)
-        await client.query({ text: 'COMMIT' })
+        await client.query({ text: 'COMMIT', query_timeout: timeout })
         return result
       } catch (err) {
         try {
-          await client.query({ text: 'ROLLBACK' })
+          await client.query({ text: 'ROLLBACK', query_timeout: timeout })
         } catch {
           // The connection is gone (and with it the transaction): never reuse it.
           destroy = true
@@ -396,7 +402,7 @@ function poolTransaction (pool: PgPoolLike, timeout: number): PostgresTransactio
         client.release(broken ?? destroy)
       }
     },
-    query: async (tx, text, values) => await tx.query({ text, values }),
+    query: async (tx, text, values) => await tx.query({ text, values, query_timeout: timeout }),
   }
 }
 

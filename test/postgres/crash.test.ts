@@ -17,7 +17,7 @@ const pool = server.pool()
 let n = 0
 let serial = 0
 
-interface Receiver { port: number, proc: ChildProcess, exited: Promise<NodeJS.Signals | number | null> }
+interface Receiver { port: number, proc: ChildProcess, exited: Promise<NodeJS.Signals | number | null>, stderr: () => string }
 
 async function receiver (t: Test, tables: { effects: string, seen: string }, crashAt = ''): Promise<Receiver> {
   const proc = spawn(process.execPath, ['--import', 'tsx', '--conditions=mcwh-source', path.join(here, 'helpers', 'receiver.ts')], {
@@ -38,7 +38,7 @@ async function receiver (t: Test, tables: { effects: string, seen: string }, cra
     })
     proc.once('exit', () => { clearTimeout(timer); reject(new Error(`receiver exited: ${stderr}`)) })
   })
-  return { port, proc, exited }
+  return { port, proc, exited, stderr: () => stderr }
 }
 
 async function tables (): Promise<{ effects: string, seen: string }> {
@@ -119,10 +119,10 @@ t.test('the database restarted mid-traffic: receivers answer 503 meanwhile, stay
   await server.stop('kill')
   await new Promise((resolve) => setTimeout(resolve, 700))
   await server.start()
-  const statuses = (await traffic).flat()
+  const statuses = (await traffic.catch((err: Error) => { throw new Error(`${err.message}; receivers said: ${a.stderr()} ${b.stderr()}`) })).flat()
   t.ok(statuses.some((s) => s === 503), `some deliveries were answered 503 while the database was down (${[...new Set(statuses)].join(',')})`)
-  t.equal(a.proc.exitCode, null, 'receiver a is still running')
-  t.equal(b.proc.exitCode, null, 'receiver b is still running')
+  t.equal(a.proc.exitCode, null, `receiver a is still running ${a.stderr()}`)
+  t.equal(b.proc.exitCode, null, `receiver b is still running ${b.stderr()}`)
   const rows = await rowsPerEvent(tb.effects)
   t.equal(rows.length, 60, 'no event lost')
   t.ok(rows.every((r) => r === 1), 'every event exactly once')

@@ -82,6 +82,38 @@ t.test('transactional: the database down when the transaction opens fails the ev
   await server.start()
 })
 
+t.test('transactional: the server killed while a handler\'s transaction is open: the event fails, nothing commits, the process lives', async (t) => {
+  const own = server.pool({ max: 2 })
+  const table = `killed_${n++}`
+  await own.query(`CREATE TABLE ${table} (v int)`)
+  const store = postgresSeenEvents({ pool: own, table: `seen_${n++}`, transactional: true })
+  let entered!: () => void
+  const inside = new Promise<void>((resolve) => { entered = resolve })
+  let proceed!: () => void
+  const gate = new Promise<void>((resolve) => { proceed = resolve })
+  const router = new WebhookEventRouter({ seenEvents: store, claimLifetime: 1 }).on('*', async (_event, { db }) => {
+    await db.query(`INSERT INTO ${table} VALUES (1)`)
+    entered()
+    await gate
+    await db.query(`INSERT INTO ${table} VALUES (2)`)
+  })
+  const pending = router.dispatch([ev('delivered', 99)])
+  await inside
+  await server.stop('kill')
+  proceed()
+  const report = await pending
+  t.equal(report.failed, 1, 'the event failed')
+  // Late socket errors of the broken client arrive now: none may crash the process.
+  await new Promise((resolve) => setTimeout(resolve, 500))
+  await server.start()
+  t.equal((await pool.query(`SELECT count(*)::int AS n FROM ${table}`)).rows[0].n, 0, 'nothing of the transaction committed')
+  // Its claim could not be released (the server was down): the retry waits for it to expire, like a sender's retry.
+  let retry = await router.dispatch([ev('delivered', 99)])
+  for (let i = 0; i < 40 && !retry.ok; i++) { await new Promise((resolve) => setTimeout(resolve, 100)); retry = await router.dispatch([ev('delivered', 99)]) }
+  t.equal(retry.handled, 1, 'handled once the server is back and the claim expired')
+  t.equal((await pool.query(`SELECT count(*)::int AS n FROM ${table}`)).rows[0].n, 2, 'its two rows, once')
+})
+
 t.test('Kysely: the router runs handlers in a Kysely transaction and writes the done mark in it', async (t) => {
   interface Database { kysely_suppressions: { email: string, fingerprint: string } }
   const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool: server.pool() as unknown as pg.Pool }) })

@@ -44,7 +44,7 @@ export function refuse (request: FastifyRequest, reply: FastifyReply, err: unkno
  * raw bytes, `request.webhookEvents` the events, and Fastify is told the body is already read
  * (see `skipBodyParsing`). `early`: a route declared before the plugin loaded, verified by a
  * scope hook: the plugin answers `handlers` / `enqueue` here (it could not replace the route's
- * handler), and the scope's preValidation hook (`restoreHeaders`) restores the headers.
+ * handler).
  */
 export function receiveDelivery (state: RouteState, request: FastifyRequest, reply: FastifyReply, payload: Payload, done: Done, early: boolean): void {
   const { receiver } = state
@@ -79,50 +79,41 @@ function proceed (state: RouteState, request: FastifyRequest, reply: FastifyRepl
     void answerDelivery(state.receiver.options.answer!, outcome, request.log).then((answered) => { send(reply, answered) })
     return
   }
-  skipBodyParsing(request, early)
+  skipBodyParsing(request)
   done()
 }
 
 const kUnmask = Symbol('mailchannels-webhooks.unmask')
-type MaskedRequest = FastifyRequest & { additionalHeaders?: Record<string, unknown>, [kUnmask]?: { prior: Record<string, unknown> | undefined } }
+/** What a request's headers merge over the raw ones while the body is hidden from Fastify (shared, never written). */
+const HIDDEN = Object.freeze({ 'content-type': undefined, 'content-length': undefined, 'transfer-encoding': undefined })
+const NO_PRIOR = Symbol('mailchannels-webhooks.no-prior-headers')
+type MaskedRequest = FastifyRequest & { additionalHeaders?: Record<string, unknown>, [kUnmask]?: Record<string, unknown> | typeof NO_PRIOR }
 
 /**
  * Fastify runs a content-type parser after the preParsing hooks unless the request has neither
  * `Content-Type` nor a body length (node_modules/fastify/lib/handle-request.js). The body is
  * already read and verified here, so Fastify is shown, through the public `request.headers`
- * setter (which merges into the raw headers), a request without them. No parser runs, so a
- * delivery is never parsed twice. On a route set up at declaration this hook is the route's last
- * preParsing hook, so the next read of the headers is Fastify's: that one read restores them, and
- * the route's hooks and handler see them unchanged. On an `early` route, preParsing hooks of the
- * scope may follow this one and read the headers, so the view stays until the scope's
- * preValidation hook (`restoreHeaders`).
+ * setter (which merges over the raw headers), a request without them: no parser runs, and a
+ * delivery is never parsed twice. `restoreHeaders`, the first preValidation hook of a webhook
+ * route, puts them back before the route's own hooks and handler run. (Hooks between the two,
+ * preParsing hooks after this one and preValidation hooks of the app's scope, see the request
+ * without them. A one-shot view that restored them at the next read would let such a hook bring
+ * `Content-Type` back before Fastify's read, and Fastify would then wait on a body already read.)
  */
-function skipBodyParsing (request: FastifyRequest, early: boolean): void {
+function skipBodyParsing (request: FastifyRequest): void {
   const r = request as MaskedRequest
   const prior = r.additionalHeaders
-  const masked: Record<string, unknown> = { ...prior, 'content-length': undefined, 'transfer-encoding': undefined }
-  if (early) {
-    masked['content-type'] = undefined
-    r[kUnmask] = { prior }
-    r.headers = masked as never
-    return
-  }
-  Object.defineProperty(masked, 'content-type', {
-    enumerable: true,
-    get () {
-      r.headers = prior as never
-      return undefined
-    },
-  })
-  r.headers = masked as never
+  r[kUnmask] = prior ?? NO_PRIOR
+  r.headers = (prior === undefined ? HIDDEN : { ...prior, ...HIDDEN }) as never
 }
 
-/** preValidation of a scope with `early` routes: the headers `skipBodyParsing` hid, back in place. */
+/** preValidation of a webhook route (first): the headers `skipBodyParsing` hid, back in place. */
 export function restoreHeaders (request: FastifyRequest, _reply: FastifyReply, done: () => void): void {
-  const unmask = (request as MaskedRequest)[kUnmask]
-  if (unmask !== undefined) {
-    ;(request as MaskedRequest)[kUnmask] = undefined
-    request.headers = unmask.prior as never
+  const r = request as MaskedRequest
+  const prior = r[kUnmask]
+  if (prior !== undefined) {
+    r[kUnmask] = undefined
+    r.headers = (prior === NO_PRIOR ? undefined : prior) as never
   }
   done()
 }

@@ -183,10 +183,11 @@ function setup (fastify: FastifyInstance, registration: MailChannelsWebhooksOpti
     const state = resolveRoute(routeOptions.method, routeOptions.url ?? '', opt)
     // A fresh config object per route: a config object shared by two routes must not share state.
     routeOptions.config = { ...routeOptions.config, [kRoute]: state } as typeof routeOptions.config
-    // Last, so the hook that reads the body is the one right before Fastify would parse it.
+    // Last, so the route's own preParsing hooks run first, as they would before a parser.
     routeOptions.preParsing = [...asArray(routeOptions.preParsing), function verifyMailChannelsDelivery (request: FastifyRequest, reply: FastifyReply, payload: never, done: () => void) {
       receiveDelivery(state, request, reply, payload, done, false)
     }] as RouteOptions['preParsing']
+    routeOptions.preValidation = [restoreHeaders, ...asArray(routeOptions.preValidation)] as RouteOptions['preValidation']
     routeOptions.onSend = [...asArray(routeOptions.onSend), settleOnSend] as RouteOptions['onSend']
     if (state.answered) {
       // The plugin answers: dispatch or enqueue in the handler's place, after the route's own hooks.

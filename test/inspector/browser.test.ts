@@ -1,8 +1,11 @@
 // The inspector pages in a real browser: Debian's Chromium, headless, driven by puppeteer-core
 // (no browser download). Everything stays on 127.0.0.1. Skipped, with the reason, only when no
 // Chromium is installed.
-import { execFileSync } from 'node:child_process'
+import { execFile, execFileSync } from 'node:child_process'
 import { existsSync } from 'node:fs'
+import http from 'node:http'
+import type { AddressInfo } from 'node:net'
+import { promisify } from 'node:util'
 import puppeteer, { type Browser, type Page } from 'puppeteer-core'
 import t, { type Test } from 'tap'
 import { createSandbox, type Sandbox } from '../../src/testing/index.js'
@@ -13,7 +16,46 @@ import { libraryReceiver } from './helpers.js'
 // Declared here, module-scoped, rather than adding the DOM library to the whole project.
 declare const window: Record<string, unknown>
 declare const document: any // eslint-disable-line @typescript-eslint/no-explicit-any
-declare function getComputedStyle (element: unknown): { backgroundColor: string }
+declare function getComputedStyle (element: unknown): { backgroundColor: string, display: string }
+declare const navigator: { clipboard: { readText (): Promise<string> } }
+declare const scrollY: number
+declare function scrollTo (x: number, y: number): void
+
+const run = promisify(execFile)
+
+/** A loopback server that records each request exactly (header lines as sent, body bytes) and answers 204. */
+async function recorder (t: Test): Promise<{ origin: string, got: Array<{ rawHeaders: string[], body: Buffer }> }> {
+  const got: Array<{ rawHeaders: string[], body: Buffer }> = []
+  const server = http.createServer((req, res) => {
+    const chunks: Buffer[] = []
+    req.on('data', (c: Buffer) => chunks.push(c))
+    req.on('end', () => {
+      got.push({ rawHeaders: req.rawHeaders, body: Buffer.concat(chunks) })
+      res.writeHead(204).end()
+    })
+  })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  t.teardown(() => new Promise<void>((resolve) => {
+    server.close(() => resolve())
+    server.closeAllConnections()
+  }))
+  return { origin: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, got }
+}
+
+/** Header lines, names lower-cased and sorted, without those curl writes itself from the URL and the body. */
+function headerLines (raw: readonly string[]): string[] {
+  const out: string[] = []
+  for (let i = 0; i + 1 < raw.length; i += 2) {
+    const name = raw[i]!.toLowerCase()
+    if (!['host', 'content-length', 'connection', 'transfer-encoding', 'keep-alive'].includes(name)) out.push(`${name}: ${raw[i + 1]!}`)
+  }
+  return out.sort()
+}
+
+/** Runs a copied command as a user pasting it would: in a POSIX shell (dash, Debian's /bin/sh). */
+async function paste (command: string): Promise<void> {
+  await run('/bin/sh', ['-c', `${command}\n`], { timeout: 10_000, env: { PATH: process.env.PATH ?? '/usr/bin:/bin' } })
+}
 
 function findChromium (): string | null {
   if (process.env.CHROMIUM !== undefined && process.env.CHROMIUM !== '') return process.env.CHROMIUM
@@ -44,11 +86,11 @@ if (executablePath === null) {
   t.teardown(async () => { await browser?.close() })
 
   /** A page that records what must never happen: script errors, policy violations, dialogs. */
-  const openPage = async (t: Test, url: string): Promise<{ page: Page, problems: string[] }> => {
+  const openPage = async (t: Test, url: string, viewport = { width: 1400, height: 900 }): Promise<{ page: Page, problems: string[] }> => {
     const page = await browser.newPage()
     t.teardown(() => page.close())
     page.setDefaultTimeout(10_000)
-    await page.setViewport({ width: 1400, height: 900 })
+    await page.setViewport(viewport)
     const problems: string[] = []
     page.on('pageerror', (err) => { problems.push(`page error: ${String(err)}`) })
     page.on('console', (msg) => { if (msg.type() === 'error') problems.push(`console: ${msg.text()}`) })
@@ -246,5 +288,196 @@ if (executablePath === null) {
     await page.reload({ waitUntil: 'load' })
     await page.waitForSelector('#deliveries:not([hidden])')
     t.pass('the key is kept for the tab across a reload')
+  })
+
+  const visibleRows = (page: Page): Promise<string[]> => page.$$eval('#list tbody tr:not([hidden])', (trs) => trs.map((tr) => (tr as unknown as { dataset: { seq: string } }).dataset.seq))
+  const clearSearch = async (page: Page): Promise<void> => {
+    await page.click('#filter-search', { clickCount: 3 })
+    await page.keyboard.press('Backspace')
+  }
+  const now = (): number => Math.floor(Date.now() / 1000)
+
+  t.test('sandbox page: the send buttons name their endpoint; filters and search change the rows shown, live rows included', { timeout: 30_000 }, async (t) => {
+    const sandbox = await sandboxFor(t)
+    const receiver = await libraryReceiver(t, { baseUrl: sandbox.baseUrl, customerHandles: ['acme'] })
+    const { page, problems } = await openPage(t, sandbox.inspectorUrl)
+    await page.waitForSelector('#type-list input')
+    t.match(await text(page, '#send-target'), /^No endpoint enrolled yet/, 'no endpoint: the page says so')
+    sandbox.enroll(receiver.url)
+    await page.waitForSelector('#send-target-url')
+    t.equal(await text(page, '#send-target'), `These buttons send one batch to ${receiver.url}.`)
+    sandbox.enroll('http://127.0.0.1:9/second')
+    await page.waitForFunction(() => /first of the 2 enrolled/.test(document.getElementById('send-target')?.textContent ?? ''))
+    t.equal(await text(page, '#send-target-url'), receiver.url, 'the first enrolled endpoint, where deliverOne sends')
+    sandbox.removeEndpoints()
+    sandbox.enroll(receiver.url)
+    await page.waitForFunction(() => !/first of/.test(document.getElementById('send-target')?.textContent ?? ''))
+
+    // Sent from the page: the button goes where the page said.
+    await page.click('#send-expired')
+    await page.waitForSelector(row(1))
+    t.equal(receiver.got.length, 1, 'Send expired reached the named endpoint')
+    t.match(await text(page, `${row(1)} td.endpoint`), receiver.url)
+    await sandbox.deliver([{ event: 'delivered', customer_handle: 'acme', timestamp: now(), request_id: 'req-alpha', email: 'news@shop.example', recipients: ['zoe@example.net'] }])
+    await sandbox.deliver([{ event: 'click', customer_handle: 'acme', timestamp: now(), request_id: 'req-beta', recipients: ['max@example.org'] }], { tamper: 'body' })
+    await sandbox.deliver([{ event: 'hard-bounced', customer_handle: 'acme', timestamp: now(), request_id: 'req-gamma', recipients: ['Zoe@Example.net'] }])
+    await sandbox.deliver([{ event: 'brand-new-type', customer_handle: 'acme', timestamp: now(), request_id: 'req-delta' }])
+    await page.waitForSelector(row(5))
+    t.same(await visibleRows(page), ['5', '4', '3', '2', '1'], 'no filter: every row')
+    t.equal(await text(page, '#filter-count'), '', 'no count without a filter')
+
+    await page.select('#filter-outcome', 'rejected')
+    t.same(await visibleRows(page), ['3', '1'], 'outcome: rejected (the tampered and the expired one)')
+    t.equal(await text(page, '#filter-count'), '2 of 5 shown')
+    await page.select('#filter-outcome', 'accepted')
+    t.same(await visibleRows(page), ['5', '4', '2'])
+    await page.select('#filter-outcome', 'problem')
+    t.same(await visibleRows(page), ['3', '1'], 'not accepted')
+    await page.select('#filter-outcome', '')
+
+    await page.select('#filter-type', 'click')
+    t.same(await visibleRows(page), ['3', '1'], 'event type: click (row 1 holds one event of each type)')
+    await page.select('#filter-type', '?other')
+    t.same(await visibleRows(page), ['5'], 'event type: one the library does not know')
+    await page.select('#filter-type', 'hard-bounced')
+    await page.select('#filter-outcome', 'accepted')
+    t.same(await visibleRows(page), ['4'], 'type and outcome together')
+    await page.select('#filter-outcome', '')
+    await page.select('#filter-type', '')
+
+    await page.type('#filter-search', 'REQ-GAMMA')
+    t.same(await visibleRows(page), ['4'], 'search: a request id, any case')
+    await clearSearch(page)
+    await page.type('#filter-search', 'zoe@example')
+    t.same(await visibleRows(page), ['4', '2'], 'search: a recipient')
+    await clearSearch(page)
+    await page.type('#filter-search', 'attacker@evil')
+    t.same(await visibleRows(page), ['3'], 'search: an address of the body as sent (tampered after signing)')
+    await clearSearch(page)
+    await page.type('#filter-search', 'nobody@nowhere')
+    t.same(await visibleRows(page), [])
+    t.ok(await page.$('#no-match:not([hidden])'), 'the page says nothing matches')
+    await clearSearch(page)
+
+    // Filters hold for rows that arrive live.
+    await page.type('#filter-search', 'zoe@')
+    await page.select('#filter-outcome', 'accepted')
+    await sandbox.deliver([{ event: 'open', customer_handle: 'acme', timestamp: now(), request_id: 'req-eps', recipients: ['zoe@example.net'] }])
+    await sandbox.deliver([{ event: 'open', customer_handle: 'acme', timestamp: now(), request_id: 'req-zeta', recipients: ['max@example.org'] }])
+    await page.waitForSelector(row(7))
+    t.same(await visibleRows(page), ['6', '4', '2'], 'a live row is shown only when it matches')
+    t.equal(await text(page, '#filter-count'), '3 of 7 shown')
+    t.same(problems, [], 'no script error, policy violation or dialog')
+  })
+
+  t.test('detail view: the events one per row; Copy as cURL replays the same bytes; Copy body', { timeout: 30_000 }, async (t) => {
+    const sandbox = await sandboxFor(t)
+    const receiver = await libraryReceiver(t, { baseUrl: sandbox.baseUrl, customerHandles: ['acme'] })
+    sandbox.enroll(receiver.url)
+    const { page, problems } = await openPage(t, sandbox.inspectorUrl)
+    await browser.defaultBrowserContext().overridePermissions(sandbox.baseUrl, ['clipboard-read', 'clipboard-write', 'clipboard-sanitized-write'])
+    await page.waitForSelector('#type-list input')
+    const hostile = `it's "q" $HOME $(id) \`id\` \\ %s zoë ${XSS_SCRIPT}`
+    await sandbox.deliver([
+      { event: 'delivered', customer_handle: 'acme', timestamp: 1_700_000_000, request_id: 'req-1', email: 'news@shop.example', recipients: ['zoë@example.net', 'bob@example.org'] },
+      { event: 'click', customer_handle: 'acme', timestamp: 1_700_000_001, request_id: 'req-2', recipients: [hostile], url: 'https://shop.example/?a=1&b=2' },
+      { event: XSS_TYPE, customer_handle: 'acme', timestamp: 1_700_000_002, request_id: XSS_IMG },
+    ])
+    await page.waitForSelector(row(1))
+    await page.click(`${row(1)} button`)
+    await page.waitForSelector('#detail-events')
+    t.equal(await text(page, '#detail-endpoint'), `POST ${receiver.url}`, 'the detail names its endpoint')
+    const cells = await page.$$eval('#detail-events tbody tr', (trs) => trs.map((tr) => [...(tr as unknown as { cells: Array<{ textContent: string }> }).cells].map((c) => c.textContent)))
+    t.equal(cells.length, 3, 'one row per event')
+    t.same(cells.map((c) => c[1]), ['delivered', 'click', XSS_TYPE], 'each event\'s type, in order')
+    t.same(cells.map((c) => c[4]), ['req-1', 'req-2', XSS_IMG], 'each request id')
+    t.equal(cells[0]![2], 'news@shop.example')
+    t.equal(cells[0]![3], 'zoë@example.net, bob@example.org')
+    t.equal(cells[1]![3], hostile, 'a hostile recipient is text')
+    t.equal(cells[1]![6], 'url: https://shop.example/?a=1&b=2', 'the other fields')
+    t.ok(await page.$$eval('#detail-body h3', (hs) => hs.some((h) => h.textContent === 'Events (3)')), 'a heading counts them')
+
+    // Copy as cURL: the clipboard holds the command the page shows; pasted into a shell it sends
+    // the same header lines and body bytes to the same endpoint.
+    await page.click('#copy-curl')
+    await page.waitForFunction(() => /^Copied/.test(document.getElementById('copy-status')?.textContent ?? ''))
+    const copied = await page.evaluate(() => navigator.clipboard.readText())
+    t.equal(copied, await page.$eval('#detail-curl', (el) => el.textContent ?? ''), 'the clipboard holds the command shown')
+    await paste(copied)
+    t.equal(receiver.got.length, 2, 'the command sent one request')
+    t.ok(receiver.got[1]!.body.equals(receiver.got[0]!.body), 'the same body bytes')
+    t.same(headerLines(receiver.got[1]!.rawHeaders), headerLines(receiver.got[0]!.rawHeaders), 'the same header lines, and no others')
+
+    await page.click('#copy-body')
+    await page.waitForFunction(() => /^Copied the body/.test(document.getElementById('copy-status')?.textContent ?? ''))
+    t.equal(await page.evaluate(() => navigator.clipboard.readText()), receiver.got[0]!.body.toString('utf8'), 'Copy body: the body as sent')
+    await noScriptRan(t, page)
+    t.same(problems, [], 'no script error, policy violation or dialog')
+  })
+
+  t.test('inspect page: Copy as cURL of a raw delivery (newlines, quotes, $, backticks, non-ASCII) replays the same bytes', { timeout: 30_000 }, async (t) => {
+    const inspector = await createInspector({ publicKey: 'MCowBQYDK2VwAyEAGb9ECWmEzf6FQbrBZ9w7lshQhqowtrbLDFw4rXAxZuE=' })
+    t.teardown(() => inspector.close())
+    const { page, problems } = await openPage(t, inspector.pageUrl)
+    await browser.defaultBrowserContext().overridePermissions(inspector.url, ['clipboard-read', 'clipboard-write', 'clipboard-sanitized-write'])
+    await page.waitForFunction(() => /receiving at/.test(document.getElementById('info')?.textContent ?? ''))
+    const body = Buffer.from(`[{"event":"delivered","email":"it's \\"q\\" $HOME $(id) \`id\`"}]\n\nline two\r\n\tzoë 名前 %s \\ -- '`, 'utf8')
+    const res = await fetch(`${inspector.url}/hooks/raw?x=1`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-note': `a'b"c$d\`e` }, body })
+    t.equal(res.status, 400, 'unsigned: rejected, and kept')
+    await page.waitForSelector(row(1))
+    await page.click(`${row(1)} button`)
+    await page.waitForSelector('#detail-curl')
+    t.equal(await text(page, '#detail-endpoint'), 'POST /hooks/raw?x=1')
+    await page.click('#copy-curl')
+    await page.waitForFunction(() => /^Copied/.test(document.getElementById('copy-status')?.textContent ?? ''))
+    const copied = await page.evaluate(() => navigator.clipboard.readText())
+    t.match(copied, `'${inspector.url}/hooks/raw?x=1'`, 'sent to where the delivery arrived')
+    // A user replays it at their own receiver: the URL is the one thing changed.
+    const target = await recorder(t)
+    await paste(copied.replace(`'${inspector.url}/hooks/raw?x=1'`, `'${target.origin}/hooks/raw?x=1'`))
+    t.equal(target.got.length, 1)
+    t.ok(target.got[0]!.body.equals(body), 'the same body bytes')
+    const sent = (await (await fetch(`${inspector.url}/inspector/api/attempts/1`, { headers: { 'x-api-key': inspector.apiKey } })).json()) as { request: { headers: Array<[string, string]> } }
+    t.same(headerLines(target.got[0]!.rawHeaders), headerLines(sent.request.headers.flat()), 'the same header lines as received, and no others')
+    t.same(problems, [])
+  })
+
+  t.test('a 420 px window: status and outcome stay in view; the endpoint stays in view while a detail is open', { timeout: 30_000 }, async (t) => {
+    const sandbox = await sandboxFor(t)
+    const receiver = await libraryReceiver(t, { baseUrl: sandbox.baseUrl, customerHandles: ['acme'] })
+    sandbox.enroll(receiver.url)
+    const { page, problems } = await openPage(t, sandbox.inspectorUrl, { width: 420, height: 800 })
+    await page.waitForSelector('#type-list input')
+    await page.click('#send-body')
+    await page.waitForSelector(row(1))
+    await sandbox.deliver(undefined)
+    await page.waitForSelector(row(2))
+    t.equal(await page.evaluate(() => document.documentElement.scrollWidth), 420, 'nothing wider than the window')
+    for (const seq of [1, 2]) {
+      await page.$eval(row(seq), (tr) => (tr as unknown as { scrollIntoView (o: unknown): void }).scrollIntoView({ block: 'center' }))
+      for (const cell of ['td.status', 'td.outcome', 'td.name']) {
+        const box = await (await page.$(`${row(seq)} ${cell}`))!.boundingBox()
+        t.ok(box !== null && box.x >= 0 && box.x + box.width <= 420 && box.y >= 0 && box.y + box.height <= 800, `row ${seq}: ${cell} inside the viewport (${JSON.stringify(box)})`)
+      }
+    }
+    t.match(await text(page, `${row(1)} td.outcome`), /rejected\s*digest_mismatch/)
+    t.equal(await text(page, `${row(2)} td.status`), '204')
+
+    await page.click(`${row(1)} button`)
+    await page.waitForSelector('#detail-response')
+    // Read down to the end of the detail: its head (which delivery, where it went, Close) stays.
+    await page.$eval('#detail-response', (el) => (el as unknown as { scrollIntoView (o: unknown): void }).scrollIntoView({ block: 'end' }))
+    t.ok(await page.evaluate(() => scrollY > 0), 'the page scrolled')
+    for (const id of ['#detail-endpoint', '#detail-close']) {
+      const box = await (await page.$(id))!.boundingBox()
+      t.ok(box !== null && box.x >= 0 && box.x + box.width <= 420 && box.y >= 0 && box.y + box.height <= 800, `${id} in view at the end of the detail (${JSON.stringify(box)})`)
+    }
+    t.equal(await text(page, '#detail-endpoint'), `POST ${receiver.url}`)
+    t.equal(await page.evaluate(() => document.documentElement.scrollWidth), 420, 'still nothing wider than the window')
+
+    // Wide, with the detail beside the list: the list keeps its endpoint column.
+    await page.setViewport({ width: 1400, height: 900 })
+    t.not(await page.$eval(`${row(2)} td.endpoint`, (el) => getComputedStyle(el).display), 'none', 'the list shows the endpoint beside an open detail')
+    t.same(problems, [])
   })
 }

@@ -25,7 +25,12 @@ export const APP_JS = String.raw`'use strict'
   let streamCtl = null
   let retryTimer = null
   let typesShown = false
+  let filterTypesShown = false
   const rows = new Map()
+  // Each row's summary, for the filters: they run here, over the journal the page already holds
+  // (at most 500 deliveries, all sent to the page), so a filter applies as you type and to live rows.
+  const summaries = new Map()
+  const known = new Set()
 
   class KeyRefused extends Error {}
 
@@ -126,6 +131,11 @@ export const APP_JS = String.raw`'use strict'
   }
 
   function renderInfo (info) {
+    if (!filterTypesShown && Array.isArray(info.eventTypes)) {
+      filterTypesShown = true
+      for (const type of info.eventTypes) known.add(type)
+      $('filter-type').append(...info.eventTypes.map((type) => el('option', { value: type }, type)), el('option', { value: '?other' }, 'other (an unknown type)'))
+    }
     const dl = $('info')
     dl.replaceChildren()
     const add = (term, value) => dl.append(el('div', null, el('dt', null, term), el('dd', null, value)))
@@ -134,6 +144,11 @@ export const APP_JS = String.raw`'use strict'
       add('customer', info.customerHandle)
       add('key id', info.keyId)
       add('endpoints', info.endpoints.length > 0 ? info.endpoints.join(', ') : 'none enrolled yet')
+      // The buttons send to the first enrolled endpoint (the periodic sender sends to each).
+      const n = info.endpoints.length
+      $('send-target').replaceChildren(...(n === 0
+        ? ['No endpoint enrolled yet: enroll one below, then these buttons send to it.']
+        : ['These buttons send one batch to ', el('code', { id: 'send-target-url' }, info.endpoints[0]), n > 1 ? ' (the first of the ' + n + ' enrolled endpoints).' : '.']))
       if (!typesShown) {
         typesShown = true
         $('type-list').replaceChildren(...info.eventTypes.map((type) => el('label', null, el('input', { type: 'checkbox', name: 'type', value: type, checked: true }), type)))
@@ -181,23 +196,48 @@ export const APP_JS = String.raw`'use strict'
     lastSeq = Math.max(lastSeq, s.seq)
     const name = rowName(s)
     const tr = el('tr', { 'data-seq': s.seq, 'data-outcome': s.outcome },
-      el('td', { class: 'num' }, el('time', { datetime: s.at, title: s.at }, clock(s.at))),
+      el('td', { class: 'num time' }, el('time', { datetime: s.at, title: s.at }, clock(s.at))),
       el('td', { class: 'name' }, el('button', { type: 'button', class: 'link open', 'aria-label': 'Details of ' + (s.batchId !== null ? 'batch ' : 'delivery ') + name }, name)),
       el('td', { class: 'endpoint', title: s.endpoint }, s.endpoint),
       el('td', { class: 'events' }, s.eventCount === null ? '—' : String(s.eventCount), ' ', el('span', { class: 'types' }, typesText(s.eventTypes))),
-      el('td', { class: 'num' }, s.statusCode === null ? '—' : String(s.statusCode)),
-      el('td', { class: 'num' }, s.durationMs + ' ms'),
+      el('td', { class: 'num status' }, s.statusCode === null ? '—' : String(s.statusCode)),
+      el('td', { class: 'num duration' }, s.durationMs + ' ms'),
       el('td', { class: 'outcome' }, outcomeNodes(s)))
     tr.addEventListener('click', () => { openDetail(s.seq) })
     const body = $('list').tBodies[0]
+    tr.hidden = !matches(s)
     body.prepend(tr)
     rows.set(s.seq, tr)
+    summaries.set(s.seq, s)
     while (body.rows.length > MAX_ROWS) {
       const last = body.rows[body.rows.length - 1]
       rows.delete(Number(last.dataset.seq))
+      summaries.delete(Number(last.dataset.seq))
       last.remove()
     }
     $('empty').hidden = true
+    showCount()
+  }
+
+  function matches (s) {
+    const outcome = $('filter-outcome').value
+    if (outcome === 'problem' ? GOOD.has(s.outcome) && !s.warning : outcome !== '' && s.outcome !== outcome) return false
+    const type = $('filter-type').value
+    if (type === '?other' ? !s.eventTypes.some((t) => !known.has(t)) : type !== '' && !s.eventTypes.includes(type)) return false
+    const query = $('filter-search').value.trim().toLowerCase()
+    if (query === '') return true
+    return (s.requestIds || []).concat(s.addresses || []).some((value) => value.toLowerCase().includes(query))
+  }
+  const filtering = () => $('filter-outcome').value !== '' || $('filter-type').value !== '' || $('filter-search').value.trim() !== ''
+  function showCount () {
+    let shown = 0
+    for (const tr of rows.values()) if (!tr.hidden) shown++
+    $('filter-count').textContent = filtering() ? shown + ' of ' + rows.size + ' shown' : ''
+    $('no-match').hidden = !(filtering() && shown === 0 && rows.size > 0)
+  }
+  function applyFilters () {
+    for (const [seq, tr] of rows) tr.hidden = !matches(summaries.get(seq))
+    showCount()
   }
 
   function pretty (text) {
@@ -215,8 +255,57 @@ export const APP_JS = String.raw`'use strict'
     return (mode === 'sandbox' ? 'The receiver answered ' : 'Verified with the library: answered ') + d.statusCode + ', ' + word
   }
 
+  // The events of the body, one per row: the fields people look for first, then the rest.
+  const EVENT_COLUMNS = ['event', 'email', 'recipients', 'request_id', 'timestamp']
+  const MAX_EVENT_ROWS = 1000
+  const fieldText = (value) => (typeof value === 'string' ? value : JSON.stringify(value))
+  function eventsTable (body) {
+    let events = null
+    try { events = JSON.parse(body) } catch {}
+    if (!Array.isArray(events)) return el('p', { id: 'detail-events-none' }, 'The body is not a JSON array of events.')
+    const rowsOut = events.slice(0, MAX_EVENT_ROWS).map((e, i) => {
+      const event = e !== null && typeof e === 'object' && !Array.isArray(e) ? e : { event: e }
+      const time = typeof event.timestamp === 'number' ? new Date(event.timestamp * 1000) : null
+      const rest = Object.keys(event).filter((name) => !EVENT_COLUMNS.includes(name) && name !== 'customer_handle')
+      return el('tr', null,
+        el('td', { class: 'num' }, String(i + 1)),
+        el('td', null, event.event === undefined ? '—' : fieldText(event.event)),
+        el('td', null, event.email === undefined ? '' : fieldText(event.email)),
+        el('td', null, Array.isArray(event.recipients) ? event.recipients.map(fieldText).join(', ') : event.recipients === undefined ? '' : fieldText(event.recipients)),
+        el('td', { class: 'mono' }, event.request_id === undefined ? '' : fieldText(event.request_id)),
+        el('td', null, time !== null && !isNaN(time) ? el('time', { datetime: time.toISOString(), title: time.toISOString() }, clock(time.toISOString())) : event.timestamp === undefined ? '' : fieldText(event.timestamp)),
+        el('td', { class: 'more' }, rest.map((name) => el('div', null, name + ': ' + fieldText(event[name])))))
+    })
+    return el('div', { class: 'scroll' },
+      el('table', { class: 'events', id: 'detail-events' },
+        el('thead', null, el('tr', null, ['#', 'Event', 'Email', 'Recipients', 'Request id', 'Time', 'Other fields'].map((name) => el('th', { scope: 'col' }, name)))),
+        el('tbody', null, rowsOut)),
+      events.length > MAX_EVENT_ROWS ? el('p', { class: 'hint' }, 'and ' + (events.length - MAX_EVENT_ROWS) + ' more (see the body)') : null)
+  }
+
+  function copyButtons (d) {
+    const note = el('span', { id: 'copy-status', class: 'hint', role: 'status', 'aria-live': 'polite' })
+    const button = (id, label, text, what) => {
+      const b = el('button', { type: 'button', id, disabled: text === null, title: text === null ? 'The body was cut short: no exact copy of this delivery exists' : null }, label)
+      b.addEventListener('click', async () => {
+        try {
+          await navigator.clipboard.writeText(text)
+          note.textContent = 'Copied ' + what + '.'
+        } catch {
+          note.textContent = 'The browser did not allow copying: select the text below and copy it.'
+        }
+      })
+      return b
+    }
+    return el('div', { class: 'copy' },
+      button('copy-curl', 'Copy as cURL', d.curl, 'a cURL command that sends the same headers and body'),
+      button('copy-body', 'Copy body', d.request.body, 'the body'),
+      note)
+  }
+
   function renderDetail (d) {
     $('detail-title').textContent = d.batchId !== null ? 'Batch ' + d.batchId + ', attempt ' + d.attempt : 'Delivery #' + d.seq
+    $('detail-endpoint').textContent = 'POST ' + d.endpoint
     const out = $('detail-body')
     out.replaceChildren()
     out.append(el('div', { class: 'reason ' + tone(d), id: 'detail-verdict' },
@@ -242,6 +331,9 @@ export const APP_JS = String.raw`'use strict'
       button.addEventListener('click', () => { resend(d.batchId, button) })
       out.append(el('div', { class: 'buttons' }, button))
     }
+    out.append(copyButtons(d))
+
+    out.append(el('h3', null, d.eventCount === null ? 'Events' : 'Events (' + d.eventCount + ')'), eventsTable(d.request.body))
 
     out.append(el('h3', null, 'Request headers'), headersTable('detail-headers', d.request.headers))
 
@@ -264,6 +356,11 @@ export const APP_JS = String.raw`'use strict'
       '. The body hashes to ', el('code', null, digest.computed)))
 
     out.append(el('h3', null, 'Body (' + d.request.bodyBytes + ' bytes' + (d.request.bodyTruncated ? ', cut short' : '') + ')'), el('pre', { id: 'detail-payload' }, pretty(d.request.body)))
+    if (d.curl !== null) {
+      out.append(el('details', { id: 'detail-curl-box' },
+        el('summary', null, 'As a cURL command (POSIX shell: the same headers and body bytes)'),
+        el('pre', { id: 'detail-curl' }, d.curl)))
+    }
 
     out.append(el('h3', null, mode === 'sandbox' ? 'Response' : 'Answer'))
     if (d.response === null) {
@@ -384,6 +481,8 @@ export const APP_JS = String.raw`'use strict'
     start()
   })
   $('detail-close').addEventListener('click', closeDetail)
+  $('filters').addEventListener('submit', (event) => { event.preventDefault() })
+  for (const id of ['filter-outcome', 'filter-type', 'filter-search']) $(id).addEventListener('input', applyFilters)
   document.addEventListener('keydown', (event) => {
     if (event.key === 'Escape' && !$('detail').hidden) closeDetail()
   })

@@ -32,6 +32,7 @@ export function pageHtml (mode: InspectorMode): string {
         <button type="button" id="send-replay" data-tamper="replay" title="An exact copy of the last accepted delivery: a receiver with replay protection answers it as a duplicate">Send replay</button>
         <button type="button" id="rotate">Rotate key</button>
       </div>
+      <p id="send-target" class="hint"></p>
       <form id="enroll" class="inline">
         <label for="enroll-url">Enroll an endpoint</label>
         <input id="enroll-url" type="url" required placeholder="http://127.0.0.1:3000/webhooks" autocomplete="off" spellcheck="false">
@@ -72,15 +73,37 @@ export function pageHtml (mode: InspectorMode): string {
   <div class="split">
     <section id="deliveries" class="panel" aria-labelledby="list-title" hidden>
       <h2 id="list-title" tabindex="-1">Deliveries <span class="hint">newest first</span></h2>
+      <form id="filters" class="filters" role="search" aria-label="Filter the deliveries">
+        <label for="filter-outcome">Outcome</label>
+        <select id="filter-outcome">
+          <option value="">any</option>
+          <option value="problem">not accepted</option>
+          <option value="accepted">accepted</option>
+          <option value="duplicate">duplicate</option>
+          <option value="rejected">rejected</option>
+          <option value="failed">failed</option>
+          <option value="redirected">redirected</option>
+          <option value="no_response">no response</option>
+        </select>
+        <label for="filter-type">Event type</label>
+        <select id="filter-type"><option value="">any</option></select>
+        <label for="filter-search">Search</label>
+        <input id="filter-search" type="search" placeholder="request id or recipient" autocomplete="off" spellcheck="false">
+        <span id="filter-count" class="hint" role="status" aria-live="polite"></span>
+      </form>
       <table id="list">
-        <thead><tr><th scope="col">Time</th><th scope="col">${mode === 'sandbox' ? 'Batch' : 'Delivery'}</th><th scope="col" class="endpoint">${mode === 'sandbox' ? 'Endpoint' : 'Path'}</th><th scope="col">Events</th><th scope="col">Status</th><th scope="col">Duration</th><th scope="col">Outcome</th></tr></thead>
+        <thead><tr><th scope="col" class="time">Time</th><th scope="col">${mode === 'sandbox' ? 'Batch' : 'Delivery'}</th><th scope="col" class="endpoint">${mode === 'sandbox' ? 'Endpoint' : 'Path'}</th><th scope="col">Events</th><th scope="col">Status</th><th scope="col" class="duration">Duration</th><th scope="col">Outcome</th></tr></thead>
         <tbody></tbody>
       </table>
       <p id="empty" class="empty">${mode === 'sandbox' ? 'Nothing sent yet.' : 'Nothing received yet.'}</p>
+      <p id="no-match" class="empty" hidden>No delivery matches these filters.</p>
     </section>
     <section id="detail" class="panel detail" aria-labelledby="detail-title" hidden>
       <div class="detail-head">
-        <h2 id="detail-title" tabindex="-1"></h2>
+        <div class="detail-name">
+          <h2 id="detail-title" tabindex="-1"></h2>
+          <p id="detail-endpoint" class="mono"></p>
+        </div>
         <button type="button" id="detail-close" aria-label="Close the details (Escape)">Close</button>
       </div>
       <div id="detail-body"></div>
@@ -148,8 +171,9 @@ input[type=url], input[type=password] { background: var(--bg); border: 1px solid
 .split { display: grid; grid-template-columns: minmax(0, 1fr); gap: 12px; }
 @media (min-width: 1200px) {
   .split.open { grid-template-columns: minmax(0, 1fr) minmax(0, 1.15fr); }
-  /* Beside the detail view the list keeps what tells rows apart. */
-  .split.open .endpoint, .split.open .types { display: none; }
+  /* Beside the detail view the list keeps what tells rows apart, and where each went. */
+  .split.open .duration, .split.open .types { display: none; }
+  .split.open td.endpoint { max-width: 12em; }
 }
 table { border-collapse: collapse; width: 100%; }
 th, td { text-align: left; padding: 5px 8px; border-bottom: 1px solid var(--line); vertical-align: top; }
@@ -170,7 +194,21 @@ td.events { max-width: 18em; }
 .outcome code { margin-left: 6px; }
 .warning { color: var(--warn); font-weight: 600; }
 .empty { color: var(--muted); }
-.detail-head { display: flex; justify-content: space-between; align-items: center; gap: 8px; }
+.filters { display: flex; flex-wrap: wrap; gap: 6px 8px; align-items: center; margin: 0 0 8px; }
+.filters label { color: var(--muted); font-size: 12px; }
+select, input[type=search] { font: inherit; color: inherit; background: var(--bg); border: 1px solid var(--line); border-radius: 6px; padding: 3px 6px; }
+input[type=search] { min-width: 16em; }
+/* The head of a detail (which delivery, where it went, Close) stays in view while the detail scrolls. */
+.detail-head { display: flex; justify-content: space-between; align-items: flex-start; gap: 8px; position: sticky; top: 0; z-index: 1; background: var(--panel); margin: -12px -14px 0; padding: 12px 14px 8px; border-bottom: 1px solid var(--line); border-radius: 8px 8px 0 0; }
+.detail-name { min-width: 0; }
+.detail-name h2 { margin: 0; }
+#detail-endpoint { margin: 2px 0 0; overflow-wrap: anywhere; }
+.copy { display: flex; flex-wrap: wrap; gap: 8px; align-items: center; margin: 10px 0 0; }
+.scroll { overflow-x: auto; }
+table.events td { cursor: auto; overflow-wrap: anywhere; }
+table.events tr { cursor: auto; }
+table.events tr:hover { background: none; }
+table.events .more div { color: var(--muted); font-size: 12px; }
 .facts { display: grid; grid-template-columns: max-content minmax(0, 1fr); gap: 2px 14px; margin: 0; }
 .facts dt { color: var(--muted); }
 .facts dd { margin: 0; overflow-wrap: anywhere; }
@@ -183,5 +221,16 @@ table.headers td:first-child { white-space: nowrap; color: var(--muted); width: 
 table.headers td { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; font-size: 12.5px; overflow-wrap: anywhere; cursor: auto; }
 table.headers tr { cursor: auto; }
 table.headers tr:hover { background: none; }
-@media (max-width: 700px) { td.endpoint { max-width: 10em; } input[type=url], input[type=password] { min-width: 0; width: 100%; } }
+@media (max-width: 700px) { td.endpoint { max-width: 10em; } input[type=url], input[type=password], input[type=search] { min-width: 0; width: 100%; } }
+/* A narrow window (a phone, a side-by-side editor): the list keeps what says whether a delivery
+   worked (which one, its events, status, outcome); time, endpoint and duration are in its detail. */
+@media (max-width: 640px) {
+  .top { padding: 10px 10px; }
+  main { padding: 8px 8px 32px; }
+  .panel { padding: 10px 8px; }
+  .detail-head { margin: -10px -8px 0; padding: 10px 8px 8px; }
+  .time, .endpoint, .duration, .types { display: none; }
+  th, td { padding: 4px 5px; }
+  td.outcome { overflow-wrap: anywhere; }
+}
 `

@@ -1,0 +1,102 @@
+// Bundle size of each package entry as a Worker bundler builds it: esbuild, platform browser,
+// conditions workerd,worker,browser, minified, node:* and the peer dependencies left external (a
+// Node-only entry keeps its node: imports; fastify, hono, bullmq... are the user's own). Prints minified and gzip bytes per entry and the largest inputs of each bundle
+// (esbuild's metafile), plus the web verify path alone: a Worker importing only verifyWebhookRequest.
+//
+//   node bench/bundle-size.mjs            # from dist/ (what a user's bundler takes; build first)
+//   node bench/bundle-size.mjs --source   # from src/ (the mcwh-web-source condition), no build needed
+//   node bench/bundle-size.mjs --json     # machine-readable
+import { readFileSync } from 'node:fs'
+import path from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { gzipSync } from 'node:zlib'
+import * as esbuild from 'esbuild'
+
+const ROOT = fileURLToPath(new URL('../', import.meta.url))
+const PKG = JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8'))
+export const CONDITIONS = ['workerd', 'worker', 'browser']
+
+/** What a Worker that only verifies imports. */
+export const WEB_VERIFY = { name: 'web verifyWebhookRequest', code: "export { verifyWebhookRequest } from 'mailchannels-webhooks/web'" }
+
+/** Every entry of package.json "exports", imported whole. */
+export function entries () {
+  return Object.keys(PKG.exports)
+    .filter((key) => key !== './package.json')
+    .map((key) => {
+      const specifier = 'mailchannels-webhooks' + key.slice(1)
+      return { name: key, code: `export * from '${specifier}'` }
+    })
+}
+
+/** Maps the package's own specifiers to its TypeScript sources (as the mcwh-web-source condition does for #crypto). */
+const fromSource = {
+  name: 'mcwh-source',
+  setup (build) {
+    build.onResolve({ filter: /^mailchannels-webhooks(\/|$)/ }, (args) => {
+      const sub = '.' + args.path.slice('mailchannels-webhooks'.length)
+      const target = PKG.exports[sub]
+      const file = typeof target === 'string' ? target : target?.default
+      if (file === undefined) return { errors: [{ text: `no export ${sub}` }] }
+      return { path: path.join(ROOT, file.replace(/^\.\/dist\//, 'src/').replace(/\.js$/, '.ts')) }
+    })
+  },
+}
+
+/**
+ * Bundles `code` (resolved from the repository root) and measures it.
+ * @returns {Promise<{ minified: number, gzip: number, inputs: Array<{ path: string, bytes: number }> }>}
+ */
+export async function measure (code, { source = false } = {}) {
+  const result = await esbuild.build({
+    stdin: { contents: code, resolveDir: ROOT, loader: 'js', sourcefile: 'worker.js' },
+    bundle: true,
+    write: false,
+    format: 'esm',
+    platform: 'browser',
+    conditions: source ? ['mcwh-web-source', ...CONDITIONS] : CONDITIONS,
+    minify: true,
+    metafile: true,
+    target: 'es2022',
+    logLevel: 'silent',
+    // Peer dependencies (fastify, hono, bullmq, pg...) are the user's: measured is this package's share.
+    external: ['node:*', ...Object.keys(PKG.peerDependencies ?? {})],
+    plugins: source ? [fromSource] : [],
+  })
+  const out = result.outputFiles[0].contents
+  const meta = Object.values(result.metafile.outputs)[0]
+  const inputs = Object.entries(meta.inputs)
+    .map(([file, info]) => ({ path: file.replace(/^.*node_modules\//, 'node_modules/'), bytes: info.bytesInOutput }))
+    .filter((i) => i.bytes > 0)
+    .sort((a, b) => b.bytes - a.bytes)
+  return { minified: out.byteLength, gzip: gzipSync(out, { level: 9 }).byteLength, inputs }
+}
+
+const kb = (n) => (n / 1000).toFixed(1) + ' KB'
+
+async function main () {
+  const source = process.argv.includes('--source')
+  const json = process.argv.includes('--json')
+  const rows = []
+  for (const entry of [WEB_VERIFY, ...entries()]) {
+    try {
+      rows.push({ entry: entry.name, ...(await measure(entry.code, { source })) })
+    } catch (err) {
+      rows.push({ entry: entry.name, error: String(err?.errors?.[0]?.text ?? err) })
+    }
+  }
+  if (json) {
+    process.stdout.write(JSON.stringify(rows, null, 2) + '\n')
+    return
+  }
+  const lines = [`esbuild ${esbuild.version}, platform browser, conditions ${CONDITIONS.join(',')}, minified, gzip -9; from ${source ? 'src/' : 'dist/'}`, '',
+    '| entry | minified | gzip | largest inputs (bytes in output) |', '|---|---:|---:|---|']
+  for (const r of rows) {
+    if (r.error !== undefined) { lines.push(`| \`${r.entry}\` | - | - | ${r.error} |`); continue }
+    const top = r.inputs.slice(0, 4).map((i) => `${i.path} ${kb(i.bytes)}`).join(', ')
+    lines.push(`| \`${r.entry}\` | ${kb(r.minified)} | ${kb(r.gzip)} | ${top} |`)
+  }
+  process.stdout.write(lines.join('\n') + '\n')
+}
+
+if (process.argv[1] !== undefined && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) await main()

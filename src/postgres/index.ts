@@ -27,7 +27,7 @@ export interface PgPoolClientLike {
 export interface PgPoolLike {
   query (config: { text: string, values?: unknown[], query_timeout?: number }): Promise<PgQueryResultLike>
   connect (): Promise<PgPoolClientLike>
-  on (event: 'error', listener: (err: Error, client: unknown) => void): unknown
+  on (event: 'error' | 'connect', listener: (...args: any[]) => void): unknown
 }
 
 /**
@@ -42,7 +42,7 @@ export interface PostgresTransaction<T> {
 }
 
 export interface PostgresSeenEventsOptions<P extends PgPoolLike = PgPoolLike> {
-  /** Your node-postgres `Pool`. The store adds a listener for the pool's `'error'` event, so an idle client whose server went away does not crash the process. */
+  /** Your node-postgres `Pool`. The store listens for `'error'` on the pool and on every client it connects (once each), so a client whose server went away does not crash the process; its queries still reject. */
   pool: P
   /**
    * The table of claims and done marks, optionally schema-qualified (`app.webhook_events_seen`).
@@ -152,6 +152,10 @@ export class PostgresSeenEventsStore implements SeenEventsStore {
     if (!listened.has(pool)) {
       listened.add(pool)
       pool.on('error', () => {})
+      // And a client checked out of the pool has no pool listener: its 'error' (the server gone
+      // mid-query, or a late socket error once it is handed back broken) would crash the process
+      // too. Each new client keeps a listener for good; its queries still reject.
+      pool.on('connect', (client) => { listenForGood(client as PgPoolClientLike) })
     }
     const t = this.#table
     const input = 'unnest($1::text[], $2::text[]) AS u(f, t)'
@@ -359,6 +363,13 @@ function rowCount (result: unknown): number {
   return Array.isArray(rows) ? rows.length : -1
 }
 
+/** Gives `client` an 'error' listener that stays (once per client). */
+function listenForGood (client: PgPoolClientLike): void {
+  if (listened.has(client)) return
+  listened.add(client)
+  client.on('error', () => {})
+}
+
 /** A transaction on a node-postgres pool: a client of its own, BEGIN, work, COMMIT (ROLLBACK on failure). */
 function poolTransaction (pool: PgPoolLike, timeout: number): PostgresTransaction<PgPoolClientLike> {
   return {
@@ -376,10 +387,7 @@ function poolTransaction (pool: PgPoolLike, timeout: number): PostgresTransactio
       // its socket closes just after we hand a broken client back) its 'error' event would crash
       // the process. So every client this store uses keeps a listener for good; the failed query
       // rejects on its own.
-      if (!listened.has(client)) {
-        listened.add(client)
-        client.on('error', () => {})
-      }
+      listenForGood(client)
       let broken: Error | undefined
       const onError = (err: Error): void => { broken = err }
       client.on('error', onError)

@@ -87,14 +87,17 @@ t.test('the server goes away under the store: calls reject with ReplayStoreError
   const [held] = await store.claim(['held'], 30)
   if (!isClaim(held)) return t.fail('claimed')
   await store.has(['warm-up-more-idle-clients'])
+  // A client your own code holds checked out of the same pool (no pool listener on it then).
+  const held2 = await own.connect()
   await server.stop('kill')
-  // Idle pooled clients now get an error: without the store's 'error' listener this would crash the process.
+  // Idle and checked-out clients now get an error: without the store's listeners this would crash the process.
   await sleep(200)
   for (const call of [() => store.has(['a']), () => store.add(['a']), () => store.delete(['a']),
     () => store.claim(['a'], 30), () => store.complete([held]), () => store.release([held]), () => store.extend([held], 30)]) {
     const err = await call().then(() => null, (e: unknown) => e)
     t.ok(err instanceof ReplayStoreError, String(err))
   }
+  held2.release(true)
   await server.start()
   t.same(await store.claim(['held', 'b'], 30).then((r) => r.map((x) => isClaim(x) ? 'claimed' : x)), ['processing', 'claimed'], 'the claim survived the crash (it was committed)')
 })

@@ -255,31 +255,34 @@ export const APP_JS = String.raw`'use strict'
     return (mode === 'sandbox' ? 'The receiver answered ' : 'Verified with the library: answered ') + d.statusCode + ', ' + word
   }
 
-  // The events of the body, one per row: the fields people look for first, then the rest.
-  const EVENT_COLUMNS = ['event', 'email', 'recipients', 'request_id', 'timestamp']
+  // The events of the body, one per row (the fields people look for first), each with a line of
+  // its other fields beneath.
+  const EVENT_COLUMNS = ['event', 'timestamp', 'email', 'recipients', 'request_id']
   const MAX_EVENT_ROWS = 1000
   const fieldText = (value) => (typeof value === 'string' ? value : JSON.stringify(value))
   function eventsTable (body) {
     let events = null
     try { events = JSON.parse(body) } catch {}
     if (!Array.isArray(events)) return el('p', { id: 'detail-events-none' }, 'The body is not a JSON array of events.')
-    const rowsOut = events.slice(0, MAX_EVENT_ROWS).map((e, i) => {
+    const groups = events.slice(0, MAX_EVENT_ROWS).map((e, i) => {
       const event = e !== null && typeof e === 'object' && !Array.isArray(e) ? e : { event: e }
       const time = typeof event.timestamp === 'number' ? new Date(event.timestamp * 1000) : null
       const rest = Object.keys(event).filter((name) => !EVENT_COLUMNS.includes(name) && name !== 'customer_handle')
-      return el('tr', null,
-        el('td', { class: 'num' }, String(i + 1)),
-        el('td', null, event.event === undefined ? '—' : fieldText(event.event)),
-        el('td', null, event.email === undefined ? '' : fieldText(event.email)),
-        el('td', null, Array.isArray(event.recipients) ? event.recipients.map(fieldText).join(', ') : event.recipients === undefined ? '' : fieldText(event.recipients)),
-        el('td', { class: 'mono' }, event.request_id === undefined ? '' : fieldText(event.request_id)),
-        el('td', null, time !== null && !isNaN(time) ? el('time', { datetime: time.toISOString(), title: time.toISOString() }, clock(time.toISOString())) : event.timestamp === undefined ? '' : fieldText(event.timestamp)),
-        el('td', { class: 'more' }, rest.map((name) => el('div', null, name + ': ' + fieldText(event[name])))))
+      const cell = (value, cls) => el('td', { class: cls }, value === undefined ? '' : fieldText(value))
+      return el('tbody', { class: 'event' },
+        el('tr', { class: 'main' },
+          el('td', { class: 'num' }, String(i + 1)),
+          cell(event.event === undefined ? '—' : event.event, 'nowrap'),
+          el('td', { class: 'nowrap time' }, time !== null && !isNaN(time) ? el('time', { datetime: time.toISOString(), title: time.toISOString() }, clock(time.toISOString())) : event.timestamp === undefined ? '' : fieldText(event.timestamp)),
+          cell(event.email),
+          el('td', null, Array.isArray(event.recipients) ? event.recipients.map(fieldText).join(', ') : event.recipients === undefined ? '' : fieldText(event.recipients)),
+          cell(event.request_id, 'mono')),
+        rest.length === 0 ? null : el('tr', { class: 'more' }, el('td'), el('td', { colspan: 5 }, rest.map((name) => el('span', null, name + ': ' + fieldText(event[name]))))))
     })
     return el('div', { class: 'scroll' },
       el('table', { class: 'events', id: 'detail-events' },
-        el('thead', null, el('tr', null, ['#', 'Event', 'Email', 'Recipients', 'Request id', 'Time', 'Other fields'].map((name) => el('th', { scope: 'col' }, name)))),
-        el('tbody', null, rowsOut)),
+        el('thead', null, el('tr', null, ['#', 'Event', 'Time', 'Email', 'Recipients', 'Request id'].map((name) => el('th', { scope: 'col', class: name === 'Time' ? 'time' : null }, name)))),
+        groups),
       events.length > MAX_EVENT_ROWS ? el('p', { class: 'hint' }, 'and ' + (events.length - MAX_EVENT_ROWS) + ' more (see the body)') : null)
   }
 
@@ -333,8 +336,6 @@ export const APP_JS = String.raw`'use strict'
     }
     out.append(copyButtons(d))
 
-    out.append(el('h3', null, d.eventCount === null ? 'Events' : 'Events (' + d.eventCount + ')'), eventsTable(d.request.body))
-
     out.append(el('h3', null, 'Request headers'), headersTable('detail-headers', d.request.headers))
 
     const sig = d.signature
@@ -355,6 +356,7 @@ export const APP_JS = String.raw`'use strict'
       digest.matches === true ? el('strong', null, 'matches the body') : digest.matches === false ? el('strong', { class: 'warning' }, 'does not match the body') : 'could not be read',
       '. The body hashes to ', el('code', null, digest.computed)))
 
+    out.append(el('h3', null, d.eventCount === null ? 'Events' : 'Events (' + d.eventCount + ')'), d.request.bodyTruncated ? el('p', null, 'The body was cut short: its events are not shown.') : eventsTable(d.request.body))
     out.append(el('h3', null, 'Body (' + d.request.bodyBytes + ' bytes' + (d.request.bodyTruncated ? ', cut short' : '') + ')'), el('pre', { id: 'detail-payload' }, pretty(d.request.body)))
     if (d.curl !== null) {
       out.append(el('details', { id: 'detail-curl-box' },

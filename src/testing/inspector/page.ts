@@ -74,7 +74,7 @@ export function pageHtml (mode: InspectorMode): string {
     <section id="deliveries" class="panel" aria-labelledby="list-title" hidden>
       <h2 id="list-title" tabindex="-1">Deliveries <span class="hint">newest first</span></h2>
       <form id="filters" class="filters" role="search" aria-label="Filter the deliveries">
-        <label for="filter-outcome">Outcome</label>
+        <span class="field"><label for="filter-outcome">Outcome</label>
         <select id="filter-outcome">
           <option value="">any</option>
           <option value="problem">not accepted</option>
@@ -84,11 +84,11 @@ export function pageHtml (mode: InspectorMode): string {
           <option value="failed">failed</option>
           <option value="redirected">redirected</option>
           <option value="no_response">no response</option>
-        </select>
-        <label for="filter-type">Event type</label>
-        <select id="filter-type"><option value="">any</option></select>
-        <label for="filter-search">Search</label>
-        <input id="filter-search" type="search" placeholder="request id or recipient" autocomplete="off" spellcheck="false">
+        </select></span>
+        <span class="field"><label for="filter-type">Event type</label>
+        <select id="filter-type"><option value="">any</option></select></span>
+        <span class="field"><label for="filter-search">Search</label>
+        <input id="filter-search" type="search" placeholder="request id or recipient" autocomplete="off" spellcheck="false"></span>
         <span id="filter-count" class="hint" role="status" aria-live="polite"></span>
       </form>
       <table id="list">
@@ -195,6 +195,7 @@ td.events { max-width: 18em; }
 .warning { color: var(--warn); font-weight: 600; }
 .empty { color: var(--muted); }
 .filters { display: flex; flex-wrap: wrap; gap: 6px 8px; align-items: center; margin: 0 0 8px; }
+.filters .field { display: inline-flex; gap: 6px; align-items: center; }
 .filters label { color: var(--muted); font-size: 12px; }
 select, input[type=search] { font: inherit; color: inherit; background: var(--bg); border: 1px solid var(--line); border-radius: 6px; padding: 3px 6px; }
 input[type=search] { min-width: 16em; }
@@ -205,10 +206,16 @@ input[type=search] { min-width: 16em; }
 #detail-endpoint { margin: 2px 0 0; overflow-wrap: anywhere; }
 .copy { display: flex; flex-wrap: wrap; gap: 8px; align-items: center; margin: 10px 0 0; }
 .scroll { overflow-x: auto; }
-table.events td { cursor: auto; overflow-wrap: anywhere; }
+/* Addresses wrap between words; request ids (random letters) anywhere. */
+table.events td { cursor: auto; overflow-wrap: break-word; }
+table.events td.mono, table.events tr.more td { overflow-wrap: anywhere; }
+table.events td.nowrap { white-space: nowrap; }
 table.events tr { cursor: auto; }
 table.events tr:hover { background: none; }
-table.events .more div { color: var(--muted); font-size: 12px; }
+table.events tr.main td { border-bottom: 0; padding-bottom: 0; }
+table.events tr.more td { color: var(--muted); font-size: 12px; padding-top: 0; }
+table.events tr.more span { margin-right: 14px; }
+table.events tbody.event:not(:has(tr.more)) tr.main td { border-bottom: 1px solid var(--line); padding-bottom: 5px; }
 .facts { display: grid; grid-template-columns: max-content minmax(0, 1fr); gap: 2px 14px; margin: 0; }
 .facts dt { color: var(--muted); }
 .facts dd { margin: 0; overflow-wrap: anywhere; }
@@ -232,5 +239,8 @@ table.headers tr:hover { background: none; }
   .time, .endpoint, .duration, .types { display: none; }
   th, td { padding: 4px 5px; }
   td.outcome { overflow-wrap: anywhere; }
+  .filters .field { flex: 1 1 100%; }
+  .filters .field select, .filters .field input { flex: 1; }
+  table.events td { overflow-wrap: anywhere; }
 }
 `

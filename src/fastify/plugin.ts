@@ -119,7 +119,9 @@ function setup (fastify: FastifyInstance, registration: MailChannelsWebhooksOpti
   if (fastify.hasRequestDecorator(kEvents as unknown as string)) {
     throw coded(new Error('mailchannels-webhooks is already registered in this scope or a parent scope; give a route its own options with config.mailchannelsWebhooks instead'), 'FST_MCWH_ALREADY_REGISTERED')
   }
-  if (fastify.hasRequestDecorator('webhookEvents')) {
+  const root = rootOf(fastify)
+  const rootState = stateOf(root)
+  if (!rootState.webhookEvents && fastify.hasRequestDecorator('webhookEvents')) {
     throw coded(new Error('request.webhookEvents is already decorated in this scope (by the app or another plugin), and mailchannels-webhooks sets it to the verified events: ' +
       'remove the other decorator, or register mailchannels-webhooks in a scope without it'), 'FST_MCWH_DECORATOR_PRESENT')
   }
@@ -165,13 +167,18 @@ function setup (fastify: FastifyInstance, registration: MailChannelsWebhooksOpti
 
   fastify.decorateRequest(kEvents as unknown as string, null)
   fastify.decorateRequest(kAccepted as unknown as string, null)
-  fastify.decorateRequest('webhookEvents', {
-    getter (this: FastifyRequest): WebhookEvent[] {
-      const events = (this as FastifyRequest & { [kEvents]: WebhookEvent[] | null })[kEvents]
-      if (events === null) throw notVerified(this)
-      return events
-    },
-  } as never)
+  if (!rootState.webhookEvents) {
+    // At the root, so reading it throws, saying why, in every scope of the app (the plugin's
+    // scope and those inside it get it through the prototype chain, whenever they were created).
+    root.decorateRequest('webhookEvents', {
+      getter (this: FastifyRequest): WebhookEvent[] {
+        const events = (this as FastifyRequest & { [kEvents]?: WebhookEvent[] | null })[kEvents]
+        if (events === null || events === undefined) throw notVerified(this)
+        return events
+      },
+    } as never)
+    rootState.webhookEvents = true
+  }
 
   // Routes declared from now on in this scope and the scopes registered inside it: an opted-in
   // route gets its hooks now (nothing is added to the other routes), options validated at declaration.
@@ -203,8 +210,6 @@ function setup (fastify: FastifyInstance, registration: MailChannelsWebhooksOpti
   // and gives a route its scope's hooks when the app starts (node_modules/fastify/fastify.js
   // addHook, lib/route.js). Only then does the scope get hooks, which leave other routes after one
   // config read.
-  const root = rootOf(fastify)
-  const rootState = stateOf(root)
   const routesBefore = fastify.printRoutes() !== '(empty tree)'
   if (routesBefore) {
     addScopeHooks(fastify, resolveRoute)
@@ -283,6 +288,8 @@ function rootOf (instance: FastifyInstance): FastifyInstance {
 interface RootState {
   /** Scopes whose hooks verify the routes in them declared before the plugin loaded (and in scopes inside them). */
   covered: object[]
+  /** `request.webhookEvents` is decorated at the root (by the first registration). */
+  webhookEvents: boolean
   watching: boolean
   guarding: boolean
 }
@@ -292,7 +299,7 @@ const rootStates = new WeakMap<object, RootState>()
 function stateOf (root: FastifyInstance): RootState {
   let state = rootStates.get(root)
   if (state === undefined) {
-    state = { covered: [], watching: false, guarding: false }
+    state = { covered: [], webhookEvents: false, watching: false, guarding: false }
     rootStates.set(root, state)
   }
   return state

@@ -16,7 +16,11 @@ function appRoutes (app: FastifyInstance, prefix = ''): void {
   app.patch(`${prefix}/items/:id`, async (request) => ({ patch: request.body }))
   app.delete(`${prefix}/items/:id`, async (request) => ({ deleted: (request.params as { id: string }).id, body: request.body ?? null }))
   app.get(`${prefix}/items`, async (request) => ({ items: [], query: request.query }))
-  app.post(`${prefix}/probe`, async (request) => ({ events: webhookEventsOf(request) ?? null }))
+  app.post(`${prefix}/probe`, async (request) => {
+    let threw = false
+    try { void request.webhookEvents } catch { threw = true }
+    return { events: webhookEventsOf(request) ?? null, threw }
+  })
 }
 
 /** The app's own content-type parsers: a form parser, a multipart parser and a catch-all. */
@@ -156,7 +160,7 @@ for (const style of Object.keys(STYLES)) {
       t.equal(b.body, a.body, `${r.name}: body`)
       t.equal(b.headers['content-type'], a.headers['content-type'], `${r.name}: content type`)
     }
-    t.same((await withPlugin.app.inject({ method: 'POST', url: '/probe', headers: { 'content-type': 'application/json' }, payload: '{}' })).json(), { events: null }, 'no events on an app route')
+    t.same((await withPlugin.app.inject({ method: 'POST', url: '/probe', headers: { 'content-type': 'application/json' }, payload: '{}' })).json(), { events: null, threw: true }, 'on an app route: no events, and request.webhookEvents throws')
 
     // Webhook routes: the plugin's path route and the opted-in /hook.
     seen.length = 0

@@ -1,6 +1,5 @@
 import { sameKey } from '#crypto'
 import type { VerifyKey } from '../crypto/types.js'
-import { LRUCache } from 'lru-cache'
 import { DEFAULT_BASE_URL, parseBaseUrl } from '../base-url.js'
 import { keyFetchEnded, keyFetchStarted } from '../diagnostics/key-fetch.js'
 import { VerificationError } from '../errors.js'
@@ -8,6 +7,7 @@ import { noopLogger, type Logger } from '../logger.js'
 import { KEY_ID_RULE, isKeyId } from './key-id.js'
 import { fetchPublicKey, KeyFetchError, publicKeyUrl } from './fetch-public-key.js'
 import { RecurrenceGate } from './recurrence-gate.js'
+import { TtlCache } from './ttl-cache.js'
 
 /** Options of a `KeyStore`. Every value is validated once, at construction. */
 export interface KeyStoreOptions {
@@ -122,14 +122,14 @@ function positive (value: unknown, name: string, integer = false): number {
 
 /**
  * Fetches Ed25519 signing keys by key id, once, and keeps them safely:
- * a bounded LRU with TTL and single-flight fetches (lru-cache's `fetchMethod`), a bounded
- * negative cache, a global fetch budget and concurrency cap, a fetch timeout, and a bounded
- * stale window when the endpoint fails. Keys are imported once and reused (a `KeyObject` on Node, a `CryptoKey` elsewhere).
+ * a bounded LRU with TTL and single-flight fetches, a bounded negative cache, a global fetch
+ * budget and concurrency cap, a fetch timeout, and a bounded stale window when the endpoint
+ * fails. Keys are imported once and reused (a `KeyObject` on Node, a `CryptoKey` elsewhere).
  */
 export class KeyStore {
-  /** The fetch context is the logger of the call that started the fetch. */
-  readonly #keys: LRUCache<string, Entry, Logger>
-  readonly #failures: LRUCache<string, VerificationError>
+  /** A stale key stays held (not returned) so a failed refresh can fall back to it. */
+  readonly #keys: TtlCache<string, Entry>
+  readonly #failures: TtlCache<string, VerificationError>
   readonly #baseUrl: string
   readonly #fetch: typeof globalThis.fetch
   readonly #now: () => number
@@ -143,7 +143,7 @@ export class KeyStore {
   readonly #maxConcurrent: number
   readonly #refreshCooldown: number
   /** Key ids refreshed within the cooldown, and the refresh in flight per key id. */
-  readonly #refreshedAt: LRUCache<string, number>
+  readonly #refreshedAt: TtlCache<string, number>
   readonly #refreshing = new Map<string, Promise<VerifyKey | undefined>>()
   readonly #gate: RecurrenceGate
   #tokens: number
@@ -153,6 +153,8 @@ export class KeyStore {
   #budgetLoggedCount = 0
   /** Single flight: the fetch in progress per key id. */
   readonly #pending = new Map<string, Promise<Entry | undefined>>()
+  /** The fetches in flight, aborted by `clear()` (a key fetched before it must not come back after). */
+  readonly #aborts = new Set<AbortController>()
   /** Key ids `prefetch` already fetched (or tried): it fetches each once. */
   readonly #prefetched = new Set<string>()
   readonly #stats = { fetches: 0, negativeHits: 0, budgetRejections: 0 }
@@ -176,17 +178,11 @@ export class KeyStore {
     this.#tokens = this.#budget
     this.#refilledAt = this.#now()
     this.#gate = new RecurrenceGate(this.#budget, this.#now)
-    const perf = { now: () => this.#now() }
-    this.#failures = new LRUCache({ max: positive(options.maxFailures ?? 1000, 'maxFailures', true), ttl: this.#errorTtl, perf })
-    this.#refreshedAt = new LRUCache({ max: positive(options.maxKeys ?? 100, 'maxKeys', true), ttl: this.#refreshCooldown, perf })
-    this.#keys = new LRUCache<string, Entry, Logger>({
-      max: positive(options.maxKeys ?? 100, 'maxKeys', true),
-      ttl: this.#keyTtl,
-      // A stale key stays held (not returned) so a failed refresh can fall back to it.
-      noDeleteOnStaleGet: true,
-      perf,
-      fetchMethod: (keyId, stale, { signal, options: setOptions, context }) => this.#load(keyId, stale, signal, setOptions, context),
-    })
+    const now = (): number => this.#now()
+    const maxKeys = positive(options.maxKeys ?? 100, 'maxKeys', true)
+    this.#failures = new TtlCache({ max: positive(options.maxFailures ?? 1000, 'maxFailures', true), ttl: this.#errorTtl, now })
+    this.#refreshedAt = new TtlCache({ max: maxKeys, ttl: this.#refreshCooldown, now })
+    this.#keys = new TtlCache({ max: maxKeys, ttl: this.#keyTtl, now, keepStale: true })
   }
 
   /** The base URL keys are fetched from. */
@@ -216,11 +212,10 @@ export class KeyStore {
     const log = this.#logger(logger)
     let pending = this.#pending.get(keyId)
     if (pending === undefined) {
-      // Spend the budget before lru-cache sees the id: every fetch() puts a placeholder
-      // in the key LRU, so a flood of random key ids would otherwise evict cached keys.
+      // Spend the budget before fetching: a flood of random key ids must not reach the endpoint.
       // A key id already known (a stale real key) refreshes outside the budget: the budget
       // guards against unknown ids, and a flood of them must not starve the real key.
-      const known = this.#keys.get(keyId, { allowStale: true }) !== undefined
+      const known = this.#keys.get(keyId, true) !== undefined
       if (!known && !this.#takeToken(keyId)) {
         this.#stats.budgetRejections++
         const err = new VerificationError('key_unavailable', 'The signing key could not be fetched now: the key-fetch budget is spent. MailChannels will retry the delivery.', 60)
@@ -246,7 +241,7 @@ export class KeyStore {
     try {
       entry = await pending
     } catch (err) {
-      // e.g. lru-cache's abort when clear() runs during a fetch: still a typed, retryable failure.
+      // e.g. the abort when clear() runs during a fetch: still a typed, retryable failure.
       if (err instanceof VerificationError) throw err
       throw new VerificationError('key_unavailable', 'The signing key could not be fetched.', 30)
     }
@@ -264,7 +259,7 @@ export class KeyStore {
   refresh (keyId: string, failed: VerifyKey, logger?: Logger): Promise<VerifyKey | undefined> {
     const inFlight = this.#refreshing.get(keyId)
     if (inFlight !== undefined) return inFlight
-    const entry = this.#keys.get(keyId, { allowStale: true })
+    const entry = this.#keys.get(keyId, true)
     if (entry === undefined) return Promise.resolve(undefined)
     if (entry.key !== failed) return Promise.resolve(entry.key) // refreshed meanwhile
     const now = this.#now()
@@ -340,6 +335,8 @@ export class KeyStore {
 
   /** Forgets every key and failure (e.g. after a known rotation). */
   clear (): void {
+    for (const controller of this.#aborts) controller.abort(new DOMException('The key store was cleared.', 'AbortError'))
+    this.#aborts.clear()
     this.#keys.clear()
     this.#failures.clear()
     this.#gate.clear()
@@ -364,9 +361,28 @@ export class KeyStore {
     return true
   }
 
-  /** Starts the single-flight fetch of `keyId` (the caller has taken a budget token, or needs none). */
+  /**
+   * Starts the single-flight fetch of `keyId` (the caller has taken a budget token, or needs none).
+   * A fetched key is held for `keyTtl` (or the shorter time a stale fallback sets); a failed
+   * fetch drops the stale key it could not stand in for. `log` is the logger of the call that
+   * started the fetch.
+   */
   #startFetch (keyId: string, log: Logger): Promise<Entry | undefined> {
-    const pending = this.#keys.fetch(keyId, { context: log })
+    const controller = new AbortController()
+    this.#aborts.add(controller)
+    const stale = this.#keys.get(keyId, true)
+    const setOptions: { ttl?: number } = {}
+    const settled = (): void => { this.#aborts.delete(controller) }
+    const pending = this.#load(keyId, stale, controller.signal, setOptions, log).then((entry) => {
+      settled()
+      if (controller.signal.aborted) throw controller.signal.reason
+      this.#keys.set(keyId, entry, setOptions.ttl)
+      return entry
+    }, (err: unknown) => {
+      settled()
+      if (!controller.signal.aborted && this.#keys.get(keyId, true) === stale) this.#keys.delete(keyId)
+      throw err
+    })
     this.#pending.set(keyId, pending)
     const done = (): void => { this.#pending.delete(keyId) }
     pending.then(done, done)
@@ -377,7 +393,7 @@ export class KeyStore {
     return logger === undefined || logger === noopLogger ? this.#log : logger
   }
 
-  /** Runs inside lru-cache's fetch. */
+  /** The fetch itself; `setOptions.ttl` is how long to hold what it returns, when not `keyTtl`. */
   async #load (keyId: string, stale: Entry | undefined, signal: AbortSignal, setOptions: { ttl?: number }, log: Logger | undefined): Promise<Entry> {
     this.#inFlight++
     this.#stats.fetches++
@@ -416,7 +432,7 @@ export class KeyStore {
       return stale
     }
     const ttl = err.type === 'unknown_key' ? this.#unknownKeyTtl : this.#errorTtl
-    this.#failures.set(keyId, err, { ttl })
+    this.#failures.set(keyId, err, ttl)
     this.#logFailure(log, keyId, err, Math.ceil(ttl / 1000), err.type === 'unknown_key' ? 'the key id is unknown to MailChannels' : 'fetching the signing key failed')
     throw err
   }

@@ -1,4 +1,4 @@
-import { LRUCache } from 'lru-cache'
+import { TtlCache } from './ttl-cache.js'
 
 /*
  * Why the key-fetch budget ranks key ids, and why by spaced sightings.
@@ -58,14 +58,14 @@ function outranks (a: Sighting, b: Sighting): boolean {
 export class RecurrenceGate {
   readonly #reserve: number
   readonly #now: () => number
-  readonly #seen: LRUCache<string, Sighting>
+  readonly #seen: TtlCache<string, Sighting>
   readonly #ranked = new Map<string, Sighting>()
 
   /** @param budget fetches per minute; half of it (rounded down) is reserved for recurring ids. */
   constructor (budget: number, now: () => number) {
     this.#reserve = Math.floor(budget / 2)
     this.#now = now
-    this.#seen = new LRUCache({ max: MAX_SEEN, ttl: WINDOW_MS, ttlResolution: 0, perf: { now } })
+    this.#seen = new TtlCache({ max: MAX_SEEN, ttl: WINDOW_MS, now })
   }
 
   /**

@@ -9,6 +9,7 @@ import { HTTP_STATUS_BY_TYPE, VerificationError, type VerifyErrorType } from '..
 import type { WebhookEvent } from '../events/types.js'
 import type { KeyStore } from '../keys/key-store.js'
 import type { Logger } from '../logger.js'
+import { synchronousClaims } from '../replay/memory-store.js'
 import { deliveryId, type ClaimState, type ReplayStore } from '../replay/types.js'
 import { readSignatureFields, type HeadersInput } from '../verify/headers.js'
 import { parseSignature } from '../verify/signature-input.js'
@@ -70,18 +71,39 @@ function verifyBody (r: ResolvedReceiver, body: Uint8Array, headers: HeadersInpu
 /** The outcome of a replay claim. */
 type ClaimOutcome = { claimed: true, id: string } | { claimed: false, state: Exclude<ClaimState, 'claimed'> }
 
-/** Claims a verified delivery. Rejects with `replay_store_unavailable` when the store fails (fail closed). */
-async function claimDelivery (store: ReplayStore, delivery: VerifiedDelivery, ttl: number): Promise<ClaimOutcome> {
-  const id = deliveryId(delivery.base, delivery.signature)
-  let state: ClaimState
-  try {
-    state = await store.claim(id, ttl)
-  } catch (err) {
-    throw new VerificationError('replay_store_unavailable', 'The replay store is unavailable; MailChannels will retry the delivery.', REPLAY_RETRY_AFTER, { cause: err })
-  }
+function storeUnavailable (err: unknown): VerificationError {
+  return new VerificationError('replay_store_unavailable', 'The replay store is unavailable; MailChannels will retry the delivery.', REPLAY_RETRY_AFTER, { cause: err })
+}
+
+function claimOutcome (id: string, state: ClaimState): ClaimOutcome {
   if (state === 'claimed') return { claimed: true, id }
   if (state === 'processing' || state === 'done') return { claimed: false, state }
   throw new VerificationError('replay_store_unavailable', 'The replay store gave an unexpected answer.', REPLAY_RETRY_AFTER)
+}
+
+/**
+ * Claims a verified delivery: at once from the default memory store (no promise), else through
+ * the store's promise. Throws / rejects with `replay_store_unavailable` when the store fails (fail closed).
+ */
+function claimDelivery (store: ReplayStore, delivery: VerifiedDelivery, ttl: number): ClaimOutcome | Promise<ClaimOutcome> {
+  const id = deliveryId(delivery.signature)
+  const now = synchronousClaims(store)
+  if (now !== null) {
+    let state: ClaimState
+    try {
+      state = now.claim(id, ttl)
+    } catch (err) {
+      throw storeUnavailable(err)
+    }
+    return claimOutcome(id, state)
+  }
+  let pending: Promise<ClaimState>
+  try {
+    pending = store.claim(id, ttl)
+  } catch (err) {
+    return Promise.reject(storeUnavailable(err))
+  }
+  return Promise.resolve(pending).then((state) => claimOutcome(id, state), (err: unknown) => { throw storeUnavailable(err) })
 }
 
 /** Whether a handler's answer counts as handled: any 2xx. */
@@ -130,15 +152,23 @@ export class ClaimSettlement {
  * release leaves the claim until it expires (fail closed), a failed complete leaves it `processing`.
  */
 function settleClaim (store: ReplayStore, id: string, ttl: number, ok: boolean, log: Logger): void {
+  const failed = (err: unknown): void => {
+    log.error({ op: ok ? 'complete' : 'release', err: err instanceof Error ? err.message : String(err) }, 'mailchannels webhook: the replay store failed to record the delivery outcome')
+  }
+  const now = synchronousClaims(store)
   let p: Promise<void>
   try {
+    if (now !== null) {
+      if (ok) now.complete(id, ttl)
+      else now.release(id)
+      return
+    }
     p = ok ? store.complete(id, ttl) : store.release(id)
   } catch (err) {
-    p = Promise.reject(err)
+    failed(err)
+    return
   }
-  Promise.resolve(p).catch((err: unknown) => {
-    log.error({ op: ok ? 'complete' : 'release', err: err instanceof Error ? err.message : String(err) }, 'mailchannels webhook: the replay store failed to record the delivery outcome')
-  })
+  Promise.resolve(p).catch(failed)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -276,15 +306,24 @@ export function createReceiver (r: ResolvedReceiver): Receiver {
       observation.accepted()
       return { kind: 'accepted', events: delivery.events, keyId: delivery.keyId, claim: new ClaimSettlement(null, '', 0, log, observation) }
     }
-    return claimDelivery(store, delivery, replayTtl).then((outcome): ReceiveOutcome => {
-      if (!outcome.claimed) {
-        log.info({ keyId: delivery.keyId, state: outcome.state }, 'mailchannels webhook: duplicate delivery, not handled again')
-        if (observation !== null) observation.finish('duplicate', null, DUPLICATE.reply.status)
-        return DUPLICATE
-      }
-      if (observation !== null) observation.accepted()
-      return { kind: 'accepted', events: delivery.events, keyId: delivery.keyId, claim: new ClaimSettlement(store, outcome.id, replayTtl, log, observation) }
-    }, (err: unknown) => reject(err, headers, log, observation))
+    let claimed: ClaimOutcome | Promise<ClaimOutcome>
+    try {
+      claimed = claimDelivery(store, delivery, replayTtl)
+    } catch (err) {
+      return reject(err, headers, log, observation)
+    }
+    if (claimed instanceof Promise) return claimed.then((o) => claimedOutcome(o, delivery, log, observation), (err: unknown) => reject(err, headers, log, observation))
+    return claimedOutcome(claimed, delivery, log, observation)
+  }
+
+  function claimedOutcome (outcome: ClaimOutcome, delivery: VerifiedDelivery, log: Logger, observation: DeliveryObservation | null): ReceiveOutcome {
+    if (!outcome.claimed) {
+      log.info({ keyId: delivery.keyId, state: outcome.state }, 'mailchannels webhook: duplicate delivery, not handled again')
+      if (observation !== null) observation.finish('duplicate', null, DUPLICATE.reply.status)
+      return DUPLICATE
+    }
+    if (observation !== null) observation.accepted()
+    return { kind: 'accepted', events: delivery.events, keyId: delivery.keyId, claim: new ClaimSettlement(store, outcome.id, replayTtl, log, observation) }
   }
 
   function check (headers: HeadersInput, log: Logger): RejectedOutcome | null {

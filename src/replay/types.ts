@@ -1,4 +1,4 @@
-import { hashBase64url } from '#crypto'
+import { base64url } from '#crypto'
 
 /** Where a delivery stands in a replay store. */
 export type ClaimState = 'claimed' | 'processing' | 'done'
@@ -25,10 +25,16 @@ export interface ReplayStore {
   release (id: string): Promise<void>
 }
 
-/** The replay key of a verified delivery: SHA-256 over the signature base and the signature bytes. */
-export function deliveryId (base: Uint8Array, signature: Uint8Array): string {
-  const both = new Uint8Array(base.byteLength + signature.byteLength)
-  both.set(base)
-  both.set(signature, base.byteLength)
-  return hashBase64url('sha256', both)
+/**
+ * The replay key of a verified delivery: its Ed25519 signature bytes, base64url (86 characters).
+ * The signature identifies the signed delivery without a hash over it: a resend of the same
+ * signature gets the same key, and two different signature bases cannot share a signature.
+ * Ed25519 as verified here is strongly unforgeable (RFC 8032 section 5.1.7 requires S < L, and
+ * https://eprint.iacr.org/2020/823 proves SUF-CMA for that check), so no other valid
+ * signature exists for the same base either, and no one without the key can make one.
+ * The bytes are re-encoded rather than taken from the header, whose base64 text could vary
+ * (unused low bits) for the same bytes.
+ */
+export function deliveryId (signature: Uint8Array): string {
+  return base64url(signature)
 }

@@ -46,7 +46,7 @@ t.test('Redis stores on a local Redis Cluster', { skip: reason ?? false }, async
     })
     t.test(`RedisReplayStore, waitForReplicas ${waitForReplicas}: deliveries on every master`, async (t) => {
       const store = new RedisReplayStore(client, { prefix: `replay-${waitForReplicas}:`, waitForReplicas, timeout })
-      const ids = Array.from({ length: 30 }, (_v, i) => deliveryId(Buffer.from(`cluster delivery ${i}`), Buffer.alloc(64, i)))
+      const ids = Array.from({ length: 30 }, (_v, i) => deliveryId(Buffer.alloc(64, i)))
       t.equal((await mastersOf(cluster, ids.map((id) => `replay-${waitForReplicas}:${id}`))).size, 3, 'the deliveries live on all three masters')
       t.same(await Promise.all(ids.map(async (id) => await store.claim(id, 60))), ids.map(() => 'claimed'))
       t.same(await Promise.all(ids.map(async (id) => await store.claim(id, 60))), ids.map(() => 'processing'))

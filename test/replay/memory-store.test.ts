@@ -1,7 +1,8 @@
 import t from 'tap'
 import { MemoryReplayStore, deliveryId } from '../../src/index.js'
+import { synchronousClaims } from '../../src/replay/memory-store.js'
 
-const id = (n: number): string => deliveryId(Buffer.from(`base ${n}`), Buffer.alloc(64, n % 256))
+const id = (n: number): string => { const sig = Buffer.alloc(64, 7); sig.writeUInt32BE(n); return deliveryId(sig) }
 
 t.test('claim, complete and release follow the delivery lifecycle', async (t) => {
   const store = new MemoryReplayStore()
@@ -53,11 +54,44 @@ t.test('options and arguments are validated', async (t) => {
   t.equal(await store.claim(id(1), 1), 'claimed', 'a rejected claim wrote nothing')
 })
 
-t.test('deliveryId depends on the base and on the signature', async (t) => {
-  const base = Buffer.from('"content-digest": sha-256=:x:\n"@signature-params": ("content-digest");created=1')
+t.test('deliveryId is the signature bytes, re-encoded: the same bytes give the same id, any other bytes another', async (t) => {
   const sig = Buffer.alloc(64, 1)
-  t.equal(deliveryId(base, sig), deliveryId(Buffer.from(base), Buffer.from(sig)))
-  t.match(deliveryId(base, sig), /^[A-Za-z0-9_-]{43}$/)
-  t.not(deliveryId(base, sig), deliveryId(base, Buffer.alloc(64, 2)))
-  t.not(deliveryId(base, sig), deliveryId(Buffer.concat([base, Buffer.from('0')]), sig))
+  t.equal(deliveryId(sig), deliveryId(Uint8Array.from(sig)))
+  t.equal(deliveryId(sig), sig.toString('base64url'))
+  t.match(deliveryId(sig), /^[A-Za-z0-9_-]{86}$/)
+  for (let byte = 0; byte < 64; byte++) {
+    const other = Buffer.from(sig)
+    other[byte] = other[byte]! ^ 0x80
+    t.not(deliveryId(other), deliveryId(sig), `a change in byte ${byte}`)
+  }
+})
+
+t.test('the synchronous claims are the same store as its promises', async (t) => {
+  const store = new MemoryReplayStore()
+  const now = synchronousClaims(store)
+  if (now === null) throw new Error('a MemoryReplayStore has synchronous claims')
+  t.equal(now.claim(id(1), 360), 'claimed')
+  t.equal(await store.claim(id(1), 360), 'processing', 'a claim made at once is seen by the promise API')
+  now.complete(id(1), 360)
+  t.equal(await store.claim(id(1), 360), 'done')
+  now.release(id(1))
+  t.equal(now.claim(id(1), 360), 'done', 'release never forgets a completed delivery')
+  await store.claim(id(2), 360)
+  now.release(id(2))
+  t.equal(now.claim(id(2), 360), 'claimed', 'a released claim is handled again')
+  t.throws(() => now.claim(id(3), 0), { name: 'TypeError', message: /ttlSeconds/ })
+  t.equal(store.size, 2, 'a refused ttl wrote nothing')
+})
+
+t.test('no synchronous claims for a store whose methods are not the memory store\'s own', async (t) => {
+  class Counting extends MemoryReplayStore {
+    claims = 0
+    override async claim (id: string, ttl: number): Promise<'claimed' | 'processing' | 'done'> { this.claims++; return await super.claim(id, ttl) }
+  }
+  t.equal(synchronousClaims(new Counting()), null, 'a subclass that overrides claim is called through it')
+  const spied = new MemoryReplayStore()
+  spied.release = async () => { throw new Error('down') }
+  t.equal(synchronousClaims(spied), null, 'a method replaced on the instance is called')
+  t.equal(synchronousClaims({ claim: async () => 'claimed', complete: async () => {}, release: async () => {} }), null, 'another store')
+  t.not(synchronousClaims(new MemoryReplayStore()), null)
 })

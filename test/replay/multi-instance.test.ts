@@ -31,12 +31,10 @@ function delivery (): SignedWebhook {
   })
 }
 
-/** The Redis key of a delivery (what the adapter claims: deliveryId of base and signature). */
+/** The Redis key of a delivery (what the adapter claims: deliveryId of the signature bytes). */
 function replayKey (prefix: string, d: SignedWebhook): string {
-  const params = d.headers['signature-input'].slice(d.headers['signature-input'].indexOf('=') + 1)
-  const base = `"content-digest": ${d.headers['content-digest']}\n"@signature-params": ${params}`
   const sig = d.headers.signature.slice(d.headers.signature.indexOf('=:') + 2, -1)
-  return prefix + deliveryId(Buffer.from(base), Buffer.from(sig, 'base64'))
+  return prefix + deliveryId(Buffer.from(sig, 'base64'))
 }
 
 interface Instance { url: string }

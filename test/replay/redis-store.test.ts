@@ -11,7 +11,7 @@ t.teardown(() => {
   process.off('unhandledRejection', onUnhandled)
 })
 
-const id = (n: number): string => deliveryId(Buffer.from(`base ${n}`), Buffer.alloc(64, n % 256))
+const id = (n: number): string => { const sig = Buffer.alloc(64, 7); sig.writeUInt32BE(n); return deliveryId(sig) }
 
 t.test('against a real redis-server', async (t) => {
   const redis = await startRedisServer()

@@ -309,9 +309,16 @@ if (executablePath === null) {
     sandbox.enroll('http://127.0.0.1:9/second')
     await page.waitForFunction(() => /first of the 2 enrolled/.test(document.getElementById('send-target')?.textContent ?? ''))
     t.equal(await text(page, '#send-target-url'), receiver.url, 'the first enrolled endpoint, where deliverOne sends')
+    // An endpoint's URL is shown as text (it is kept as given when it has no space or control).
+    sandbox.removeEndpoints()
+    const odd = 'http://127.0.0.1:9/<svg/onload=window.__pwned=6>'
+    sandbox.enroll(odd)
+    await page.waitForFunction((url: string) => document.getElementById('send-target-url')?.textContent === url, {}, odd)
+    await noScriptRan(t, page)
     sandbox.removeEndpoints()
     sandbox.enroll(receiver.url)
-    await page.waitForFunction(() => !/first of/.test(document.getElementById('send-target')?.textContent ?? ''))
+    await page.waitForFunction((url: string) => document.getElementById('send-target-url')?.textContent === url, {}, receiver.url)
+    t.equal(await text(page, '#send-target'), `These buttons send one batch to ${receiver.url}.`)
 
     // Sent from the page: the button goes where the page said.
     await page.click('#send-expired')

@@ -36,9 +36,9 @@ export interface InspectedSummary {
   eventCount: number | null
   /** The `event` of each event, in order, at most 1000. */
   eventTypes: string[]
-  /** The distinct `request_id`s of the first 1000 events (what the page's search matches). */
+  /** The distinct `request_id`s of the first 1000 events, at most 1000 (what the page's search matches). */
   requestIds: string[]
-  /** The distinct addresses of the first 1000 events: each `email` and every `recipients` entry. */
+  /** The distinct addresses of the first 1000 events, at most 1000: each `email` and `recipients` entry. */
   addresses: string[]
   statusCode: number | null
   durationMs: number
@@ -132,8 +132,9 @@ export function eventsAtAGlance (body: Uint8Array): EventsAtAGlance {
   const types: string[] = []
   const requestIds = new Set<string>()
   const addresses = new Set<string>()
+  // At most 1000 of each, so a row stays small whatever the body holds.
   const keep = (set: Set<string>, value: unknown): void => {
-    if (typeof value === 'string' && value !== '') set.add(value.slice(0, MAX_KEY_CHARS))
+    if (typeof value === 'string' && value !== '' && set.size < MAX_EVENT_TYPES) set.add(value.slice(0, MAX_KEY_CHARS))
   }
   for (const e of parsed.slice(0, MAX_EVENT_TYPES) as unknown[]) {
     const event = e !== null && typeof e === 'object' && !Array.isArray(e) ? e as Record<string, unknown> : {}

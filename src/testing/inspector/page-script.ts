@@ -286,17 +286,30 @@ export const APP_JS = String.raw`'use strict'
       events.length > MAX_EVENT_ROWS ? el('p', { class: 'hint' }, 'and ' + (events.length - MAX_EVENT_ROWS) + ' more (see the body)') : null)
   }
 
+  // The clipboard API where the browser allows it; else the older copy of a selected text field.
+  async function copyText (text) {
+    try {
+      await navigator.clipboard.writeText(text)
+      return true
+    } catch {}
+    const back = document.activeElement
+    const area = el('textarea', { readonly: true, class: 'offscreen', 'aria-hidden': 'true' })
+    area.value = text
+    document.body.append(area)
+    area.select()
+    let done = false
+    try { done = document.execCommand('copy') } catch {}
+    area.remove()
+    if (back && back.focus) back.focus()
+    return done
+  }
+
   function copyButtons (d) {
     const note = el('span', { id: 'copy-status', class: 'hint', role: 'status', 'aria-live': 'polite' })
     const button = (id, label, text, what) => {
       const b = el('button', { type: 'button', id, disabled: text === null, title: text === null ? 'The body was cut short: no exact copy of this delivery exists' : null }, label)
       b.addEventListener('click', async () => {
-        try {
-          await navigator.clipboard.writeText(text)
-          note.textContent = 'Copied ' + what + '.'
-        } catch {
-          note.textContent = 'The browser did not allow copying: select the text below and copy it.'
-        }
+        note.textContent = (await copyText(text)) ? 'Copied ' + what + '.' : 'The browser did not allow copying.'
       })
       return b
     }

@@ -1,9 +1,8 @@
 // `mailchannels-webhooks/postgres`: a seen-events store on PostgreSQL (node-postgres), shared by
 // every receiver instance on one database, and the transactional inbox: an event's handlers run
 // in a transaction on your pool and its done mark is written in that same transaction.
-// `pg` is an optional peer: this entry never imports it (you pass your own Pool), and no other
-// entry imports this one.
-// Types only: nothing of pg is loaded by this module (you pass your own Pool).
+// `pg` is an optional peer: this entry imports its types only (you pass your own Pool), and no
+// other entry imports this one.
 import type { Pool, PoolClient } from 'pg'
 import { ReplayStoreError } from '../replay/errors.js'
 import { claimTokens, type EventClaim, type EventClaimResult, type SeenEventsStore, type TransactionalSeenEventsStore } from '../replay/seen-events.js'
@@ -32,7 +31,7 @@ export interface PgPoolLike {
 
 /**
  * How to open a transaction in your own database library and run this store's statement in it
- * (Kysely, Drizzle, Prisma: see docs/inbox.md). `T` is what your handlers get as `context.db`.
+ * (Kysely, Prisma: see docs/inbox.md). `T` is what your handlers get as `context.db`.
  */
 export interface PostgresTransaction<T> {
   /** Runs `work` in a new transaction: commits when it resolves, rolls back when it rejects (what `db.transaction().execute(work)` does in Kysely). */

@@ -20,6 +20,9 @@ const poisoned: Array<[string, string]> = [
   ['constructor.prototype (nested path)', `[{"constructor":{"prototype":{"polluted":true}},${ev}}]`],
   ['__proto__ in the second of two flat events', `[{${ev}},{"__proto__":null,${ev}}]`],
   ['__proto__ deep inside an unknown event', `[{"event":"future","customer_handle":"acct_1","timestamp":1,"x":{"y":{"__proto__":{}}}}]`],
+  ['constructor.prototype inside arrays inside an unknown event', `[{"event":"future","customer_handle":"acct_1","timestamp":1,"x":[[{"constructor":{"prototype":1}}]]}]`],
+  ['an escaped \\u0063onstructor.prototype', `[{"event":"future","customer_handle":"acct_1","timestamp":1,"x":{"\\u0063onstructor":{"prototype":{}}}}]`],
+  ['constructor.prototype with an escaped \\u0070rototype', `[{"event":"future","customer_handle":"acct_1","timestamp":1,"x":{"constructor":{"\\u0070rototype":null}}}]`],
 ]
 for (const [name, payload] of poisoned) {
   t.test(`F11 ${name} -> invalid_payload, prototype untouched`, async (t) => {
@@ -37,6 +40,7 @@ const clean: Array<[string, string, number]> = [
   ['the word __proto__ inside a value', `[{${ev},"request_id":"__proto__"}]`, 1],
   ['an unknown event with a nested object', `[{"event":"future","customer_handle":"acct_1","timestamp":1,"x":{"y":1}}]`, 1],
   ['an empty array', '[]', 0],
+  ['a constructor object without a prototype key', `[{"event":"future","customer_handle":"acct_1","timestamp":1,"x":{"constructor":{"name":"x"},"prototype":{}}}]`, 1],
 ]
 for (const [name, payload, count] of clean) {
   t.test(`F11 ${name} is accepted`, async (t) => {
@@ -45,3 +49,10 @@ for (const [name, payload, count] of clean) {
     t.equal(r.data?.length, count)
   })
 }
+
+t.test('F11 a body nested 100,000 arrays deep, with a constructor key, is refused as not an event array, not a crash', async (t) => {
+  const depth = 100_000
+  const r = await verifyBody('['.repeat(depth) + '{"constructor":1}' + ']'.repeat(depth))
+  t.equal(r.data, null)
+  t.equal(r.error?.type, 'invalid_payload')
+})

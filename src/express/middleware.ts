@@ -6,13 +6,27 @@ import { createWebhookFlow, type AcceptedOutcome, type SettleHandler, type Webho
 import { readStream } from '../receiver/node/read-stream.js'
 import { writeReply } from '../receiver/node/reply.js'
 
+declare const verifiedLocals: unique symbol
+
+/**
+ * A type-only mark on `res.locals` that `mailchannelsWebhooks()` puts on the handlers after it
+ * on the same route (Express infers one locals type for a route's handlers); no such property
+ * exists at run time. It is how `req.webhookEvents` is known to be set there.
+ */
+export interface WebhookLocals { readonly [verifiedLocals]: true }
+
 declare global {
   // Express's own augmentation point (works with express 4 and 5 types).
   // eslint-disable-next-line @typescript-eslint/no-namespace
   namespace Express {
     interface Request {
-      /** The verified, typed events of a MailChannels delivery; set by `mailchannelsWebhooks()` only after verification succeeded. */
-      webhookEvents?: WebhookEvent[]
+      /**
+       * The verified, typed events of a MailChannels delivery; set by `mailchannelsWebhooks()`
+       * only after verification succeeded. A `WebhookEvent[]` in a handler that follows the
+       * middleware on its route (`app.post(path, mailchannelsWebhooks(options), handler)`),
+       * possibly undefined anywhere else.
+       */
+      webhookEvents: this extends { res?: { locals: WebhookLocals } } ? WebhookEvent[] : WebhookEvent[] | undefined
     }
   }
 }
@@ -31,8 +45,16 @@ export interface MailChannelsWebhooksOptions extends WebhookReceiverOptions {
 /** The request as the middleware sees it (Express's `Request` fits). */
 export type WebhookRequest = IncomingMessage & { body?: unknown, _body?: boolean, webhookEvents?: WebhookEvent[] }
 
-/** A connect-style middleware; fits `app.post(path, mailchannelsWebhooks(...), handler)` in express 4 and 5. */
-export type WebhookMiddleware = (req: IncomingMessage, res: ServerResponse, next: (err?: unknown) => void) => void
+/**
+ * A connect-style middleware; fits `app.post(path, mailchannelsWebhooks(...), handler)` in
+ * express 4 and 5, and a bare `node:http` server. Its second signature only marks the route's
+ * `res.locals` type (`WebhookLocals`), so that `req.webhookEvents` is a `WebhookEvent[]` in the
+ * handlers after it: Express types infer the route's locals from the last signature.
+ */
+export interface WebhookMiddleware {
+  (req: IncomingMessage, res: ServerResponse, next: (err?: unknown) => void): void
+  (req: IncomingMessage, res: ServerResponse & { locals: Record<string, any> & WebhookLocals }, next: (err?: unknown) => void): void
+}
 
 const CONSUMED_MESSAGE = 'The request body was already consumed by a body parser (such as a global express.json()), so the exact bytes needed to verify the signature are gone. ' +
   'Mount mailchannelsWebhooks() before any body parser for this route, or use express.raw({ type: "*/*", inflate: false }) on it.'
@@ -114,7 +136,7 @@ export function mailchannelsWebhooks (options: MailChannelsWebhooksOptions): Web
   const flow = createWebhookFlow(options, IO)
   let serverChecked = false
 
-  return function mailchannelsWebhooksMiddleware (incoming, res, next) {
+  return function mailchannelsWebhooksMiddleware (incoming: IncomingMessage, res: ServerResponse, next: (err?: unknown) => void): void {
     const req = incoming as WebhookRequest
     // MailChannels delivers with POST only: anything else passes through untouched (GET /health
     // under app.use(mailchannelsWebhooks(...))). A request another mailchannelsWebhooks() already

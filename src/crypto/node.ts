@@ -35,6 +35,8 @@ export function hash (algorithm: DigestAlgorithm, data: Uint8Array | string): Ui
   return crypto.hash(algorithm, data, 'buffer')
 }
 
+export const digest: (algorithm: DigestAlgorithm, data: Uint8Array) => Uint8Array = hash
+
 // Encoded by OpenSSL's side directly: a 'buffer' output allocates a fresh ArrayBuffer per call.
 export function hashBase64url (algorithm: DigestAlgorithm, data: Uint8Array | string): string {
   return crypto.hash(algorithm, data, 'base64url')
@@ -129,4 +131,4 @@ export function utf8 (bytes: Uint8Array): string | undefined {
   return isUtf8(buf) ? buf.toString('utf8') : undefined
 }
 
-void ({ runtime, hash, hashBase64url, timingSafeEqual, importRawEd25519, fromKeyObject, sameKey, verify, offThreadSlots, offThreadInFlight, verifyOffThread, latin1, base64Decode, base64url, utf8 } satisfies CryptoPort)
+void ({ runtime, hash, hashBase64url, digest, timingSafeEqual, importRawEd25519, fromKeyObject, sameKey, verify, offThreadSlots, offThreadInFlight, verifyOffThread, latin1, base64Decode, base64url, utf8 } satisfies CryptoPort)

@@ -39,6 +39,12 @@ export interface CryptoPort {
   hash (algorithm: DigestAlgorithm, data: Uint8Array | string): Uint8Array
   /** The same hash as unpadded base64url text (on Node without an intermediate Buffer). */
   hashBase64url (algorithm: DigestAlgorithm, data: Uint8Array | string): string
+  /**
+   * The hash of bytes where the caller can wait: synchronously on Node, WebCrypto's
+   * `crypto.subtle.digest` elsewhere, so the verify path carries no hashing code of its own
+   * (`hash` stays for callers that must be synchronous).
+   */
+  digest (algorithm: DigestAlgorithm, data: Uint8Array): Uint8Array | Promise<Uint8Array>
   timingSafeEqual (a: Uint8Array, b: Uint8Array): boolean
   /** A key from the 32 raw bytes of an already checked Ed25519 point. */
   importRawEd25519 (raw: Uint8Array): VerifyKey

@@ -3,8 +3,9 @@ import { sha256, sha512 } from '@noble/hashes/sha2.js'
 import type { CryptoKeyLike, CryptoPort, DigestAlgorithm, VerifyKey } from './types.js'
 
 // The WebCrypto port, for Workers, Deno, Bun, browsers, edge runtimes: only web-standard APIs
-// (crypto.subtle, TextEncoder/TextDecoder, atob/btoa). Hashing is @noble/hashes (plain JS)
-// because the callers are synchronous and WebCrypto's digest is not.
+// (crypto.subtle, TextEncoder/TextDecoder, atob/btoa). The verify path hashes with WebCrypto's
+// digest (`digest`); `hash` is @noble/hashes (plain JS) for the callers that must be synchronous
+// (event fingerprints), so a bundle that only verifies leaves @noble/hashes out.
 
 const ED25519 = { name: 'Ed25519' } as const
 type SubtleKey = Awaited<ReturnType<typeof crypto.subtle.importKey>>
@@ -57,6 +58,12 @@ export function hash (algorithm: DigestAlgorithm, data: Uint8Array | string): Ui
 
 export function hashBase64url (algorithm: DigestAlgorithm, data: Uint8Array | string): string {
   return base64url(hash(algorithm, data))
+}
+
+const SUBTLE_NAME = { sha256: 'SHA-256', sha512: 'SHA-512' } as const
+
+export async function digest (algorithm: DigestAlgorithm, data: Uint8Array): Promise<Uint8Array> {
+  return new Uint8Array(await crypto.subtle.digest(SUBTLE_NAME[algorithm], data))
 }
 
 export function timingSafeEqual (a: Uint8Array, b: Uint8Array): boolean {
@@ -129,4 +136,4 @@ export function utf8 (bytes: Uint8Array): string | undefined {
   }
 }
 
-void ({ runtime, hash, hashBase64url, timingSafeEqual, importRawEd25519, fromKeyObject, sameKey, verify, offThreadSlots, offThreadInFlight, verifyOffThread, latin1, base64Decode, base64url, utf8 } satisfies CryptoPort)
+void ({ runtime, hash, hashBase64url, digest, timingSafeEqual, importRawEd25519, fromKeyObject, sameKey, verify, offThreadSlots, offThreadInFlight, verifyOffThread, latin1, base64Decode, base64url, utf8 } satisfies CryptoPort)

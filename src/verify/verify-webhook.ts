@@ -5,7 +5,7 @@ import { parseEvents } from '../events/parse-events.js'
 import type { WebhookEvent } from '../events/types.js'
 import { KeyStore } from '../keys/key-store.js'
 import type { ResolvedVerifyConfig } from './options.js'
-import { checkContentDigest, parseContentDigest } from './content-digest.js'
+import { matchContentDigest, parseContentDigest } from './content-digest.js'
 import { readSignatureFields, type HeadersInput } from './headers.js'
 import { parseSignature, type ParsedSignature } from './signature-input.js'
 import { signatureBase, signatureInvalid, verifyEd25519, verifyEd25519Async } from './signature.js'
@@ -30,9 +30,10 @@ export interface CheckedDelivery {
 
 /**
  * Steps 1-3 of the pipeline, all local and cheap: header shape and profile, freshness,
- * Content-Digest over the raw bytes. Nothing here touches the network.
+ * Content-Digest over the raw bytes. Nothing here touches the network. Synchronous on Node; a
+ * promise where the runtime's digest is WebCrypto's.
  */
-export function checkDelivery (config: ResolvedVerifyConfig, payload: unknown, headers: HeadersInput, nowMs: number): CheckedDelivery {
+export function checkDelivery (config: ResolvedVerifyConfig, payload: unknown, headers: HeadersInput, nowMs: number): CheckedDelivery | Promise<CheckedDelivery> {
   const body = toBytes(payload)
   const fields = readSignatureFields(headers)
   const digests = parseContentDigest(fields.contentDigest)
@@ -51,7 +52,8 @@ export function checkDelivery (config: ResolvedVerifyConfig, payload: unknown, h
   if (config.keyIds !== null && !config.keyIds.has(sig.keyId)) {
     throw new VerificationError('unknown_key', 'The signature names a key id that is not in keyIds.')
   }
-  checkContentDigest(digests, body)
+  const matched = matchContentDigest(digests, body)
+  if (matched !== undefined) return matched.then(() => ({ sig, base: signatureBase(fields.contentDigest, sig.params), body }))
   return { sig, base: signatureBase(fields.contentDigest, sig.params), body }
 }
 
@@ -81,6 +83,11 @@ export function verifyDelivery (
   async = false,
 ): VerifiedDelivery | Promise<VerifiedDelivery> {
   const checked = checkDelivery(config, payload, headers, nowMs)
+  return checked instanceof Promise ? checked.then((c) => verifyChecked(config, c, async)) : verifyChecked(config, checked, async)
+}
+
+/** Steps 4-10 once the local checks passed: the key, the signature, the events. */
+function verifyChecked (config: ResolvedVerifyConfig, checked: CheckedDelivery, async: boolean): VerifiedDelivery | Promise<VerifiedDelivery> {
   const key = resolveKey(config, checked.sig.keyId)
   if (!(key instanceof Promise) && async) {
     // The receivers' pool path with the key at hand: one promise for the pool's answer and no

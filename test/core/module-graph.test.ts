@@ -3,12 +3,13 @@
 // uses web-standard APIs only. This walks the module graph with the TypeScript parser and fails
 // on any import of a Node built-in and, in this package's own code, on any Node-only global
 // (`Buffer`, `process`, `require`...) that is not guarded by `typeof`.
-import { existsSync, readdirSync, readFileSync } from 'node:fs'
+import { existsSync, readFileSync } from 'node:fs'
 import { builtinModules } from 'node:module'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
 import t from 'tap'
 import ts from 'typescript'
+import { importCycles, localImports, srcImportGraph } from '../helpers/import-graph.js'
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url))
 const PKG = JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as {
@@ -216,10 +217,7 @@ t.test('the walker finds what it must refuse', async (t) => {
 // ---------------------------------------------------------------------------------------------
 // The house's structure (docs/architecture.md): no import cycle in src, type-only imports
 // included, and every import runs down the floors, never up and never sideways between two
-// folders of one floor. Each file's imports are read with `ts.preProcessFile`, which sees
-// `import type`, `export ... from`, `import('...')` in types and dynamic imports alike.
-
-const SRC = path.join(ROOT, 'src')
+// folders of one floor. The import graph is read by test/helpers/import-graph.ts.
 
 /**
  * The floors, lowest first. A folder imports only from floors below its own (and from itself).
@@ -243,101 +241,6 @@ const FLOORS: ReadonlyArray<readonly string[]> = [
 ]
 /** Top-level files that are entry points (the package's `.` and the bin), not base helpers. */
 const ENTRY_FILES = new Set(['index.ts', 'cli.ts', 'webhooks.ts'])
-/** What `#crypto` and `#diagnostics` may resolve to: an import of either reaches both ports. */
-const HASH_IMPORTS: Readonly<Record<string, readonly string[]>> = {
-  '#crypto': ['crypto/node.ts', 'crypto/web.ts'],
-  '#diagnostics': ['diagnostics/node.ts', 'diagnostics/none.ts'],
-}
-
-/** The package files that `text` (the file `rel`, relative to src) imports, relative to src. */
-function localImports (rel: string, text: string): string[] {
-  const out = new Set<string>()
-  for (const { fileName } of ts.preProcessFile(text, true, true).importedFiles) {
-    if (fileName.startsWith('.')) {
-      out.add(path.posix.normalize(path.posix.join(path.posix.dirname(rel), fileName.replace(/\.js$/, '.ts'))))
-    } else if (fileName.startsWith('#')) {
-      for (const target of HASH_IMPORTS[fileName] ?? [`unknown ${fileName}`]) out.add(target)
-    }
-  }
-  return [...out]
-}
-
-/** Every .ts file of src with the package files it imports (paths relative to src, `/`-separated). */
-function srcImportGraph (): Map<string, string[]> {
-  const graph = new Map<string, string[]>()
-  const visit = (dir: string): void => {
-    for (const entry of readdirSync(dir, { withFileTypes: true })) {
-      const file = path.join(dir, entry.name)
-      if (entry.isDirectory()) {
-        visit(file)
-      } else if (entry.name.endsWith('.ts')) {
-        const rel = path.relative(SRC, file).split(path.sep).join('/')
-        graph.set(rel, localImports(rel, readFileSync(file, 'utf8')))
-      }
-    }
-  }
-  visit(SRC)
-  return graph
-}
-
-/** Each import cycle once, as a path `a -> b -> ... -> a` (Tarjan's strongly connected components, then a shortest loop in each). */
-function importCycles (graph: ReadonlyMap<string, readonly string[]>): string[] {
-  let counter = 0
-  const index = new Map<string, number>()
-  const low = new Map<string, number>()
-  const stack: string[] = []
-  const onStack = new Set<string>()
-  const components: string[][] = []
-  const connect = (v: string): void => {
-    index.set(v, counter)
-    low.set(v, counter)
-    counter++
-    stack.push(v)
-    onStack.add(v)
-    for (const w of graph.get(v) ?? []) {
-      if (!graph.has(w)) continue
-      if (!index.has(w)) {
-        connect(w)
-        low.set(v, Math.min(low.get(v)!, low.get(w)!))
-      } else if (onStack.has(w)) {
-        low.set(v, Math.min(low.get(v)!, index.get(w)!))
-      }
-    }
-    if (low.get(v) === index.get(v)) {
-      const component: string[] = []
-      let w: string
-      do {
-        w = stack.pop()!
-        onStack.delete(w)
-        component.push(w)
-      } while (w !== v)
-      if (component.length > 1 || (graph.get(v) ?? []).includes(v)) components.push(component)
-    }
-  }
-  for (const v of [...graph.keys()].sort()) if (!index.has(v)) connect(v)
-  return components.map((component) => {
-    const members = new Set(component)
-    const start = [...members].sort()[0]!
-    const previous = new Map<string, string>()
-    const queue = [start]
-    for (let i = 0; i < queue.length; i++) {
-      const v = queue[i]!
-      for (const w of graph.get(v) ?? []) {
-        if (w === start) {
-          const loop = [start]
-          for (let u = v; u !== start; u = previous.get(u)!) loop.splice(1, 0, u)
-          return [...loop, start].join(' -> ')
-        }
-        if (members.has(w) && !previous.has(w)) {
-          previous.set(w, v)
-          queue.push(w)
-        }
-      }
-    }
-    return component.join(' <-> ') // unreachable: every component holds a loop through its first file
-  }).sort()
-}
-
 /** The folder and floor of a file: its top-level folder's, or `(base)` / `(entries)` for a top-level file. */
 function floorOf (rel: string): { folder: string, floor: number } {
   const slash = rel.indexOf('/')
@@ -362,7 +265,7 @@ function layerViolations (graph: ReadonlyMap<string, readonly string[]>): string
 }
 
 t.test('src has no import cycle, type-only imports included', async (t) => {
-  const graph = srcImportGraph()
+  const graph = srcImportGraph(path.join(ROOT, 'src'))
   t.ok(graph.size > 80, `${graph.size} files read`)
   const missing = [...graph].flatMap(([from, targets]) => targets.filter((to) => !graph.has(to)).map((to) => `${from} -> ${to}`))
   t.same(missing, [], 'every import resolves to a file of src')
@@ -370,7 +273,7 @@ t.test('src has no import cycle, type-only imports included', async (t) => {
 })
 
 t.test('imports run down the floors: the core never imports the client, receivers, adapters, cli or testing', async (t) => {
-  const graph = srcImportGraph()
+  const graph = srcImportGraph(path.join(ROOT, 'src'))
   t.same(layerViolations(graph), [], 'no import runs up a floor or sideways')
   // The rules a reader looks for first, said outright (FLOORS implies them).
   const folderEdges = new Set([...graph].flatMap(([from, targets]) => targets.map((to) => `${floorOf(from).folder} -> ${floorOf(to).folder}`)))

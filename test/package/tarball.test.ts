@@ -94,6 +94,9 @@ const SUBPATHS: Record<string, string[]> = {
   '/web': ['createWebhookHandler', 'verifyWebhookRequest', 'MemoryReplayStore'],
   '/hono': ['mailchannelsWebhooks'],
   '/bullmq': ['bullmqEnqueue', 'createWebhookEventQueue', 'createWebhookEventWorker'],
+  // pg and better-sqlite3 are optional peers: the entries load without them.
+  '/postgres': ['postgresSeenEvents', 'postgresSeenEventsSchema', 'PostgresSeenEventsStore'],
+  '/sqlite': ['sqliteSeenEvents', 'SqliteSeenEventsStore'],
 }
 
 t.test('every subpath imports with import and require, and the package verifies its own test kit\'s delivery', async (t) => {

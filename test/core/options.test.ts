@@ -131,7 +131,7 @@ t.test('util.inspect / JSON.stringify / String of a MailChannels instance never 
 t.test('customerHandles with an undefined or empty element names it and says an environment variable may be unset', async (t) => {
   // What `customerHandles: [process.env.MAILCHANNELS_CUSTOMER_HANDLE]` gives when the variable is unset or empty.
   for (const [handles, index, what] of [[[undefined], 0, 'undefined'], [['acct_1', ''], 1, 'an empty string']] as const) {
-    const r = await Webhooks.verify({ ...validDelivery(), customerHandles: handles })
+    const r = await Webhooks.verify({ ...base, customerHandles: handles })
     t.equal(r.error?.type, 'validation_error')
     t.match(r.error?.message, `customerHandles[${index}] is ${what}`)
     t.match(r.error?.message.replace(/\s+/g, " "), /environment variable, that variable may be unset or empty/)

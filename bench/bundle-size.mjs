@@ -48,8 +48,23 @@ const fromSource = {
  * @returns {Promise<{ minified: number, gzip: number, inputs: Array<{ path: string, bytes: number }> }>}
  */
 export async function measure (code, { source = false } = {}) {
+  const { bytes: out, metafile } = await bundle(code, { source })
+  const meta = Object.values(metafile.outputs)[0]
+  const inputs = Object.entries(meta.inputs)
+    .map(([file, info]) => ({ path: file.replace(/^.*node_modules\//, 'node_modules/'), bytes: info.bytesInOutput }))
+    .filter((i) => i.bytes > 0)
+    .sort((a, b) => b.bytes - a.bytes)
+  return { minified: out.byteLength, gzip: gzipSync(out, { level: 9 }).byteLength, inputs }
+}
+
+/**
+ * The bundle itself: one ES module with no imports but node:* and the peer dependencies.
+ * `root`: the package folder the specifiers resolve in (another build's copy, for a baseline).
+ * @returns {Promise<{ bytes: Uint8Array, text: string, metafile: import('esbuild').Metafile }>}
+ */
+export async function bundle (code, { source = false, root = ROOT } = {}) {
   const result = await esbuild.build({
-    stdin: { contents: code, resolveDir: ROOT, loader: 'js', sourcefile: 'worker.js' },
+    stdin: { contents: code, resolveDir: root, loader: 'js', sourcefile: 'worker.js' },
     bundle: true,
     write: false,
     format: 'esm',
@@ -63,13 +78,7 @@ export async function measure (code, { source = false } = {}) {
     external: ['node:*', ...Object.keys(PKG.peerDependencies ?? {})],
     plugins: source ? [fromSource] : [],
   })
-  const out = result.outputFiles[0].contents
-  const meta = Object.values(result.metafile.outputs)[0]
-  const inputs = Object.entries(meta.inputs)
-    .map(([file, info]) => ({ path: file.replace(/^.*node_modules\//, 'node_modules/'), bytes: info.bytesInOutput }))
-    .filter((i) => i.bytes > 0)
-    .sort((a, b) => b.bytes - a.bytes)
-  return { minified: out.byteLength, gzip: gzipSync(out, { level: 9 }).byteLength, inputs }
+  return { bytes: result.outputFiles[0].contents, text: result.outputFiles[0].text, metafile: result.metafile }
 }
 
 const kb = (n) => (n / 1000).toFixed(1) + ' KB'

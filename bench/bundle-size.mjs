@@ -6,6 +6,7 @@
 //   node bench/bundle-size.mjs            # from dist/ (what a user's bundler takes; build first)
 //   node bench/bundle-size.mjs --source   # from src/ (the mcwh-web-source condition), no build needed
 //   node bench/bundle-size.mjs --json     # machine-readable
+//   node bench/bundle-size.mjs --root <dir>  # another build: a folder with its package.json, dist/ and node_modules
 import { readFileSync } from 'node:fs'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -47,8 +48,8 @@ const fromSource = {
  * Bundles `code` (resolved from the repository root) and measures it.
  * @returns {Promise<{ minified: number, gzip: number, inputs: Array<{ path: string, bytes: number }> }>}
  */
-export async function measure (code, { source = false } = {}) {
-  const { bytes: out, metafile } = await bundle(code, { source })
+export async function measure (code, { source = false, root = ROOT } = {}) {
+  const { bytes: out, metafile } = await bundle(code, { source, root })
   const meta = Object.values(metafile.outputs)[0]
   const inputs = Object.entries(meta.inputs)
     .map(([file, info]) => ({ path: file.replace(/^.*node_modules\//, 'node_modules/'), bytes: info.bytesInOutput }))
@@ -86,10 +87,12 @@ const kb = (n) => (n / 1000).toFixed(1) + ' KB'
 async function main () {
   const source = process.argv.includes('--source')
   const json = process.argv.includes('--json')
+  const at = process.argv.indexOf('--root')
+  const root = at === -1 ? ROOT : path.resolve(process.argv[at + 1])
   const rows = []
   for (const entry of [WEB_VERIFY, ...entries()]) {
     try {
-      rows.push({ entry: entry.name, ...(await measure(entry.code, { source })) })
+      rows.push({ entry: entry.name, ...(await measure(entry.code, { source, root })) })
     } catch (err) {
       rows.push({ entry: entry.name, error: String(err?.errors?.[0]?.text ?? err) })
     }
@@ -98,7 +101,7 @@ async function main () {
     process.stdout.write(JSON.stringify(rows, null, 2) + '\n')
     return
   }
-  const lines = [`esbuild ${esbuild.version}, platform browser, conditions ${CONDITIONS.join(',')}, minified, gzip -9; from ${source ? 'src/' : 'dist/'}`, '',
+  const lines = [`esbuild ${esbuild.version}, platform browser, conditions ${CONDITIONS.join(',')}, minified, gzip -9; from ${source ? 'src/' : path.relative(process.cwd(), path.join(root, 'dist')) + '/'}`, '',
     '| entry | minified | gzip | largest inputs (bytes in output) |', '|---|---:|---:|---|']
   for (const r of rows) {
     if (r.error !== undefined) { lines.push(`| \`${r.entry}\` | - | - | ${r.error} |`); continue }

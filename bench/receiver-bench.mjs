@@ -1,8 +1,8 @@
 // The receiver's own cost per request, in process, paired: the Express middleware and the bare
 // receiver (`receiver.receive`) with replay protection on (the default memory store) and off,
 // each case timed in CPU time (process.cpuUsage: every thread, so a verify on the libuv pool
-// counts too) over the same signed deliveries, round-robin within one process, so the shared
-// machine's drift hits every case alike. Figures are the median µs per request over the
+// counts too) over the same signed deliveries, interleaved in blocks of 100 requests within one
+// process, so the shared machine's drift hits every case alike. Figures are the median µs per request over the
 // repetitions, and the median of the per-repetition ratios.
 //
 //   node node_modules/typescript/bin/tsc -p tsconfig.build.json   # dist/ (emits without clearing)
@@ -12,9 +12,9 @@
 //   node bench/receiver-bench.mjs --pool false                     # verify on the event loop (default 'auto')
 //
 // `--lib` takes built trees (each a dist/ folder whose parent has the package.json, for the
-// #crypto import); cases are named after the folder. Every sample builds a fresh middleware or
-// receiver (outside the timed region), so each delivery is new to its replay store: no sample
-// is answered as a duplicate. Deliveries are signed once at the start (`created` = now) and stay
+// #crypto import); cases are named after the folder. Every repetition builds a fresh middleware or
+// receiver (outside the timed region), so each delivery is new to its replay store: no request
+// is answered as a duplicate. Its store is filled first (`--fill`, 100,000: the default store's cap). Deliveries are signed once at the start (`created` = now) and stay
 // fresh for the 300 s window; the run stops with an error rather than time stale ones.
 import { EventEmitter } from 'node:events'
 import path from 'node:path'
@@ -29,12 +29,13 @@ const { values: args } = parseArgs({
     deliveries: { type: 'string', default: '3000' },
     reps: { type: 'string', default: '7' },
     pool: { type: 'string', default: 'auto' },
+    fill: { type: 'string', default: '100000' },
     cases: { type: 'string', default: 'express-replay,express-noreplay,receive-replay,receive-noreplay' },
     help: { type: 'boolean', default: false },
   },
 })
 if (args.help) {
-  console.log('node bench/receiver-bench.mjs [--lib dist[,other/dist]] [--events 4] [--deliveries 3000] [--reps 7] [--pool auto|false] [--cases express-replay,express-noreplay,receive-replay,receive-noreplay]')
+  console.log('node bench/receiver-bench.mjs [--lib dist[,other/dist]] [--events 4] [--deliveries 3000] [--reps 7] [--pool auto|false] [--fill 100000] [--cases express-replay,express-noreplay,receive-replay,receive-noreplay]')
   process.exit(0)
 }
 const EVENTS = Number(args.events)
@@ -42,6 +43,7 @@ const N = Number(args.deliveries)
 const REPS = Number(args.reps)
 const libs = args.lib.split(',').map((d) => path.resolve(d))
 const wanted = args.cases.split(',')
+const FILL = Number(args.fill)
 
 const { privateKey, spkiB64 } = makeKeyPair()
 const body = makeBody(EVENTS)
@@ -88,8 +90,21 @@ for (const lib of libs) {
   const url = (p) => pathToFileURL(path.join(lib, p)).href
   const express = await import(url('express/index.js'))
   const receiverMod = await import(url('receiver/index.js'))
-  const makeMiddleware = (replay) => express.mailchannelsWebhooks(replay ? opts : { ...opts, replay: false })
-  const makeReceiver = (replay) => receiverMod.createStandaloneReceiver(replay ? opts : { ...opts, replay: false }).receiver
+  const { MemoryReplayStore, deliveryId } = await import(url('index.js'))
+  // The store as a busy receiver has it: full (100,000 deliveries by default), so every new claim
+  // evicts the oldest and the garbage collector carries the whole store, as in a long load run.
+  const fullStore = () => {
+    const store = new MemoryReplayStore()
+    const sig = Buffer.alloc(64, 9)
+    const base = Buffer.alloc(150, 1)
+    for (let i = 0; i < FILL; i++) {
+      sig.writeUInt32BE(i)
+      void store.claim(deliveryId.length === 2 ? deliveryId(base, sig) : deliveryId(sig), 360)
+    }
+    return store
+  }
+  const makeMiddleware = (replay) => express.mailchannelsWebhooks(replay ? { ...opts, replay: fullStore() } : { ...opts, replay: false })
+  const makeReceiver = (replay) => receiverMod.createStandaloneReceiver(replay ? { ...opts, replay: fullStore() } : { ...opts, replay: false }).receiver
 
   for (const replay of [true, false]) {
     const suffix = replay ? 'replay' : 'noreplay'
@@ -97,8 +112,8 @@ for (const lib of libs) {
       cases.push({
         name: `${tag}express-${suffix}`,
         setup: () => makeMiddleware(replay),
-        async run (mw) {
-          for (let i = 0; i < N; i++) {
+        async run (mw, from, to) {
+          for (let i = from; i < to; i++) {
             const d = deliveries[i]
             const status = await new Promise((resolve) => {
               const res = fakeResponse(resolve)
@@ -113,8 +128,8 @@ for (const lib of libs) {
       cases.push({
         name: `${tag}receive-${suffix}`,
         setup: () => makeReceiver(replay),
-        async run (receiver) {
-          for (let i = 0; i < N; i++) {
+        async run (receiver, from, to) {
+          for (let i = from; i < to; i++) {
             const d = deliveries[i]
             let outcome = receiver.receive(d.body, d.headers, log)
             if (outcome instanceof Promise) outcome = await outcome
@@ -130,24 +145,38 @@ for (const lib of libs) {
 const cpuMicros = () => { const u = process.cpuUsage(); return u.user + u.system }
 const median = (xs) => { const s = [...xs].sort((a, b) => a - b); const m = s.length >> 1; return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2 }
 
-async function sample (c) {
-  const subject = c.setup()
-  const t0 = cpuMicros()
-  await c.run(subject)
-  return (cpuMicros() - t0) / N
+/**
+ * One repetition: every case gets a fresh subject, then the deliveries are run in blocks of
+ * `BLOCK`, every case taking its turn on each block (in a rotating order), so a drift of the
+ * machine within the repetition hits every case alike. Returns µs CPU per request, by case.
+ */
+async function repetition (r) {
+  const subjects = cases.map((c) => c.setup())
+  const cpu = cases.map(() => 0)
+  for (let from = 0, b = 0; from < N; from += BLOCK, b++) {
+    const to = Math.min(N, from + BLOCK)
+    for (let j = 0; j < cases.length; j++) {
+      const k = (j + b + r) % cases.length
+      const t0 = cpuMicros()
+      await cases[k].run(subjects[k], from, to)
+      cpu[k] += cpuMicros() - t0
+    }
+  }
+  return cpu.map((us) => us / N)
 }
 
-for (const c of cases) await sample(c) // warm-up: JIT, key cache
+const BLOCK = 100
+await repetition(0) // warm-up: JIT, key cache
 const results = new Map(cases.map((c) => [c.name, []]))
 for (let r = 0; r < REPS; r++) {
   if (Date.now() - signedAt > 240_000) throw new Error('the deliveries are about to go stale: use fewer --deliveries or --reps')
-  const k = r % cases.length
-  for (const c of [...cases.slice(k), ...cases.slice(0, k)]) results.get(c.name).push(await sample(c))
+  const us = await repetition(r)
+  cases.forEach((c, k) => results.get(c.name).push(us[k]))
   process.stderr.write(`  rep ${r + 1}/${REPS}\n`)
 }
 
 const os = await import('node:os')
-console.log(`Settings: ${EVENTS} events (${body.length} B), ${N} distinct deliveries per sample, ${REPS} reps, verifyOnThreadPool ${opts.verifyOnThreadPool}, CPU time per request (process.cpuUsage), Node ${process.version}, ${os.cpus().length} CPUs, load ${os.loadavg().map((x) => x.toFixed(2)).join(' ')}`)
+console.log(`Settings: ${EVENTS} events (${body.length} B), ${N} distinct deliveries per repetition (cases interleaved in blocks of ${BLOCK}), ${REPS} reps, verifyOnThreadPool ${opts.verifyOnThreadPool}, replay stores filled with ${FILL} deliveries, CPU time per request (process.cpuUsage), Node ${process.version}, ${os.cpus().length} CPUs, load ${os.loadavg().map((x) => x.toFixed(2)).join(' ')}`)
 console.log('')
 console.log('| case | µs CPU / request (median) | min–max |')
 console.log('|---|---|---|')

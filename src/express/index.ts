@@ -1,5 +1,5 @@
 export { mailchannelsWebhooks } from './middleware.js'
-export type { MailChannelsWebhooksOptions, WebhookMiddleware, WebhookRequest } from './middleware.js'
+export type { MailChannelsWebhooksOptions, WebhookLocals, WebhookMiddleware, WebhookRequest } from './middleware.js'
 export type { WebhookReceiverOptions } from '../receiver/options.js'
 export type { WebhookErrorBody } from '../receiver/receiver.js'
 export type { ReceiverContext, DeliveryErrorCode, DispatchedBody, QueuedBody } from '../receiver/index.js'

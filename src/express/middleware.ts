@@ -134,6 +134,8 @@ const IO: WebhookIO<ExpressContext, void> = {
  */
 export function mailchannelsWebhooks (options: MailChannelsWebhooksOptions): WebhookMiddleware {
   const flow = createWebhookFlow(options, IO)
+  // One function per middleware, not a closure per request.
+  const failed = (err: unknown): void => { flow.log.error({ err }, 'mailchannels webhook: failed after verification') }
   let serverChecked = false
 
   return function mailchannelsWebhooksMiddleware (incoming: IncomingMessage, res: ServerResponse, next: (err?: unknown) => void): void {
@@ -154,6 +156,6 @@ export function mailchannelsWebhooks (options: MailChannelsWebhooksOptions): Web
       }
     }
     const done = flow.handle({ req, res, next })
-    if (done instanceof Promise) done.catch((err: unknown) => { flow.log.error({ err }, 'mailchannels webhook: failed after verification') })
+    if (done instanceof Promise) done.catch(failed)
   }
 }

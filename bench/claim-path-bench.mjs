@@ -1,0 +1,101 @@
+// The default replay claim alone, per delivery, of two builds side by side in one process: the
+// delivery id, the claim on a full MemoryReplayStore (100,000 deliveries: every claim evicts the
+// oldest) and its completion, as the receiver runs them. A build whose store offers
+// `synchronousClaims` (src/replay/memory-store.ts) is run the way its receiver runs it (no
+// promise); one without it through the store's promises, awaited as its receiver awaited them.
+// CPU time per delivery (process.cpuUsage), builds interleaved in blocks of 1,000 deliveries.
+//
+//   node bench/claim-path-bench.mjs --lib /tmp/old/dist,dist [--deliveries 50000] [--reps 9]
+import path from 'node:path'
+import { pathToFileURL } from 'node:url'
+import { parseArgs } from 'node:util'
+
+const { values: args } = parseArgs({
+  options: {
+    lib: { type: 'string', default: 'dist' },
+    deliveries: { type: 'string', default: '50000' },
+    reps: { type: 'string', default: '9' },
+    fill: { type: 'string', default: '100000' },
+  },
+})
+const N = Number(args.deliveries)
+const REPS = Number(args.reps)
+const FILL = Number(args.fill)
+const TTL = 361
+const BLOCK = 1000
+const libs = args.lib.split(',').map((d) => path.resolve(d))
+
+// A real-shape signature base (~150 bytes) and distinct 64-byte signatures.
+const base = Buffer.from(`"content-digest": sha-256=:${Buffer.alloc(32, 7).toString('base64')}:\n"@signature-params": ("content-digest");created=1700000000;alg="ed25519";keyid="k1"`)
+const signatures = Array.from({ length: N }, (_, i) => { const s = Buffer.alloc(64, 3); s.writeUInt32BE(i, 0); s.writeUInt32BE(0xC0FFEE, 4); return s })
+
+const builds = []
+for (const lib of libs) {
+  const url = (p) => pathToFileURL(path.join(lib, p)).href
+  const { MemoryReplayStore, deliveryId } = await import(url('index.js'))
+  const memory = await import(url('replay/memory-store.js'))
+  const idOf = deliveryId.length === 2 ? (sig) => deliveryId(base, sig) : (sig) => deliveryId(sig)
+  const fresh = () => {
+    const store = new MemoryReplayStore()
+    const filler = Buffer.alloc(64, 9)
+    for (let i = 0; i < FILL; i++) { filler.writeUInt32BE(i); void store.claim(idOf(filler), TTL) }
+    return store
+  }
+  const sync = typeof memory.synchronousClaims === 'function'
+  builds.push({
+    name: path.basename(path.dirname(lib)),
+    sync,
+    fresh,
+    async run (store, from, to) {
+      if (sync) {
+        const claims = memory.synchronousClaims(store)
+        for (let i = from; i < to; i++) {
+          const id = idOf(signatures[i])
+          if (claims.claim(id, TTL) !== 'claimed') throw new Error('not new')
+          claims.complete(id, TTL)
+        }
+      } else {
+        for (let i = from; i < to; i++) {
+          const id = idOf(signatures[i])
+          if (await store.claim(id, TTL) !== 'claimed') throw new Error('not new')
+          // The receiver settled without awaiting, logging a failure.
+          store.complete(id, TTL).catch(() => {})
+        }
+      }
+    },
+  })
+}
+
+const cpu = () => { const u = process.cpuUsage(); return u.user + u.system }
+const median = (xs) => { const s = [...xs].sort((a, b) => a - b); const m = s.length >> 1; return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2 }
+async function repetition (r) {
+  const stores = builds.map((b) => b.fresh())
+  const used = builds.map(() => 0)
+  for (let from = 0, k = 0; from < N; from += BLOCK, k++) {
+    for (let j = 0; j < builds.length; j++) {
+      const b = (j + k + r) % builds.length
+      const t0 = cpu()
+      await builds[b].run(stores[b], from, Math.min(N, from + BLOCK))
+      used[b] += cpu() - t0
+    }
+  }
+  return used.map((us) => us / N)
+}
+await repetition(0)
+const results = builds.map(() => [])
+for (let r = 0; r < REPS; r++) {
+  const us = await repetition(r)
+  us.forEach((x, b) => results[b].push(x))
+  process.stderr.write(`  rep ${r + 1}/${REPS}\n`)
+}
+const os = await import('node:os')
+console.log(`Settings: ${N} distinct deliveries per repetition into a MemoryReplayStore holding ${FILL}, builds interleaved in blocks of ${BLOCK}, ${REPS} reps, CPU time (process.cpuUsage), Node ${process.version}, load ${os.loadavg().map((x) => x.toFixed(2)).join(' ')}`)
+console.log('')
+console.log('| build | path | µs CPU / delivery (median) | min–max |')
+console.log('|---|---|---|---|')
+builds.forEach((b, i) => console.log(`| ${b.name} | ${b.sync ? 'id + synchronous claim + complete' : 'id + awaited claim + complete (promises)'} | ${median(results[i]).toFixed(2)} | ${Math.min(...results[i]).toFixed(2)}–${Math.max(...results[i]).toFixed(2)} |`))
+if (builds.length === 2) {
+  const rs = results[0].map((x, i) => x / results[1][i])
+  console.log('')
+  console.log(`${builds[0].name} ÷ ${builds[1].name} (per rep, median): ${median(rs).toFixed(2)} (${Math.min(...rs).toFixed(2)}–${Math.max(...rs).toFixed(2)})`)
+}

@@ -13,7 +13,7 @@ import { MemoryReplayStore, MemorySeenEventsStore, WebhookEventRouter } from '..
 import type { ReplayStore } from '../../src/replay/types.js'
 import { generateSigningKeyPair, signWebhook, type SignedWebhook } from '../../src/testing/index.js'
 import { createWebhookHandler } from '../../src/web/index.js'
-import { serveKeys, startKeyServer } from '../core/helpers/key-server.js'
+import { serveKeys, startKeyServer } from '../helpers/key-server.js'
 import { checkTraces, record } from './helpers.js'
 
 const keys = generateSigningKeyPair()

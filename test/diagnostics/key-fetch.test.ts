@@ -3,8 +3,8 @@
 import t from 'tap'
 import { KeyStore, Webhooks } from '../../src/index.js'
 import { generateSigningKeyPair, signWebhook } from '../../src/testing/index.js'
-import { fakeClock } from '../core/helpers/clock.js'
-import { closedPort, serveKeys, startKeyServer } from '../core/helpers/key-server.js'
+import { fakeClock } from '../helpers/clock.js'
+import { closedPort, serveKeys, startKeyServer } from '../helpers/key-server.js'
 import { record } from './helpers.js'
 
 const body = '[{"event":"delivered","customer_handle":"acct_1","timestamp":1700000000}]'

@@ -12,7 +12,7 @@ import { Registry } from 'prom-client'
 import t, { type Test } from 'tap'
 import { generateSigningKeyPair, signWebhook, type SignedWebhook } from '../../src/testing/index.js'
 import { createWebhookHandler } from '../../src/web/index.js'
-import { serveKeys, startKeyServer } from '../core/helpers/key-server.js'
+import { serveKeys, startKeyServer } from '../helpers/key-server.js'
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url))
 const keys = generateSigningKeyPair()

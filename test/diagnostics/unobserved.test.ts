@@ -8,7 +8,7 @@ import { DELIVERY_CHANNEL, KEY_FETCH_CHANNEL, KeyStore, RECEIVE_TRACING_CHANNEL,
 import { createStandaloneReceiver } from '../../src/receiver/index.js'
 import { generateSigningKeyPair, signWebhook } from '../../src/testing/index.js'
 import { createWebhookHandler } from '../../src/web/index.js'
-import { serveKeys, startKeyServer } from '../core/helpers/key-server.js'
+import { serveKeys, startKeyServer } from '../helpers/key-server.js'
 import { record } from './helpers.js'
 
 const keys = generateSigningKeyPair()

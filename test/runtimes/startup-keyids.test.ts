@@ -4,7 +4,7 @@
 // failure expires: the ids are fetched once a request is in flight, and the deliveries verify.
 import t from 'tap'
 import { generateSigningKeyPair, signWebhook } from '../../src/testing/index.js'
-import { serveKeys, startKeyServer } from '../core/helpers/key-server.js'
+import { serveKeys, startKeyServer } from '../helpers/key-server.js'
 import { STARTERS, unavailableReason, type RuntimeName } from './helpers/runtimes.js'
 
 const RUNTIMES: RuntimeName[] = ['workerd', 'deno', 'bun', 'edge-runtime']

@@ -179,7 +179,7 @@ t.test('verifyWebhookRequest resolves what Webhooks.verify resolves', async (t) 
 })
 
 t.test('keyIds are fetched when the first delivery arrives, not at creation, and once', async (t) => {
-  const { serveKeys, startKeyServer, delay } = await import('../core/helpers/key-server.js')
+  const { serveKeys, startKeyServer, delay } = await import('../helpers/key-server.js')
   const server = await startKeyServer(serveKeys({ k1: keys.publicKey }))
   t.teardown(() => server.close())
   let calls = 0

@@ -22,7 +22,7 @@ function newest (dir: string): number {
 /**
  * Makes sure dist/cli.js exists and is not older than the sources it is built from (`npm test`
  * builds first; a lone run of this file may not have). Builds with tsc, without clearing dist/
- * (other tests may be reading it), as test/core/exports.test.ts does.
+ * (other tests may be reading it), as test/package/exports.test.ts does.
  */
 export function ensureBuilt (): void {
   const sources = Math.max(newest(path.join(ROOT, 'src', 'cli')), newest(path.join(ROOT, 'src', 'client')), newest(path.join(ROOT, 'src', 'testing')), statSync(path.join(ROOT, 'src', 'cli.ts')).mtimeMs, statSync(path.join(ROOT, 'src', 'terminal-text.ts')).mtimeMs)

@@ -5,7 +5,7 @@
 import net from 'node:net'
 import type { Test } from 'tap'
 import { generateSigningKeyPair, signWebhook, type SignedWebhook, type WireEvent } from '../../../src/testing/index.js'
-import { serveKeys, startKeyServer, type KeyServer } from '../../core/helpers/key-server.js'
+import { serveKeys, startKeyServer, type KeyServer } from '../../helpers/key-server.js'
 import { STARTERS, unavailableReason, type RuntimeName } from './runtimes.js'
 
 export const CUSTOMER = 'acct_conformance'

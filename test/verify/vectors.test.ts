@@ -4,8 +4,8 @@ import { VerificationError } from '../../src/errors.js'
 import { importEd25519PublicKey, KeyRejectedError } from '../../src/keys/public-key.js'
 import { checkContentDigest, parseContentDigest } from '../../src/verify/content-digest.js'
 import { verifyEd25519 } from '../../src/verify/signature.js'
-import { isSmallOrder } from './helpers/ed25519-math.js'
-import { TEST_PUBLIC_KEY } from './helpers/sign.js'
+import { isSmallOrder } from '../helpers/ed25519-math.js'
+import { TEST_PUBLIC_KEY } from '../helpers/sign.js'
 
 interface WycheproofTest { tcId: number, comment: string, flags: string[], msg: string, sig: string, result: 'valid' | 'invalid' | 'acceptable' }
 interface WycheproofGroup { publicKey: { pk: string }, publicKeyDer: string, publicKeyPem: string, tests: WycheproofTest[] }

@@ -146,7 +146,7 @@ t.test('the web and hono entries load no Node built-in and no hono code at run t
 })
 
 t.test('a TypeScript consumer (module nodenext) type-checks against every subpath', async (t) => {
-  const dir = mkdtempSync(path.join(root, 'test/core/fixtures/.consumer-'))
+  const dir = mkdtempSync(path.join(root, 'test/package/fixtures/.consumer-'))
   t.teardown(() => rmSync(dir, { recursive: true, force: true }))
   writeFileSync(path.join(dir, 'consumer.ts'), `
 import { Webhooks, MailChannels, KeyStore, HTTP_STATUS_BY_TYPE, type WebhookEvent, type ErrorResponse, type VerifyOptions, type Result } from 'mailchannels-webhooks'
@@ -206,7 +206,7 @@ export async function run (): Promise<string[]> {
 })
 
 t.test('a Workers-style TypeScript project (lib dom, no Node types) type-checks against ./web and ./hono', async (t) => {
-  const dir = mkdtempSync(path.join(root, 'test/core/fixtures/.consumer-web-'))
+  const dir = mkdtempSync(path.join(root, 'test/package/fixtures/.consumer-web-'))
   t.teardown(() => rmSync(dir, { recursive: true, force: true }))
   writeFileSync(path.join(dir, 'worker.ts'), `
 import { createWebhookHandler, verifyWebhookRequest, type WebhookEvent, type ReplayStore } from 'mailchannels-webhooks/web'

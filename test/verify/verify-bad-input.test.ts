@@ -1,9 +1,9 @@
 import crypto from 'node:crypto'
 import t from 'tap'
 import { KeyStore, MailChannels, Webhooks, type Result } from '../../src/index.js'
-import { assertRejected } from './helpers/assert.js'
-import { serveKeys, startKeyServer, type KeyServer } from './helpers/key-server.js'
-import { B0, D0, nowSeconds, p0, sha256Digest, signRaw, TEST_PUBLIC_KEY, TEST_PUBLIC_KEY_PEM, validDelivery, type RawDelivery } from './helpers/sign.js'
+import { assertRejected } from '../helpers/assert.js'
+import { serveKeys, startKeyServer, type KeyServer } from '../helpers/key-server.js'
+import { B0, D0, nowSeconds, p0, sha256Digest, signRaw, TEST_PUBLIC_KEY, TEST_PUBLIC_KEY_PEM, validDelivery, type RawDelivery } from '../helpers/sign.js'
 
 type Headers = Record<string, unknown>
 

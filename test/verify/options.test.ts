@@ -2,8 +2,8 @@ import crypto from 'node:crypto'
 import util from 'node:util'
 import t from 'tap'
 import { MailChannels, Webhooks } from '../../src/index.js'
-import { assertRejected } from './helpers/assert.js'
-import { TEST_PUBLIC_KEY, TEST_PRIVATE_KEY_PEM, validDelivery } from './helpers/sign.js'
+import { assertRejected } from '../helpers/assert.js'
+import { TEST_PUBLIC_KEY, TEST_PRIVATE_KEY_PEM, validDelivery } from '../helpers/sign.js'
 
 const d = validDelivery()
 const base = { payload: d.body, headers: d.headers, publicKey: TEST_PUBLIC_KEY }

@@ -4,8 +4,8 @@
 import crypto from 'node:crypto'
 import t, { type Test } from 'tap'
 import { KeyStore, Webhooks, type Result } from '../../src/index.js'
-import { serveKeys, startKeyServer, type KeyServer } from './helpers/key-server.js'
-import { B0, p0, signRaw, TEST_PUBLIC_KEY } from './helpers/sign.js'
+import { serveKeys, startKeyServer, type KeyServer } from '../helpers/key-server.js'
+import { B0, p0, signRaw, TEST_PUBLIC_KEY } from '../helpers/sign.js'
 
 const REAL = 'mc-2026-rotated'
 const BUDGET = 10 // fetchesPerMinute, the default

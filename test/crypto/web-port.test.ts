@@ -8,16 +8,16 @@ import t from 'tap'
 const ROOT = fileURLToPath(new URL('../../', import.meta.url))
 const ARGS = ['--import', 'tsx', '--conditions=mcwh-web-source']
 const FILES = [
-  'test/core/verify-valid.test.ts',
-  'test/core/verify-bad-input.test.ts',
-  'test/core/vectors.test.ts',
-  'test/core/key-faults.test.ts',
-  'test/core/key-store.test.ts',
-  'test/core/key-refresh.test.ts',
-  'test/core/options.test.ts',
-  'test/core/header-strictness.test.ts',
-  'test/core/prototype-poisoning.test.ts',
-  'test/core/mutation-regression.test.ts',
+  'test/verify/verify-valid.test.ts',
+  'test/verify/verify-bad-input.test.ts',
+  'test/verify/vectors.test.ts',
+  'test/keys/key-faults.test.ts',
+  'test/keys/key-store.test.ts',
+  'test/keys/key-refresh.test.ts',
+  'test/verify/options.test.ts',
+  'test/verify/header-strictness.test.ts',
+  'test/verify/prototype-poisoning.test.ts',
+  'test/verify/mutation-regression.test.ts',
   'test/replay/fingerprint.test.ts',
   'test/interop/independent-signers.test.ts',
   'test/property/mutation.test.ts',
@@ -25,7 +25,7 @@ const FILES = [
 ]
 
 // Without the condition this would silently test the Node port twice.
-const probe = spawnSync(process.execPath, [...ARGS, 'test/core/helpers/port-probe.ts'], { cwd: ROOT, encoding: 'utf8', timeout: 30_000 })
+const probe = spawnSync(process.execPath, [...ARGS, 'test/helpers/port-probe.ts'], { cwd: ROOT, encoding: 'utf8', timeout: 30_000 })
 t.equal(probe.stdout, 'web', `the child processes use the WebCrypto port ${probe.stderr}`)
 
 function run (file: string): Promise<{ code: number | null, output: string }> {

@@ -5,11 +5,11 @@ import { runtime } from '#crypto'
 import { KeyStore, Webhooks, type Logger, type Result } from '../../src/index.js'
 import { importEd25519PublicKey, isWeakEd25519Point, KeyRejectedError } from '../../src/keys/public-key.js'
 import { signatureBase, verifyEd25519 } from '../../src/verify/signature.js'
-import { assertRejected } from './helpers/assert.js'
-import { fakeClock } from './helpers/clock.js'
-import { isSmallOrder } from './helpers/ed25519-math.js'
-import { closedPort, serveKeys, startKeyServer, type KeyBehaviour, type KeyServer } from './helpers/key-server.js'
-import { B0, nowSeconds, p0, signRaw, TEST_PUBLIC_KEY, TEST_PUBLIC_KEY_PEM, validDelivery } from './helpers/sign.js'
+import { assertRejected } from '../helpers/assert.js'
+import { fakeClock } from '../helpers/clock.js'
+import { isSmallOrder } from '../helpers/ed25519-math.js'
+import { closedPort, serveKeys, startKeyServer, type KeyBehaviour, type KeyServer } from '../helpers/key-server.js'
+import { B0, nowSeconds, p0, signRaw, TEST_PUBLIC_KEY, TEST_PUBLIC_KEY_PEM, validDelivery } from '../helpers/sign.js'
 
 const good = serveKeys({ mckey: TEST_PUBLIC_KEY_PEM })
 const json = (body: unknown): ReturnType<KeyBehaviour> => ({ status: 200, body: JSON.stringify(body), headers: { 'content-type': 'application/json' } })

@@ -1,10 +1,10 @@
 import crypto from 'node:crypto'
 import t, { type Test } from 'tap'
 import { KeyStore, MailChannels, Webhooks, type Result } from '../../src/index.js'
-import { assertRejected } from './helpers/assert.js'
-import { fakeClock } from './helpers/clock.js'
-import { delay, serveKeys, startKeyServer, type KeyServer } from './helpers/key-server.js'
-import { B0, nowSeconds, p0, signRaw, TEST_PUBLIC_KEY, TEST_PUBLIC_KEY_PEM, validDelivery } from './helpers/sign.js'
+import { assertRejected } from '../helpers/assert.js'
+import { fakeClock } from '../helpers/clock.js'
+import { delay, serveKeys, startKeyServer, type KeyServer } from '../helpers/key-server.js'
+import { B0, nowSeconds, p0, signRaw, TEST_PUBLIC_KEY, TEST_PUBLIC_KEY_PEM, validDelivery } from '../helpers/sign.js'
 
 const keys = serveKeys({ mckey: TEST_PUBLIC_KEY_PEM, 'mc.key~_-': TEST_PUBLIC_KEY, k1: TEST_PUBLIC_KEY })
 

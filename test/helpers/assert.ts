@@ -1,4 +1,4 @@
-import { HTTP_STATUS_BY_TYPE, type Result, type VerifyErrorType } from '../../../src/errors.js'
+import { HTTP_STATUS_BY_TYPE, type Result, type VerifyErrorType } from '../../src/errors.js'
 
 import type { Test } from 'tap'
 

@@ -208,7 +208,7 @@ t.test('the built package (dist) reachable from . and ./web uses web-standard AP
 
 t.test('the walker finds what it must refuse', async (t) => {
   // The checks themselves, on a scratch module: a walker that finds nothing proves nothing.
-  const dir = path.join(ROOT, 'test', 'core', 'fixtures', 'module-graph')
+  const dir = path.join(ROOT, 'test', 'package', 'fixtures', 'module-graph')
   const { findings } = walk([path.join(dir, 'bad.ts')], 'source')
   const what = findings.map((f) => f.what.replace(/ \(line \d+\)/, '')).sort()
   t.same(what, ['imports node:crypto', 'imports stream', 'uses Buffer', 'uses __dirname', 'uses process', 'uses setImmediate'].sort())
@@ -253,7 +253,7 @@ function layerViolations (graph: ReadonlyMap<string, readonly string[]>): string
   const out = new Set<string>()
   for (const [from, targets] of graph) {
     const a = floorOf(from)
-    if (a.floor === -1) out.add(`src/${a.folder}/ is on no floor: add it to FLOORS (test/core/module-graph.test.ts) and to docs/architecture.md`)
+    if (a.floor === -1) out.add(`src/${a.folder}/ is on no floor: add it to FLOORS (test/package/module-graph.test.ts) and to docs/architecture.md`)
     for (const to of targets) {
       const b = floorOf(to)
       if (a.folder === b.folder || b.floor === -1) continue
@@ -319,6 +319,6 @@ t.test('the structure checks find what they must refuse', async (t) => {
     'client/c.ts -> receiver/d.ts: client imports receiver, a neighbour on its floor',
     'diagnostics/b.ts -> keys/a.ts: diagnostics imports keys, a floor above it',
     'fastify/f.ts -> web/g.ts: fastify imports web, a neighbour on its floor',
-    'src/somewhere/ is on no floor: add it to FLOORS (test/core/module-graph.test.ts) and to docs/architecture.md',
+    'src/somewhere/ is on no floor: add it to FLOORS (test/package/module-graph.test.ts) and to docs/architecture.md',
   ])
 })

@@ -3,10 +3,10 @@
 // never follows a redirect, with `redirect: 'manual'` (what Cloudflare workerd accepts).
 import t, { type Test } from 'tap'
 import { KeyStore, Webhooks, type Logger, type Result } from '../../src/index.js'
-import { assertRejected } from './helpers/assert.js'
-import { fakeClock } from './helpers/clock.js'
-import { closedPort, serveKeys, startKeyServer, type KeyBehaviour, type KeyServer } from './helpers/key-server.js'
-import { TEST_PUBLIC_KEY, TEST_PUBLIC_KEY_PEM, validDelivery } from './helpers/sign.js'
+import { assertRejected } from '../helpers/assert.js'
+import { fakeClock } from '../helpers/clock.js'
+import { closedPort, serveKeys, startKeyServer, type KeyBehaviour, type KeyServer } from '../helpers/key-server.js'
+import { TEST_PUBLIC_KEY, TEST_PUBLIC_KEY_PEM, validDelivery } from '../helpers/sign.js'
 
 interface Line { level: string, obj: Record<string, unknown>, msg: string | undefined }
 

@@ -5,9 +5,9 @@
 import crypto from 'node:crypto'
 import t from 'tap'
 import { KeyStore, Webhooks, type Result } from '../../src/index.js'
-import { assertAccepted, assertRejected } from './helpers/assert.js'
-import { serveKeys, startKeyServer, type KeyServer } from './helpers/key-server.js'
-import { B0, nowSeconds, p0, sha256Digest, signRaw, TEST_PUBLIC_KEY, TEST_PUBLIC_KEY_PEM, validDelivery } from './helpers/sign.js'
+import { assertAccepted, assertRejected } from '../helpers/assert.js'
+import { serveKeys, startKeyServer, type KeyServer } from '../helpers/key-server.js'
+import { B0, nowSeconds, p0, sha256Digest, signRaw, TEST_PUBLIC_KEY, TEST_PUBLIC_KEY_PEM, validDelivery } from '../helpers/sign.js'
 
 let server: KeyServer
 t.before(async () => { server = await startKeyServer(serveKeys({ mckey: TEST_PUBLIC_KEY_PEM, evil: TEST_PUBLIC_KEY })) })

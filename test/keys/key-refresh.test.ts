@@ -4,9 +4,9 @@
 import t, { type Test } from 'tap'
 import { KeyStore, Webhooks, type Result } from '../../src/index.js'
 import { generateSigningKeyPair, signWebhook, type SigningKeyPair } from '../../src/testing/index.js'
-import { assertRejected } from './helpers/assert.js'
-import { fakeClock } from './helpers/clock.js'
-import { serveKeys, startKeyServer, type KeyServer } from './helpers/key-server.js'
+import { assertRejected } from '../helpers/assert.js'
+import { fakeClock } from '../helpers/clock.js'
+import { serveKeys, startKeyServer, type KeyServer } from '../helpers/key-server.js'
 
 const body = '[{"event":"delivered","customer_handle":"acct_1","timestamp":1700000000}]'
 

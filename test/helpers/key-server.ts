@@ -72,6 +72,6 @@ export async function startKeyServer (behaviour: KeyBehaviour): Promise<KeyServe
   }
 }
 
-export { closedPort } from '../../helpers/closed-port.js'
+export { closedPort } from './closed-port.js'
 
 export const delay = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms))

@@ -3,7 +3,7 @@
 // is rejected with a typed error and never throws (the property of test/property/mutation.test.ts; rows A1, C7, C11, C12 in test/README.md).
 import t from 'tap'
 import { HTTP_STATUS_BY_TYPE, Webhooks, type Result } from '../../src/index.js'
-import { B0, TEST_PUBLIC_KEY, validDelivery } from './helpers/sign.js'
+import { B0, TEST_PUBLIC_KEY, validDelivery } from '../helpers/sign.js'
 
 const NOW = 1_700_000_100
 const valid = validDelivery(B0, NOW)

@@ -3,8 +3,8 @@ import t from 'tap'
 import { runtime } from '#crypto'
 import { MailChannels, Webhooks, WEBHOOK_EVENT_TYPES, type WebhookEvent } from '../../src/index.js'
 import { generateSigningKeyPair, signWebhook, type WireEvent } from '../../src/testing/index.js'
-import { assertAccepted } from './helpers/assert.js'
-import { B0, nowSeconds, signRaw, TEST_PUBLIC_KEY, TEST_PUBLIC_KEY_PEM } from './helpers/sign.js'
+import { assertAccepted } from '../helpers/assert.js'
+import { B0, nowSeconds, signRaw, TEST_PUBLIC_KEY, TEST_PUBLIC_KEY_PEM } from '../helpers/sign.js'
 
 // A deterministic delivery: fixed values, signed with the RFC 8032 §7.1 TEST 1 key, so its bytes never change.
 const VECTOR = {

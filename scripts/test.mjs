@@ -3,7 +3,7 @@
 // dist/'s declarations (tests and examples import the package by name), so it cannot overlap the
 // build, but nothing in the suite waits for it, and most test files wait on I/O. tap's output
 // streams as usual; the type-check's is printed after the suite, and only when it fails, so on
-// success tap's summary stays the last line. Arguments are passed to tap (`npm test -- test/core`).
+// success tap's summary stays the last line. Arguments are passed to tap (`npm test -- test/verify/*.test.ts`).
 // The exit code is tap's when the suite fails, else the type-check's.
 import { spawn } from 'node:child_process'
 import { createRequire } from 'node:module'

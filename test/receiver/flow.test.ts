@@ -20,6 +20,13 @@ function delivery (types: readonly string[] = ['delivered']): SignedWebhook {
   return signWebhook({ privateKey: KEYS.privateKey, events })
 }
 
+/** The replay id of a delivery, as the receiver derives it (the signature bytes). */
+async function idOf (d: SignedWebhook): Promise<string> {
+  const { deliveryId } = await import('../../src/index.js')
+  const value = d.headers.signature
+  return deliveryId(Buffer.from(value.slice(value.indexOf('=:') + 2, -1), 'base64'))
+}
+
 /** One request: its delivery, and what the flow did with it. */
 interface Ctx {
   d: SignedWebhook
@@ -174,6 +181,49 @@ t.test('the hot path stays synchronous: key at hand, no replay store, verify on 
   const ctx: Ctx = { d: delivery(), reads: 0, replies: [], ran: [] }
   const result = flow.handle(ctx)
   t.equal(result, 'ran', 'no promise: the handler ran in the same tick')
+})
+
+t.test('with the default memory store the hot path stays synchronous too: claim, settle and the duplicate answer', async (t) => {
+  const store = new MemoryReplayStore()
+  const { flow } = setup({ replay: store })
+  const d = delivery()
+  const first: Ctx = { d, reads: 0, replies: [], ran: [] }
+  t.equal(flow.handle(first), 'ran', 'no promise: claimed and handled in the same tick')
+  t.equal(store.size, 1)
+  const again: Ctx = { d, reads: 0, replies: [], ran: [] }
+  t.equal(flow.handle(again), 'replied', 'the resend is answered in the same tick')
+  t.same(again.replies.map((r) => [r.status, r.body]), [[200, { duplicate: true }]])
+  t.equal(await store.claim(await idOf(d), 361), 'done', 'the 2xx completed the claim, as the promise API sees it')
+})
+
+t.test('a resend whose Signature header spells the same bytes differently is still a duplicate', async (t) => {
+  const { send } = setup({ replay: new MemoryReplayStore() })
+  const d = delivery()
+  t.equal((await send(d)).result, 'ran')
+  // 86 base64 characters carry 516 bits for 512: the last one's low 4 bits are ignored when decoding.
+  const value = d.headers.signature
+  const at = value.lastIndexOf('==:') - 1
+  const alphabet = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/'
+  const last = alphabet.indexOf(value[at]!)
+  const respelled = value.slice(0, at) + alphabet[last ^ 0b0001] + value.slice(at + 1)
+  t.not(respelled, value, 'another header text')
+  t.same(Buffer.from(respelled.slice(respelled.indexOf('=:') + 2, -1), 'base64'), Buffer.from(value.slice(value.indexOf('=:') + 2, -1), 'base64'), 'the same signature bytes')
+  const again = await send({ ...d, headers: { ...d.headers, signature: respelled } })
+  t.same(again.ran, [], 'the handler does not run again')
+  t.same(again.replies.map((r) => [r.status, r.body]), [[200, { duplicate: true }]])
+})
+
+t.test('a memory store whose method was replaced is called through it: a claim that throws is 503, never handled', async (t) => {
+  const store = new MemoryReplayStore()
+  let calls = 0
+  store.claim = async () => { calls++; throw new Error('store down') }
+  const { send } = setup({ replay: store })
+  const r = await send(delivery())
+  t.equal(calls, 1, 'the replaced claim ran')
+  t.same(r.ran, [], 'the handler did not run')
+  t.equal(r.replies[0]?.status, 503)
+  t.equal((r.replies[0]?.body as { code?: string }).code, 'replay_store_unavailable')
+  t.equal(r.replies[0]?.headers['retry-after'], '10')
 })
 
 t.test('finish answers an outcome made elsewhere (a framework that runs the steps in its own hooks)', async (t) => {

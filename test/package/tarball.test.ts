@@ -26,6 +26,10 @@ const tsc = path.join(root, 'node_modules/typescript/bin/tsc')
 // A plain Node child: the test runner's loader must not stand in for the package's own files.
 const env = { ...process.env, NODE_OPTIONS: '', NO_COLOR: '1', npm_config_update_notifier: 'false', npm_config_fund: 'false', npm_config_audit: 'false' }
 
+// The subtests below share the installed package read-only and each writes its own folder, so two
+// run at a time: the five type-checks are CPU-bound, and this file is among the last tap starts.
+t.jobs = 2
+
 const work = mkdtempSync(path.join(tmpdir(), 'mcw-pack-'))
 t.teardown(() => { rmSync(work, { recursive: true, force: true }) })
 const source = path.join(work, 'source')

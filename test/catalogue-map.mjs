@@ -185,7 +185,7 @@ const gaps = ROWS.filter(([id]) => coverage.get(id).length === 0).map(([id]) => 
 const lines = [
   '# Tests',
   '',
-  'Run everything with `npm test` (build, type-check, then tap over `test/**/*.test.ts`). One file: `npx tap test/verify/verify-bad-input.test.ts`.',
+  'Run everything with `npm test` (build, then tap over `test/**/*.test.ts` with the type-check beside it). One file: `npx tap test/verify/verify-bad-input.test.ts`.',
   '',
   'Folders mirror `src/` (a test of `src/keys/` is in `keys/`); the suites that cut across the source (properties, runtimes, packaging, examples, the README) have folders of their own. Shared helpers are in `helpers/` (one fake MailChannels API, real redis-server and PostgreSQL starters, signing and key-server helpers), test vectors in `fixtures/`.',
   '',

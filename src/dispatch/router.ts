@@ -4,7 +4,7 @@ import { WEBHOOK_EVENT_TYPES, type WebhookEvent } from '../events/types.js'
 import { noopLogger, type Logger } from '../logger.js'
 import { ReplayStoreError } from '../replay/errors.js'
 import { eventFingerprint } from '../replay/fingerprint.js'
-import { isTransactionalStore, type EventClaim, type EventClaimResult, type SeenEventsStore, type TransactionalSeenEventsStore } from '../replay/seen-events.js'
+import { CLAIMED, DONE, REPEATED, isTransactionalStore, synchronousSeenEvents, type EventClaim, type EventClaimResult, type SeenEventsStore, type SynchronousSeenEvents, type TransactionalSeenEventsStore } from '../replay/seen-events.js'
 import type { DispatchContext, DispatchReport, EventOutcome, WebhookEventHandler, WebhookEventName } from './types.js'
 
 export interface WebhookEventRouterOptions<T = never> {
@@ -172,33 +172,62 @@ export class WebhookEventRouter<C extends object = object, T = never> {
     const { signal, log = noopLogger } = (context ?? {}) as DispatchInput
     if (signal !== undefined && !isSignal(signal)) throw new TypeError('dispatch() context.signal must be an AbortSignal')
     if (!isLogger(log)) throw new TypeError('dispatch() context.log must be a logger (debug, info, warn and error methods)')
-    return new Dispatch(this.#handlers, this.#store, this.#concurrency, this.claimLifetime, events, (context ?? {}) as object, signal, log)
-      .run()
-      .catch((err: unknown) => {
-        // Unreachable by design; kept so the promise never rejects even on a bug.
-        log.error({ err }, 'webhook event dispatch failed unexpectedly')
-        const outcomes = events.map((event): EventOutcome => ({ status: 'failed', event, fingerprint: safeFingerprint(event), error: err }))
-        return report(outcomes)
-      })
+    const fallback = (err: unknown): DispatchReport => {
+      // Unreachable by design; kept so the promise never rejects even on a bug.
+      log.error({ err }, 'webhook event dispatch failed unexpectedly')
+      return report(events, new Uint8Array(events.length).fill(FAILED), events.map(safeFingerprint), new Array(events.length).fill(err))
+    }
+    let result: DispatchReport | Promise<DispatchReport>
+    try {
+      result = new Dispatch(this.#handlers, this.#store, this.#concurrency, this.claimLifetime, events, (context ?? {}) as object, signal, log).run()
+    } catch (err) {
+      return Promise.resolve(fallback(err))
+    }
+    return result instanceof Promise ? result.catch(fallback) : Promise.resolve(result)
   }
 }
 
+// Where an event stands while a dispatch runs, one byte per event (outcome objects are built
+// only when the report's `outcomes` is read: a receiver that answers 200 never reads them).
+// 0: not settled yet.
+const HANDLED = 1
+const SKIPPED = 2
+const UNHANDLED = 3
+const DEFERRED = 4
+const FAILED = 5
+const STATUS_NAMES = [undefined, 'handled', 'skipped', 'unhandled', 'deferred', 'failed'] as const
+
 /** One run of `dispatch`. Most dispatches run quick handlers: nothing is allocated for what they do not use. */
 class Dispatch {
-  readonly #outcomes: (EventOutcome | undefined)[]
+  readonly #status: Uint8Array
+  /** By event index: the error of a failed event. */
+  #errors: unknown[] | undefined
   readonly #fingerprints: string[]
-  /** By event index: the claim held and not yet handed to complete or release (what renewal extends). */
-  #held: (EventClaim | undefined)[] | undefined
+  /** By event index: 1 while its claim is held and not yet handed to complete or release (what renewal extends). */
+  #holding: Uint8Array | undefined
   #heldCount = 0
+  /** By event index, for a store called through its promises: the claims. */
+  #claims: (EventClaim | undefined)[] | undefined
+  /** The memory store's synchronous methods (no promise, no claim object per event), else null. */
+  readonly #sync: SynchronousSeenEvents | null
+  /** The synchronous store's one claim on this dispatch's events. */
+  #syncClaim: object | undefined
+  /** Fingerprints handled and not yet marked done in the synchronous store (written in one call). */
+  #toMark: string[] = []
   /** Made when the first handler runs (a dispatch that runs none needs no signal). */
   #controller: AbortController | undefined
   #completes: Batch | undefined
   #releases: Batch | undefined
+  #renewal: ReturnType<typeof setInterval> | undefined
+  #onAbort: (() => void) | undefined
   #stopError: unknown = undefined
   #stopped = false
   #finished = false
-  /** The context's own enumerable keys, read when the first handler runs. */
-  #contextKeys: PropertyKey[] | undefined
+  /** The handler context of this dispatch with an empty fingerprint, copied for each event. */
+  #template: Record<PropertyKey, unknown> | undefined
+  /** Duplicates: their index, and the index of their first copy. */
+  #duplicates: number[] | undefined
+  #originals: number[] | undefined
 
   constructor (
     readonly handlers: ReadonlyMap<string, AnyHandler[]>,
@@ -210,8 +239,9 @@ class Dispatch {
     readonly callerSignal: AbortSignal | undefined,
     readonly log: Logger,
   ) {
-    this.#outcomes = new Array(events.length).fill(undefined)
+    this.#status = new Uint8Array(events.length)
     this.#fingerprints = new Array(events.length).fill('')
+    this.#sync = store === undefined ? null : synchronousSeenEvents(store)
   }
 
   /** The signal handlers see: aborted when the dispatch is given up. */
@@ -223,11 +253,56 @@ class Dispatch {
     return this.#controller.signal
   }
 
-  async run (): Promise<DispatchReport> {
-    const { events, callerSignal } = this
-    // Which events run, deduplicated by fingerprint: `first` maps a fingerprint to its first index.
-    const first = new Map<string, number>()
-    let duplicates: number[] | undefined
+  /** The report, synchronously when no handler returned a promise and the store answers synchronously. */
+  run (): DispatchReport | Promise<DispatchReport> {
+    const toRun = this.#prepare()
+    const { callerSignal } = this
+    if (callerSignal !== undefined) {
+      if (callerSignal.aborted) this.#stop(callerSignal.reason)
+      else {
+        this.#onAbort = () => { this.#stop(callerSignal.reason) }
+        callerSignal.addEventListener('abort', this.#onAbort, { once: true })
+      }
+    }
+    let pending: Promise<void> | undefined
+    try {
+      pending = this.#claimAndRun(toRun)
+    } catch (err) {
+      this.#cleanUp()
+      throw err
+    }
+    if (pending === undefined) {
+      this.#cleanUp()
+      this.#finished = true
+      return this.#report()
+    }
+    return this.#settle(pending)
+  }
+
+  async #settle (pending: Promise<void>): Promise<DispatchReport> {
+    try {
+      await pending
+    } finally {
+      this.#cleanUp()
+      if (this.#completes !== undefined) await this.#completes.settled()
+      if (this.#releases !== undefined) await this.#releases.settled()
+      this.#finished = true
+    }
+    return this.#report()
+  }
+
+  #cleanUp (): void {
+    if (this.#renewal !== undefined) clearInterval(this.#renewal)
+    if (this.#onAbort !== undefined) this.callerSignal!.removeEventListener('abort', this.#onAbort)
+    this.#markDone()
+  }
+
+  /** Fingerprints every event, sets aside the unhandled and the copies; returns the indexes to run. */
+  #prepare (): number[] {
+    const { events } = this
+    // Deduplicated by fingerprint: `first` maps a fingerprint to its first index. The synchronous
+    // store's claim finds the copies itself (one lookup per event instead of two).
+    const first = this.#sync === null ? new Map<string, number>() : undefined
     const toRun: number[] = []
     for (let i = 0; i < events.length; i++) {
       const event = events[i]!
@@ -235,65 +310,84 @@ class Dispatch {
       try {
         fp = eventFingerprint(event)
       } catch (err) {
-        this.#outcomes[i] = { status: 'failed', event, fingerprint: '', error: err }
+        this.#fail(i, err)
         continue
       }
       this.#fingerprints[i] = fp
-      if (this.#handlersOf(event).length === 0) {
-        this.#outcomes[i] = { status: 'unhandled', event, fingerprint: fp }
+      if (this.#handlersOf(event).length === 0) { this.#status[i] = UNHANDLED; continue }
+      const original = first?.get(fp)
+      if (original !== undefined) {
+        (this.#duplicates ??= []).push(i)
+        ;(this.#originals ??= []).push(original)
         continue
       }
-      if (first.has(fp)) { (duplicates ??= []).push(i); continue }
-      first.set(fp, i)
+      first?.set(fp, i)
       toRun.push(i)
     }
+    return toRun
+  }
 
-    let onAbort: (() => void) | undefined
-    if (callerSignal !== undefined) {
-      if (callerSignal.aborted) this.#stop(callerSignal.reason)
-      else {
-        onAbort = () => { this.#stop(callerSignal.reason) }
-        callerSignal.addEventListener('abort', onAbort, { once: true })
-      }
-    }
-    let renewal: ReturnType<typeof setInterval> | undefined
-    try {
-      let runnable = toRun
-      if (this.store !== undefined && toRun.length > 0 && !this.#stopped) {
-        runnable = await this.#claim(toRun)
-        if (this.#heldCount > 0) renewal = this.#startRenewal()
-      }
-      if (this.concurrency === 1 || runnable.length < 2) await this.#runInOrder(runnable, 0)
-      else await this.#runConcurrently(runnable)
-    } finally {
-      if (renewal !== undefined) clearInterval(renewal)
-      if (onAbort !== undefined) callerSignal!.removeEventListener('abort', onAbort)
-      if (this.#completes !== undefined) await this.#completes.settled()
-      if (this.#releases !== undefined) await this.#releases.settled()
-      this.#finished = true
-    }
+  #claimAndRun (toRun: number[]): Promise<void> | undefined {
+    if (this.store === undefined || toRun.length === 0 || this.#stopped) return this.#runAll(toRun)
+    if (this.#sync !== null) return this.#runAll(this.#claimSynchronously(toRun))
+    return this.#claim(toRun).then((runnable) => this.#runAll(runnable))
+  }
 
+  #runAll (runnable: readonly number[]): Promise<void> | undefined {
+    if (this.concurrency === 1 || runnable.length < 2) return this.#runInOrder(runnable, 0)
+    this.#goingAsync()
+    return this.#runConcurrently(runnable)
+  }
+
+  #report (): DispatchReport {
+    const duplicates = this.#duplicates
     if (duplicates !== undefined) {
-      for (const i of duplicates) {
-        const original = this.#outcomes[first.get(this.#fingerprints[i]!)!]!
-        const event = events[i]!
-        const fingerprint = this.#fingerprints[i]!
-        this.#outcomes[i] = original.status === 'failed'
-          ? { status: 'failed', event, fingerprint, error: original.error }
-          : { status: original.status === 'handled' ? 'skipped' : original.status, event, fingerprint }
+      for (let d = 0; d < duplicates.length; d++) {
+        const i = duplicates[d]!
+        const o = this.#originals![d]!
+        const status = this.#status[o]!
+        if (status === FAILED) this.#fail(i, this.#errors![o])
+        else this.#status[i] = status === HANDLED ? SKIPPED : status
       }
     }
-    return report(this.#outcomes as EventOutcome[])
+    return report(this.events, this.#status, this.#fingerprints, this.#errors)
   }
 
   #handlersOf (event: WebhookEvent): AnyHandler[] {
     return this.handlers.get(event.event) ?? NO_HANDLERS
   }
 
+  /** Claims every event in one call of the synchronous store; returns the indexes now ours to run. */
+  #claimSynchronously (indexes: number[]): number[] {
+    const fps = new Array<string>(indexes.length)
+    for (let k = 0; k < indexes.length; k++) fps[k] = this.#fingerprints[indexes[k]!]!
+    const results = new Uint8Array(indexes.length)
+    this.#syncClaim = this.#sync!.claim(fps, this.claimLifetime, results)
+    const holding = this.#holding = new Uint8Array(this.events.length)
+    const mine: number[] = []
+    let first: Map<string, number> | undefined
+    for (let k = 0; k < indexes.length; k++) {
+      const i = indexes[k]!
+      const result = results[k]!
+      if (result === CLAIMED) { holding[i] = 1; mine.push(i) } else if (result === REPEATED) {
+        // A copy of an event earlier in this delivery: reported as its first copy is (#report).
+        if (first === undefined) {
+          first = new Map()
+          for (let j = indexes.length - 1; j >= 0; j--) first.set(fps[j]!, indexes[j]!)
+        }
+        ;(this.#duplicates ??= []).push(i)
+        ;(this.#originals ??= []).push(first.get(fps[k]!)!)
+      } else this.#status[i] = result === DONE ? SKIPPED : DEFERRED
+    }
+    this.#heldCount = mine.length
+    return mine
+  }
+
   /** Claims every event in one store call; returns the indexes now ours to run. */
   async #claim (indexes: number[]): Promise<number[]> {
     const fps = indexes.map((i) => this.#fingerprints[i]!)
-    const held: (EventClaim | undefined)[] = this.#held = new Array(this.events.length)
+    const holding = this.#holding = new Uint8Array(this.events.length)
+    const claims: (EventClaim | undefined)[] = this.#claims = new Array(this.events.length)
     let results: unknown
     try {
       results = await this.store!.claim(fps, this.claimLifetime)
@@ -305,7 +399,7 @@ class Dispatch {
         const replies: unknown[] = results
         indexes.forEach((i, k) => {
           const r = replies[k]
-          if (isClaim(r) && r.fingerprint === fps[k]) { held[i] = r; this.#heldCount++ }
+          if (isClaim(r) && r.fingerprint === fps[k]) { claims[i] = r; holding[i] = 1; this.#heldCount++ }
         })
       }
       for (const i of indexes) this.#giveBack(i, error)
@@ -315,11 +409,16 @@ class Dispatch {
     for (let k = 0; k < indexes.length; k++) {
       const i = indexes[k]!
       const result = results[k]!
-      if (result === 'done') this.#outcomes[i] = { status: 'skipped', event: this.events[i]!, fingerprint: fps[k]! }
-      else if (result === 'processing') this.#outcomes[i] = { status: 'deferred', event: this.events[i]!, fingerprint: fps[k]! }
-      else { held[i] = result; this.#heldCount++; mine.push(i) }
+      if (result === 'done') this.#status[i] = SKIPPED
+      else if (result === 'processing') this.#status[i] = DEFERRED
+      else { claims[i] = result; holding[i] = 1; this.#heldCount++; mine.push(i) }
     }
     return mine
+  }
+
+  /** Called before the dispatch first waits for a handler: claims held from now on are renewed. */
+  #goingAsync (): void {
+    if (this.#renewal === undefined && this.#heldCount > 0) this.#renewal = this.#startRenewal()
   }
 
   /** Renews the held claims every third of their lifetime; gives the dispatch up if that fails. */
@@ -327,8 +426,15 @@ class Dispatch {
     let busy = false
     const timer = setInterval(() => {
       if (busy || this.#heldCount === 0 || this.#stopped) return
+      if (this.#sync !== null) {
+        // Every event still holding the synchronous claim is one not yet handed to complete or release.
+        this.#sync.extend(this.#syncClaim!, this.claimLifetime)
+        return
+      }
       busy = true
-      const claims = this.#held!.filter((c): c is EventClaim => c !== undefined)
+      const claims: EventClaim[] = []
+      const holding = this.#holding!
+      for (let i = 0; i < holding.length; i++) if (holding[i] === 1) claims.push(this.#claims![i]!)
       this.store!.extend(claims, this.claimLifetime).then(() => { busy = false }, (err: unknown) => {
         busy = false
         if (this.#finished) return
@@ -352,13 +458,17 @@ class Dispatch {
   }
 
   /** Runs `indexes` from `from` on, one after the other; synchronously as long as the handlers return no promise. */
-  async #runInOrder (indexes: readonly number[], from: number): Promise<void> {
+  #runInOrder (indexes: readonly number[], from: number): Promise<void> | undefined {
     for (let k = from; k < indexes.length; k++) {
       const i = indexes[k]!
       if (this.#stopped) { this.#giveBack(i, this.#stopError); continue }
       const pending = this.#runOne(i)
-      if (pending !== undefined) await pending
+      if (pending !== undefined) {
+        this.#goingAsync()
+        return pending.then(() => this.#runInOrder(indexes, k + 1))
+      }
     }
+    return undefined
   }
 
   async #runConcurrently (indexes: readonly number[]): Promise<void> {
@@ -383,8 +493,9 @@ class Dispatch {
     const event = this.events[i]!
     const handlers = this.#handlersOf(event)
     const handlerContext = this.#handlerContext(i)
-    const claim = this.#held?.[i]
-    if (claim !== undefined && isTransactionalStore(this.store!)) return this.#runInTransaction(i, claim, this.store, handlers, handlerContext)
+    if (this.#claims !== undefined && this.#holding![i] === 1 && isTransactionalStore(this.store!)) {
+      return this.#runInTransaction(i, this.#claims[i]!, this.store, handlers, handlerContext)
+    }
     for (let h = 0; h < handlers.length; h++) {
       let result: unknown
       try {
@@ -399,24 +510,29 @@ class Dispatch {
     return undefined
   }
 
-  /** `{ ...context, fingerprint, signal, log }`, built by assignment: V8 adds properties to a spread copy slowly (≈ 2 µs each here). */
+  /**
+   * `{ ...context, fingerprint, signal, log }`: a copy of one template per dispatch, built by
+   * assignment (V8 adds properties to a spread copy slowly), whose fingerprint is then set.
+   */
   #handlerContext (i: number): DispatchContext {
-    let keys = this.#contextKeys
-    if (keys === undefined) {
-      keys = this.#contextKeys = Object.keys(this.context)
-      for (const key of Object.getOwnPropertySymbols(this.context)) if (Object.prototype.propertyIsEnumerable.call(this.context, key)) keys.push(key)
+    let template = this.#template
+    if (template === undefined) {
+      template = this.#template = {}
+      const source = this.context as Record<PropertyKey, unknown>
+      const keys: PropertyKey[] = Object.keys(source)
+      for (const key of Object.getOwnPropertySymbols(source)) if (Object.prototype.propertyIsEnumerable.call(source, key)) keys.push(key)
+      for (let k = 0; k < keys.length; k++) {
+        const key = keys[k]!
+        // Assigning '__proto__' would set the prototype; spread makes it an own property.
+        if (key === '__proto__') Object.defineProperty(template, key, { value: source[key], writable: true, enumerable: true, configurable: true })
+        else template[key] = source[key]
+      }
+      template.fingerprint = ''
+      template.signal = this.#signal
+      template.log = this.log
     }
-    const source = this.context as Record<PropertyKey, unknown>
-    const handlerContext: Record<PropertyKey, unknown> = {}
-    for (let k = 0; k < keys.length; k++) {
-      const key = keys[k]!
-      // Assigning '__proto__' would set the prototype; spread makes it an own property.
-      if (key === '__proto__') Object.defineProperty(handlerContext, key, { value: source[key], writable: true, enumerable: true, configurable: true })
-      else handlerContext[key] = source[key]
-    }
+    const handlerContext = { ...template }
     handlerContext.fingerprint = this.#fingerprints[i]!
-    handlerContext.signal = this.#signal
-    handlerContext.log = this.log
     return handlerContext as unknown as DispatchContext
   }
 
@@ -466,30 +582,43 @@ class Dispatch {
     }
     // Committed: the effects and the done mark are in, together.
     this.#handOff(i)
-    this.#outcomes[i] = { status: 'handled', event, fingerprint: this.#fingerprints[i]! }
+    this.#status[i] = HANDLED
   }
 
   #handled (i: number): void {
-    this.#outcomes[i] = { status: 'handled', event: this.events[i]!, fingerprint: this.#fingerprints[i]! }
-    const claim = this.#handOff(i)
-    if (claim !== undefined) (this.#completes ??= new Batch(async (claims, indexes) => { await this.#writeCompletes(claims, indexes) })).add(claim, i)
+    this.#status[i] = HANDLED
+    if (!this.#handOff(i)) return
+    if (this.#sync !== null) {
+      // Marked done in one call when this synchronous stretch of handlers ends (or the dispatch does).
+      if (this.#toMark.push(this.#fingerprints[i]!) === 1) queueMicrotask(() => { this.#markDone() })
+      return
+    }
+    (this.#completes ??= new Batch(async (claims, indexes) => { await this.#writeCompletes(claims, indexes) })).add(this.#claims![i]!, i)
+  }
+
+  /** Writes the synchronous store's pending done marks. */
+  #markDone (): void {
+    if (this.#toMark.length === 0) return
+    const fps = this.#toMark
+    this.#toMark = []
+    this.#sync!.complete(fps)
   }
 
   /** Records event `i` as failed and releases its claim, if any, so a retry handles it. */
   #giveBack (i: number, error: unknown): void {
     this.#fail(i, error)
-    const claim = this.#handOff(i)
-    if (claim !== undefined) (this.#releases ??= new Batch(async (claims) => { await this.#writeReleases(claims) })).add(claim, i)
+    if (!this.#handOff(i)) return
+    if (this.#sync !== null) { this.#sync.release(this.#syncClaim!, [this.#fingerprints[i]!]); return }
+    (this.#releases ??= new Batch(async (claims) => { await this.#writeReleases(claims) })).add(this.#claims![i]!, i)
   }
 
-  /** Takes event `i`'s claim out of the held ones (no more renewal), to complete or release it. */
-  #handOff (i: number): EventClaim | undefined {
-    const claim = this.#held?.[i]
-    if (claim !== undefined) {
-      this.#held![i] = undefined
-      this.#heldCount--
-    }
-    return claim
+  /** Takes event `i`'s claim out of the held ones (no more renewal), to complete or release it; whether it held one. */
+  #handOff (i: number): boolean {
+    const holding = this.#holding
+    if (holding === undefined || holding[i] !== 1) return false
+    holding[i] = 0
+    this.#heldCount--
+    return true
   }
 
   async #writeCompletes (claims: EventClaim[], indexes: number[]): Promise<void> {
@@ -517,7 +646,8 @@ class Dispatch {
   }
 
   #fail (i: number, error: unknown): void {
-    this.#outcomes[i] = { status: 'failed', event: this.events[i]!, fingerprint: this.#fingerprints[i]!, error }
+    this.#status[i] = FAILED
+    ;(this.#errors ??= [])[i] = error
   }
 }
 
@@ -564,22 +694,39 @@ class Batch {
   }
 }
 
-function report (outcomes: EventOutcome[]): DispatchReport {
+/**
+ * The report of a dispatch, its counts taken now; `outcomes` is an enumerable property built on
+ * first read (one object per event) and kept.
+ */
+function report (events: readonly WebhookEvent[], status: Uint8Array, fingerprints: readonly string[], errors: unknown[] | undefined): DispatchReport {
   let handled = 0
   let skipped = 0
   let unhandled = 0
   let deferred = 0
   let failed = 0
-  for (const o of outcomes) {
-    switch (o.status) {
-      case 'handled': handled++; break
-      case 'skipped': skipped++; break
-      case 'unhandled': unhandled++; break
-      case 'deferred': deferred++; break
+  for (let i = 0; i < status.length; i++) {
+    switch (status[i]) {
+      case HANDLED: handled++; break
+      case SKIPPED: skipped++; break
+      case UNHANDLED: unhandled++; break
+      case DEFERRED: deferred++; break
       default: failed++
     }
   }
-  return { outcomes, handled, skipped, unhandled, deferred, failed, ok: deferred === 0 && failed === 0 }
+  let outcomes: EventOutcome[] | undefined
+  const result = { outcomes: undefined as unknown as readonly EventOutcome[], handled, skipped, unhandled, deferred, failed, ok: deferred === 0 && failed === 0 }
+  Object.defineProperty(result, 'outcomes', {
+    enumerable: true,
+    configurable: true,
+    get: () => (outcomes ??= Array.from(events, (event, i): EventOutcome => {
+      const s = status[i]!
+      // A status never set is a bug caught by dispatch's fallback; reported failed, never lost.
+      return s === HANDLED || s === SKIPPED || s === UNHANDLED || s === DEFERRED
+        ? { status: STATUS_NAMES[s], event, fingerprint: fingerprints[i]! }
+        : { status: 'failed', event, fingerprint: fingerprints[i]!, error: errors?.[i] }
+    })),
+  })
+  return result
 }
 
 function checkName (name: unknown): string {

@@ -1,5 +1,4 @@
 import { base64url } from '#crypto'
-import { LRUCache } from 'lru-cache'
 import type { WebhookEvent } from '../events/types.js'
 import { eventFingerprint } from './fingerprint.js'
 import { checkTtl } from './ttl.js'
@@ -85,14 +84,11 @@ export interface SeenEventsStoreOptions {
 
 export interface MemorySeenEventsStoreOptions extends SeenEventsStoreOptions {
   /**
-   * Most fingerprints remembered; the least recently used is forgotten first.
+   * Most fingerprints remembered (done marks and live claims); when full, the oldest written is forgotten first.
    * @default 1000000
    */
   max?: number
 }
-
-type MemoryEntry = { done: true } | { done: false, token: string }
-const DONE: MemoryEntry = Object.freeze({ done: true })
 
 /**
  * Claim tokens for a batch (runtime-neutral): one random 96-bit base per batch, numbered, so a
@@ -103,78 +99,201 @@ export function claimTokens (count: number): (i: number) => string {
   return (i) => count === 1 ? base : `${base}.${i.toString(36)}`
 }
 
-/** A bounded, one-process seen-events store. */
+/**
+ * A live claim in `MemorySeenEventsStore`: its token and when it expires (ms, `Date.now()`).
+ * The router's synchronous path shares one among all the events of a delivery (their
+ * fingerprint and this token tell its claims apart), so a delivery allocates none per event.
+ */
+class HeldClaim {
+  constructor (readonly token: string, public expires: number) {}
+}
+
+/**
+ * `MemorySeenEventsStore`'s own methods, answering at once: `WebhookEventRouter` calls these
+ * instead of the promise-returning ones (no promise, no claim object per event). Same
+ * semantics, same errors (thrown).
+ */
+export interface SynchronousSeenEvents {
+  /**
+   * Claims `fingerprints` under one claim; `results[k]` becomes `CLAIMED`, `PROCESSING`, `DONE`
+   * or `REPEATED` (the fingerprint came earlier in this same call). Returns the claim, which
+   * `complete`, `release` and `extend` take.
+   */
+  claim (fingerprints: readonly string[], lifetimeSeconds: number, results: Uint8Array): object
+  /** Writes the done marks of these fingerprints (whatever held them). */
+  complete (fingerprints: readonly string[]): void
+  /** Drops these fingerprints where `claim` still holds them. */
+  release (claim: object, fingerprints: readonly string[]): void
+  /** Keeps every fingerprint `claim` still holds alive for another `lifetimeSeconds`. */
+  extend (claim: object, lifetimeSeconds: number): void
+}
+export const CLAIMED = 0
+export const PROCESSING = 1
+export const DONE = 2
+export const REPEATED = 3
+
+let synchronousOf: (store: MemorySeenEventsStore) => SynchronousSeenEvents
+
+/**
+ * A bounded, one-process seen-events store: one `Map` from fingerprint to its done mark (the
+ * time it expires) or its live claim. Expired entries are dropped when read, and swept from the
+ * oldest end as new ones are written; when full, the oldest written is forgotten first. No timer.
+ */
 export class MemorySeenEventsStore implements SeenEventsStore {
-  readonly #seen: LRUCache<string, MemoryEntry>
+  /** Fingerprint -> expiry of its done mark (ms), or its live claim. Insertion order is write order. */
+  readonly #entries = new Map<string, number | HeldClaim>()
+  readonly #max: number
   readonly #ttlMs: number
   // A claim token only has to be unique among this store's claims (it never leaves the process):
   // a counter does it, with no random draw per claim (OpenSSL's generator contends with the
   // thread-pool verifies). The store's own random base keeps two stores' tokens apart.
   readonly #tokenBase = base64url(crypto.getRandomValues(new Uint8Array(9))) + '.'
   #tokenCount = 0
+  readonly #synchronous: SynchronousSeenEvents
+
+  static {
+    synchronousOf = (store) => store.#synchronous
+  }
 
   constructor (options: MemorySeenEventsStoreOptions = {}) {
     const max = options.max ?? 1_000_000
     if (!Number.isSafeInteger(max) || max < 1) throw new TypeError('max must be a positive integer')
     const ttl = options.ttl ?? DEFAULT_TTL
     checkTtl(ttl, 'ttl')
+    this.#max = max
     this.#ttlMs = ttl * 1000
-    // Per-entry TTLs: a done mark lives `ttl`, a claim its own lifetime. No purge timer.
-    this.#seen = new LRUCache({ max, ttl: this.#ttlMs, ttlAutopurge: false })
+    this.#synchronous = {
+      claim: (fingerprints, lifetimeSeconds, results) => {
+        checkTtl(lifetimeSeconds, 'lifetimeSeconds')
+        const now = Date.now()
+        const held = new HeldClaim(this.#nextToken(), now + lifetimeSeconds * 1000)
+        for (let i = 0; i < fingerprints.length; i++) results[i] = this.#claimOne(fingerprints[i]!, held, now)
+        this.#trim(now)
+        return held
+      },
+      complete: (fingerprints) => { this.#markDone(fingerprints, (k) => fingerprints[k]!) },
+      release: (claim, fingerprints) => {
+        for (let i = 0; i < fingerprints.length; i++) if (this.#entries.get(fingerprints[i]!) === claim) this.#entries.delete(fingerprints[i]!)
+      },
+      extend: (claim, lifetimeSeconds) => {
+        checkTtl(lifetimeSeconds, 'lifetimeSeconds')
+        // Every entry still pointing at this claim is still held by it (complete and release replace or drop it).
+        ;(claim as HeldClaim).expires = Date.now() + lifetimeSeconds * 1000
+      },
+    }
   }
 
-  /** Fingerprints currently remembered (done marks and live claims). */
-  get size (): number { return this.#seen.size }
+  /** Fingerprints currently remembered (done marks and live claims; expired ones may count until swept). */
+  get size (): number { return this.#entries.size }
 
   // Each method runs synchronously to completion, so every step is atomic within the process.
   async has (fingerprints: readonly string[]): Promise<boolean[]> {
-    return fingerprints.map((fp) => this.#seen.get(fp)?.done === true)
+    const now = Date.now()
+    return fingerprints.map((fp) => { const e = this.#live(fp, now); return typeof e === 'number' })
   }
 
   async add (fingerprints: readonly string[]): Promise<boolean[]> {
-    return fingerprints.map((fp) => {
-      if (this.#seen.has(fp)) return false
-      this.#seen.set(fp, DONE)
+    const now = Date.now()
+    const out = fingerprints.map((fp) => {
+      if (this.#live(fp, now) !== undefined) return false
+      this.#entries.set(fp, now + this.#ttlMs)
       return true
     })
+    this.#trim(now)
+    return out
   }
 
   async delete (fingerprints: readonly string[]): Promise<void> {
-    for (const fp of fingerprints) this.#seen.delete(fp)
+    for (const fp of fingerprints) this.#entries.delete(fp)
   }
 
   async claim (fingerprints: readonly string[], lifetimeSeconds: number): Promise<EventClaimResult[]> {
     checkTtl(lifetimeSeconds, 'lifetimeSeconds')
-    const ttl = { ttl: lifetimeSeconds * 1000 }
+    const now = Date.now()
+    const expires = now + lifetimeSeconds * 1000
     const results: EventClaimResult[] = new Array(fingerprints.length)
     for (let i = 0; i < fingerprints.length; i++) {
       const fingerprint = fingerprints[i]!
-      const entry = this.#seen.get(fingerprint)
-      if (entry !== undefined) { results[i] = entry.done ? 'done' : 'processing'; continue }
-      const token = this.#tokenBase + (this.#tokenCount++).toString(36)
-      this.#seen.set(fingerprint, { done: false, token }, ttl)
-      results[i] = { fingerprint, token }
+      // Each claim of this API has its own token (callers may hold and release them one by one).
+      const held = new HeldClaim(this.#nextToken(), expires)
+      const state = this.#claimOne(fingerprint, held, now)
+      results[i] = state === CLAIMED ? { fingerprint, token: held.token } : state === DONE ? 'done' : 'processing'
     }
+    this.#trim(now)
     return results
   }
 
   async complete (claims: readonly EventClaim[]): Promise<void> {
-    for (const c of claims) this.#seen.set(c.fingerprint, DONE, { ttl: this.#ttlMs })
+    this.#markDone(claims, (k) => claims[k]!.fingerprint)
   }
 
   async release (claims: readonly EventClaim[]): Promise<void> {
-    for (const c of claims) if (this.#holds(c)) this.#seen.delete(c.fingerprint)
+    for (const c of claims) if (this.#holds(c)) this.#entries.delete(c.fingerprint)
   }
 
   async extend (claims: readonly EventClaim[], lifetimeSeconds: number): Promise<void> {
     checkTtl(lifetimeSeconds, 'lifetimeSeconds')
-    for (const c of claims) if (this.#holds(c)) this.#seen.set(c.fingerprint, { done: false, token: c.token }, { ttl: lifetimeSeconds * 1000 })
+    const expires = Date.now() + lifetimeSeconds * 1000
+    for (const c of claims) {
+      const entry = this.#entries.get(c.fingerprint)
+      if (entry instanceof HeldClaim && entry.token === c.token) entry.expires = expires
+    }
+  }
+
+  #nextToken (): string {
+    return this.#tokenBase + (this.#tokenCount++).toString(36)
+  }
+
+  /** The entry of `fp` unless it expired (an expired one is dropped). */
+  #live (fp: string, now: number): number | HeldClaim | undefined {
+    const entry = this.#entries.get(fp)
+    if (entry === undefined) return undefined
+    if ((typeof entry === 'number' ? entry : entry.expires) > now) return entry
+    this.#entries.delete(fp)
+    return undefined
+  }
+
+  #claimOne (fp: string, held: HeldClaim, now: number): number {
+    const entry = this.#live(fp, now)
+    if (entry !== undefined) return typeof entry === 'number' ? DONE : entry === held ? REPEATED : PROCESSING
+    this.#entries.set(fp, held)
+    return CLAIMED
+  }
+
+  #markDone<C> (items: readonly C[], fingerprintOf: (k: number) => string): void {
+    const expires = Date.now() + this.#ttlMs
+    for (let k = 0; k < items.length; k++) this.#entries.set(fingerprintOf(k), expires)
+    this.#trim(expires - this.#ttlMs)
+  }
+
+  /** Drops expired entries from the oldest end (a few per call), then the oldest beyond `max`. */
+  #trim (now: number): void {
+    const entries = this.#entries
+    let budget = 64
+    let excess = entries.size - this.#max
+    for (const [fp, entry] of entries) {
+      if (excess > 0) { entries.delete(fp); excess--; continue }
+      if (budget-- === 0 || (typeof entry === 'number' ? entry : entry.expires) > now) break
+      entries.delete(fp)
+    }
   }
 
   #holds (claim: EventClaim): boolean {
-    const entry = this.#seen.get(claim.fingerprint)
-    return entry !== undefined && !entry.done && entry.token === claim.token
+    const entry = this.#entries.get(claim.fingerprint)
+    return entry instanceof HeldClaim && entry.token === claim.token && entry.expires > Date.now()
   }
+}
+
+const { claim: ownClaim, complete: ownComplete, release: ownRelease, extend: ownExtend } = MemorySeenEventsStore.prototype
+
+/**
+ * The synchronous methods of a `MemorySeenEventsStore` whose claim methods are its own (not
+ * overridden by a subclass or replaced on the instance, such as a test's spy); null for any
+ * other store, which is then called through its promises.
+ */
+export function synchronousSeenEvents (store: SeenEventsStore): SynchronousSeenEvents | null {
+  if (!(store instanceof MemorySeenEventsStore) || store.claim !== ownClaim || store.complete !== ownComplete || store.release !== ownRelease || store.extend !== ownExtend) return null
+  return synchronousOf(store)
 }
 
 export interface RedisSeenEventsStoreOptions extends SeenEventsStoreOptions, RedisStoreOptions {

@@ -207,3 +207,46 @@ t.test('duplicates in one delivery are claimed once', async (t) => {
   t.equal(store.fingerprints('claim').length, 2)
   t.equal(runs, 2)
 })
+
+t.test('the memory store as it is (answered synchronously): copies in one delivery are claimed once, and report as their first copy', async (t) => {
+  const store = new MemorySeenEventsStore()
+  let runs = 0
+  const router = new WebhookEventRouter({ seenEvents: store }).on('open', () => { runs++ })
+  const report = await router.dispatch([ev('open', 1), ev('open', 1), ev('open', 2), ev('open', 1)])
+  t.same(report.outcomes.map((o) => o.status), ['handled', 'skipped', 'handled', 'skipped'])
+  t.equal(runs, 2)
+  t.equal(store.size, 2, 'one entry per distinct event')
+
+  const failing = new WebhookEventRouter({ seenEvents: store }).on('click', () => { throw new Error('no') })
+  const bad = await failing.dispatch([ev('click', 1), ev('click', 1)])
+  t.same(bad.outcomes.map((o) => o.status === 'failed' && (o.error as Error).message), ['no', 'no'], 'a copy of a failed event fails with its error')
+  t.equal(typeof (await store.claim([eventFingerprint(ev('click', 1))], 5))[0], 'object', 'the failed event was released')
+
+  const again = await router.dispatch([ev('open', 2), ev('open', 2)])
+  t.same(again.outcomes.map((o) => o.status), ['skipped', 'skipped'], 'a copy of a skipped event is skipped')
+})
+
+t.test('the memory store as it is: events handled before a slow one are marked done while it runs', async (t) => {
+  const store = new MemorySeenEventsStore()
+  let release!: () => void
+  const gate = new Promise<void>((resolve) => { release = resolve })
+  const router = new WebhookEventRouter({ seenEvents: store })
+    .on('delivered', () => {})
+    .on('open', async () => { await gate })
+  const slow = router.dispatch([ev('delivered', 1), ev('delivered', 2), ev('open', 3)])
+  await sleep(5)
+  const meanwhile = await router.dispatch([ev('delivered', 1), ev('delivered', 2), ev('open', 3)])
+  t.same(meanwhile.outcomes.map((o) => o.status), ['skipped', 'skipped', 'deferred'], 'the quick ones are done, the slow one still claimed')
+  release()
+  t.match(await slow, { handled: 3, ok: true })
+})
+
+t.test('the report: outcomes are built when read, the same array every time, and are in a copy or JSON of the report', async (t) => {
+  const router = new WebhookEventRouter({ seenEvents: new MemorySeenEventsStore() }).on('open', () => {})
+  const events = [ev('open', 1), ev('click', 2)]
+  const report = await router.dispatch(events)
+  t.equal(report.outcomes, report.outcomes)
+  t.same({ ...report }.outcomes.map((o) => o.status), ['handled', 'unhandled'])
+  t.same(JSON.parse(JSON.stringify(report)).outcomes.map((o: { fingerprint: string }) => o.fingerprint), events.map(eventFingerprint))
+  t.same(Object.keys(report), ['outcomes', 'handled', 'skipped', 'unhandled', 'deferred', 'failed', 'ok'])
+})

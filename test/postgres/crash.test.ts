@@ -2,14 +2,11 @@
 // SIGKILL after a handler's insert and before its commit, SIGKILL after the commit and before
 // the 2xx, the database restarted under running receivers, and two and three receivers on one
 // database sent 20 concurrent re-signed copies of a delivery. Every event's row exactly once.
-import { spawn, type ChildProcess } from 'node:child_process'
-import path from 'node:path'
-import { fileURLToPath } from 'node:url'
 import t, { type Test } from 'tap'
+import { spawnReceiver, type Receiver } from './helpers/spawn-receiver.js'
 import { generateSigningKeyPair, signWebhook } from '../../src/testing/index.js'
 import { startPostgres } from '../helpers/postgres.js'
 
-const here = path.dirname(fileURLToPath(import.meta.url))
 const KEYS = generateSigningKeyPair()
 const server = await startPostgres()
 t.teardown(async () => { await server.close() })
@@ -17,28 +14,9 @@ const pool = server.pool()
 let n = 0
 let serial = 0
 
-interface Receiver { port: number, proc: ChildProcess, exited: Promise<NodeJS.Signals | number | null>, stderr: () => string }
 
 async function receiver (t: Test, tables: { effects: string, seen: string }, crashAt = ''): Promise<Receiver> {
-  const proc = spawn(process.execPath, ['--import', 'tsx', '--conditions=mcwh-source', path.join(here, 'helpers', 'receiver.ts')], {
-    env: { ...process.env, DATABASE_URL: server.url, PUBLIC_KEY: KEYS.publicKey, CRASH_AT: crashAt, EFFECTS: tables.effects, SEEN: tables.seen, CLAIM_LIFETIME: '2' },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  })
-  const exited = new Promise<NodeJS.Signals | number | null>((resolve) => { proc.once('exit', (code, signal) => { resolve(signal ?? code) }) })
-  t.teardown(async () => { if (proc.exitCode === null && proc.signalCode === null) { proc.kill('SIGKILL'); await exited } })
-  let stderr = ''
-  proc.stderr!.on('data', (c: Buffer) => { stderr += c.toString() })
-  const port = await new Promise<number>((resolve, reject) => {
-    let out = ''
-    const timer = setTimeout(() => { reject(new Error(`receiver did not start: ${stderr}`)) }, 20_000)
-    proc.stdout!.on('data', (c: Buffer) => {
-      out += c.toString()
-      const m = /listening (\d+)/.exec(out)
-      if (m !== null) { clearTimeout(timer); resolve(Number(m[1])) }
-    })
-    proc.once('exit', () => { clearTimeout(timer); reject(new Error(`receiver exited: ${stderr}`)) })
-  })
-  return { port, proc, exited, stderr: () => stderr }
+  return await spawnReceiver(t, { DATABASE_URL: server.url, PUBLIC_KEY: KEYS.publicKey, CRASH_AT: crashAt, EFFECTS: tables.effects, SEEN: tables.seen, CLAIM_LIFETIME: '2' })
 }
 
 async function tables (): Promise<{ effects: string, seen: string }> {

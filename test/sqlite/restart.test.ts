@@ -1,43 +1,22 @@
 // The SQLite store across process restarts: a receiver in a child process on a SQLite file,
 // SIGKILLed after a handler's insert (before the commit) and after the commit (before the 2xx),
 // then started again on the same file. Every event's row in the app's table exactly once.
-import { spawn, type ChildProcess } from 'node:child_process'
 import { mkdtempSync, rmSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
-import { fileURLToPath } from 'node:url'
 import t, { type Test } from 'tap'
+import { spawnReceiver, type Receiver } from '../postgres/helpers/spawn-receiver.js'
 import { sqliteSeenEvents } from '../../src/sqlite/index.js'
 import { generateSigningKeyPair, signWebhook } from '../../src/testing/index.js'
 
-const here = path.dirname(fileURLToPath(import.meta.url))
 const KEYS = generateSigningKeyPair()
 const dir = mkdtempSync(path.join(os.tmpdir(), 'mcwh-sqlite-restart-'))
 t.teardown(() => { rmSync(dir, { recursive: true, force: true }) })
 let n = 0
 
-interface Receiver { port: number, proc: ChildProcess, exited: Promise<NodeJS.Signals | number | null> }
 
 async function receiver (t: Test, file: string, crashAt = ''): Promise<Receiver> {
-  const proc = spawn(process.execPath, ['--import', 'tsx', '--conditions=mcwh-source', path.join(here, '..', 'postgres', 'helpers', 'receiver.ts')], {
-    env: { ...process.env, SQLITE_PATH: file, PUBLIC_KEY: KEYS.publicKey, CRASH_AT: crashAt, EFFECTS: 'effects', SEEN: 'seen', CLAIM_LIFETIME: '1' },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  })
-  const exited = new Promise<NodeJS.Signals | number | null>((resolve) => { proc.once('exit', (code, signal) => { resolve(signal ?? code) }) })
-  t.teardown(async () => { if (proc.exitCode === null && proc.signalCode === null) { proc.kill('SIGKILL'); await exited } })
-  let stderr = ''
-  proc.stderr!.on('data', (c: Buffer) => { stderr += c.toString() })
-  const port = await new Promise<number>((resolve, reject) => {
-    let out = ''
-    const timer = setTimeout(() => { reject(new Error(`receiver did not start: ${stderr}`)) }, 20_000)
-    proc.stdout!.on('data', (c: Buffer) => {
-      out += c.toString()
-      const m = /listening (\d+)/.exec(out)
-      if (m !== null) { clearTimeout(timer); resolve(Number(m[1])) }
-    })
-    proc.once('exit', () => { clearTimeout(timer); reject(new Error(`receiver exited: ${stderr}`)) })
-  })
-  return { port, proc, exited }
+  return await spawnReceiver(t, { SQLITE_PATH: file, PUBLIC_KEY: KEYS.publicKey, CRASH_AT: crashAt, EFFECTS: 'effects', SEEN: 'seen', CLAIM_LIFETIME: '1' })
 }
 
 /** A fresh database file with the app's table (and the store's, made by opening a store once). */

@@ -46,7 +46,7 @@ const poolSetting = s.verifyOnThreadPool === 'auto' ? "'auto'" : String(s.verify
 const settings = [
   `${s.duration} s × ${s.reps} rep${s.reps === 1 ? '' : 's'}, ${s.warmup} s warm-up per server and body`,
   s.unique === 'auto'
-    ? 'every request a new delivery (its own signature and, up to 192 MiB of bodies per run, its own events; no two runs share an event)'
+    ? 'every request a new delivery with its own events and signature (bodies built ahead up to 192 MiB per run, the rest made as they are sent; no request repeats a delivery, no two runs share an event)'
     : s.unique > 0 ? `unique deliveries: ${s.unique.toLocaleString('en')} per run (distinct events and signatures, cycled; no two runs share an event)` : 'unique deliveries: off (every request of a run is identical)',
   `verifyOnThreadPool: ${poolSetting}`,
   `Ed25519: ${installedVersion('sodium-native') !== '?' ? `libsodium (sodium-native ${installedVersion('sodium-native')}), node:crypto in the *without sodium-native* rows` : 'node:crypto (sodium-native is not installed)'}`,
@@ -126,11 +126,13 @@ function noteRate (variant, events, rps, timed) {
 /**
  * The requests of one load run, signed now (so a run never outlives the 300 s freshness window):
  * one delivery (`--unique 0`), or `size` distinct ones, as real deliveries differ: each has its own
- * signature and, up to the run's memory budget, its own events (a seed in every event's `reason`, so
- * each event's fingerprint differs and a seen-events store sees new events). Beyond the budget (large
- * bodies), bodies are reused with an earlier `created`: another signature, hence a new delivery for
- * the replay store, with events a seen-events store has seen (the router rows skip them). No two
- * runs share an event. The body size does not change (the seed replaces padding).
+ * signature and its own events (a seed in every event's `reason`, so each event's fingerprint
+ * differs and a seen-events store sees new events; the body size does not change). No two runs
+ * share an event. Bodies are built ahead up to the run's memory budget; with `--unique auto` the
+ * rest, and any request beyond the expected count, are made as they are sent (`fresh`), so no
+ * request repeats a delivery and memory stays bounded (large bodies at high rates). With a fixed
+ * `--unique N` over the budget, bodies are reused with an earlier `created` (another signature:
+ * a new delivery for the replay store, with events a seen-events store has seen).
  */
 function requestPool (template, size) {
   const created = Math.floor(Date.now() / 1000)
@@ -139,7 +141,10 @@ function requestPool (template, size) {
     return { requests: [{ body, headers: signedHeaders(contentDigest(body), keys.privateKey, { created, label: labelFor(0) }) }], bodies: 1 }
   }
   const run = (runs++).toString(36)
-  const bodies = Math.max(1, Math.min(size, Math.floor(POOL_BYTES / Buffer.byteLength(JSON.stringify(template)))))
+  const fresh = s.unique === 'auto' ? freshDeliveries(template, run) : undefined
+  const bytes = Buffer.byteLength(JSON.stringify(template))
+  const bodies = Math.max(1, Math.min(size, Math.floor(POOL_BYTES / bytes)))
+  if (fresh !== undefined) return { requests: Array.from({ length: bodies }, () => fresh()), bodies: size, fresh }
   const made = Array.from({ length: bodies }, (_, i) => {
     const seed = `${run}.${i.toString(36)}.`
     const body = Buffer.from(JSON.stringify(template.map((e) => ({ ...e, reason: seed + e.reason.slice(seed.length) }))))
@@ -151,6 +156,30 @@ function requestPool (template, size) {
   })
   return { requests, bodies }
 }
+
+/**
+ * Makes deliveries of run `run` one at a time, each with new events: the template body is copied
+ * and a fixed-width seed (the run, then a counter) written over the start of every event's
+ * `reason` padding, then digested and signed. Cheap enough to run while the load runs (copy,
+ * one short write per event, SHA-256 and one signature per request); its cost shows in the
+ * load-generator CPU column.
+ */
+function freshDeliveries (template, run) {
+  const width = run.length + 9
+  // The seed's room at the start of every reason, as the prebuilt bodies have it (same size).
+  const body = Buffer.from(JSON.stringify(template.map((e) => ({ ...e, reason: '-'.repeat(width) + e.reason.slice(width) }))))
+  const offsets = []
+  const marker = Buffer.from('"reason":"')
+  for (let at = body.indexOf(marker); at !== -1; at = body.indexOf(marker, at + 1)) offsets.push(at + marker.length)
+  let count = 0
+  return () => {
+    const seed = `${run}.${(count++).toString(36).padStart(7, '0')}.`
+    const b = Buffer.allocUnsafe(body.length)
+    body.copy(b)
+    for (let k = 0; k < offsets.length; k++) b.latin1Write(seed, offsets[k])
+    return { body: b, headers: signedHeaders(contentDigest(b), keys.privateKey, { label: labelFor(count) }) }
+  }
+}
 const labelFor = (i) => (s.unique === 0 ? 'sig_1' : `sig_${1_000_000 + i}`)
 
 async function post (port, body, headers) {
@@ -159,11 +188,17 @@ async function post (port, body, headers) {
   return res.status
 }
 
-/** One load run with the requests of `pool` (`requestPool`: built before, outside the measured CPU time). */
-function load (port, { requests: pool }, connections, duration) {
+/**
+ * One load run with the requests of `pool` (`requestPool`: built before, outside the measured CPU
+ * time); once they are used up, new ones from `pool.fresh` when there is one, else the same again.
+ */
+function load (port, { requests: pool, fresh }, connections, duration) {
   let next = 0
-  const requests = pool.length > 1
-    ? [{ setupRequest: (req) => { const r = pool[next++ % pool.length]; Object.assign(req.headers, r.headers); req.body = r.body; return req } }]
+  const nextRequest = fresh === undefined
+    ? () => pool[next++ % pool.length]
+    : () => (next < pool.length ? pool[next++] : (next++, fresh()))
+  const requests = pool.length > 1 || fresh !== undefined
+    ? [{ setupRequest: (req) => { const r = nextRequest(); Object.assign(req.headers, r.headers); req.body = r.body; return req } }]
     : undefined
   // autocannon's own histogram keeps whole milliseconds: record float ms here.
   let latencies = new Float64Array(1 << 16)
@@ -182,7 +217,7 @@ function load (port, { requests: pool }, connections, duration) {
       if (err) return reject(err)
       const sorted = latencies.subarray(0, n).sort()
       const pct = (q) => (n ? sorted[Math.min(n - 1, Math.floor(q * n))] : NaN)
-      resolve({ result, p50: pct(0.5), p99: pct(0.99), repeated: pool.length > 1 ? Math.max(0, next - pool.length) : 0 })
+      resolve({ result, p50: pct(0.5), p99: pct(0.99), repeated: pool.length > 1 && fresh === undefined ? Math.max(0, next - pool.length) : 0 })
     })
     instance.on('response', (client, statusCode, bytes, responseTime) => {
       if (statusCode < 200 || statusCode > 299) return

@@ -1,0 +1,102 @@
+// The event router's own cost per delivery, in process, paired: a 1,000-event delivery (the
+// service's largest batch) dispatched by a WebhookEventRouter with one empty handler per event
+// type, with a MemorySeenEventsStore and without a store, next to the parts it is made of (the
+// fingerprints alone; the store's claim and done mark alone). Each case is timed in CPU time
+// (process.cpuUsage) over deliveries whose events are all new (own seed in every event's
+// `reason`, built before the sample, outside the timed region), round-robin within one process,
+// so the shared machine's drift hits every case alike. Figures are medians over the repetitions.
+//
+//   node node_modules/typescript/bin/tsc -p tsconfig.build.json   # dist/ (emits without clearing)
+//   node bench/router-bench.mjs                                    # 1,000 events, ~1 min
+//   node bench/router-bench.mjs --lib dist,/tmp/old/dist           # two builds side by side (before / after)
+//   node bench/router-bench.mjs --events 4 --deliveries 2000 --reps 9
+//
+// `--lib` takes built trees (each a dist/ folder whose parent has the package.json, for the
+// #crypto import); cases are named after the folder.
+import path from 'node:path'
+import { pathToFileURL } from 'node:url'
+import { parseArgs } from 'node:util'
+import { makeBody } from './lib/fixtures.mjs'
+
+const { values: args } = parseArgs({
+  options: {
+    lib: { type: 'string', default: 'dist' },
+    events: { type: 'string', default: '1000' },
+    deliveries: { type: 'string', default: '60' },
+    reps: { type: 'string', default: '7' },
+    cases: { type: 'string', default: 'fingerprints,store,router-nostore,router-memory' },
+    help: { type: 'boolean', default: false },
+  },
+})
+if (args.help) {
+  console.log('node bench/router-bench.mjs [--lib dist[,other/dist]] [--events 1000] [--deliveries 60] [--reps 7] [--cases fingerprints,store,router-nostore,router-memory]')
+  process.exit(0)
+}
+const EVENTS = Number(args.events)
+const N = Number(args.deliveries)
+const REPS = Number(args.reps)
+const libs = args.lib.split(',').map((d) => path.resolve(d))
+const wanted = args.cases.split(',')
+
+const template = JSON.parse(makeBody(EVENTS).toString())
+let seedCount = 0
+/** `N` deliveries of typed events, every event new (a seed in its `reason`; the size does not change). */
+function deliveries (toEvent) {
+  return Array.from({ length: N }, () => {
+    const seed = `${(seedCount++).toString(36)}.`
+    return template.map((e, i) => toEvent({ ...e, reason: seed + e.reason.slice(seed.length) }, i))
+  })
+}
+
+const cases = []
+for (const lib of libs) {
+  const name = path.basename(path.dirname(lib)) + '/' + path.basename(lib)
+  const m = await import(pathToFileURL(path.join(lib, 'index.js')).href)
+  const { toEvent } = await import(pathToFileURL(path.join(lib, 'events', 'parse-events.js')).href)
+  const types = [...m.WEBHOOK_EVENT_TYPES, 'unknown']
+  const withHandlers = (router) => { for (const type of types) router.on(type, () => {}); return router }
+  const log = { debug () {}, info () {}, warn () {}, error () {} }
+  const all = {
+    fingerprints: async (ds) => { for (const events of ds) m.eventFingerprints(events) },
+    store: async (ds, store) => {
+      // What the router asks of the store for a delivery: one claim, one done mark, from precomputed fingerprints.
+      for (const fps of ds) {
+        const claims = await store.claim(fps, 30)
+        await store.complete(claims)
+      }
+    },
+    'router-nostore': async (ds, router) => { for (const events of ds) { const r = await router.dispatch(events, { keyId: 'k1', log }); if (!r.ok) throw new Error('not ok') } },
+    'router-memory': async (ds, router) => { for (const events of ds) { const r = await router.dispatch(events, { keyId: 'k1', log }); if (r.handled !== events.length) throw new Error(`handled ${r.handled}`) } },
+  }
+  for (const c of wanted) {
+    if (!(c in all)) throw new Error(`unknown case ${c}`)
+    const state = c === 'store'
+      ? new m.MemorySeenEventsStore()
+      : c === 'router-nostore' ? withHandlers(new m.WebhookEventRouter()) : c === 'router-memory' ? withHandlers(new m.WebhookEventRouter({ seenEvents: new m.MemorySeenEventsStore() })) : null
+    const prepare = c === 'store' ? () => deliveries(toEvent).map((events) => m.eventFingerprints(events)) : () => deliveries(toEvent)
+    cases.push({ name: `${name} ${c}`, run: all[c], state, prepare })
+  }
+}
+
+const median = (xs) => { const s = [...xs].sort((a, b) => a - b); const k = s.length >> 1; return s.length % 2 ? s[k] : (s[k - 1] + s[k]) / 2 }
+const samples = new Map(cases.map((c) => [c.name, []]))
+async function sample (c) {
+  const ds = c.prepare()
+  globalThis.gc?.()
+  const t0 = process.cpuUsage()
+  await c.run(ds, c.state)
+  const t = process.cpuUsage(t0)
+  return (t.user + t.system) / N
+}
+for (const c of cases) await sample(c) // warm-up: JIT, lazy initialisation
+for (let r = 0; r < REPS; r++) {
+  const k = r % cases.length
+  for (const c of [...cases.slice(k), ...cases.slice(0, k)]) samples.get(c.name).push(await sample(c))
+  process.stderr.write(`  rep ${r + 1}/${REPS} done\n`)
+}
+console.log(`\n${EVENTS.toLocaleString('en')} events per delivery, ${N} deliveries per sample, ${REPS} reps, CPU µs per delivery (median, min–max); Node ${process.version}${globalThis.gc ? ', gc before each sample' : ''}\n`)
+console.log('| case | CPU µs / delivery | range | µs / event |')
+console.log('|---|---|---|---|')
+for (const [name, xs] of samples) {
+  console.log(`| ${name} | ${median(xs).toFixed(0)} | ${Math.min(...xs).toFixed(0)}–${Math.max(...xs).toFixed(0)} | ${(median(xs) / EVENTS).toFixed(2)} |`)
+}

@@ -10,6 +10,7 @@
 //   node bench/router-bench.mjs                                    # 1,000 events, ~1 min
 //   node bench/router-bench.mjs --lib dist,/tmp/old/dist           # two builds side by side (before / after)
 //   node bench/router-bench.mjs --events 4 --deliveries 2000 --reps 9
+//   node bench/router-bench.mjs --prefill 1000000                 # stores as full as a long-running receiver's
 //
 // `--lib` takes built trees (each a dist/ folder whose parent has the package.json, for the
 // #crypto import); cases are named after the folder.
@@ -25,11 +26,12 @@ const { values: args } = parseArgs({
     deliveries: { type: 'string', default: '60' },
     reps: { type: 'string', default: '7' },
     cases: { type: 'string', default: 'fingerprints,store,router-nostore,router-memory' },
+    prefill: { type: 'string', default: '0' },
     help: { type: 'boolean', default: false },
   },
 })
 if (args.help) {
-  console.log('node bench/router-bench.mjs [--lib dist[,other/dist]] [--events 1000] [--deliveries 60] [--reps 7] [--cases fingerprints,store,router-nostore,router-memory]')
+  console.log('node bench/router-bench.mjs [--lib dist[,other/dist]] [--events 1000] [--deliveries 60] [--reps 7] [--prefill 0] [--cases fingerprints,store,router-nostore,router-memory]')
   process.exit(0)
 }
 const EVENTS = Number(args.events)
@@ -37,6 +39,17 @@ const N = Number(args.deliveries)
 const REPS = Number(args.reps)
 const libs = args.lib.split(',').map((d) => path.resolve(d))
 const wanted = args.cases.split(',')
+// Fingerprints written into each memory store before timing: a store filled as a long-running
+// receiver's is (1,000,000, the default max, is a full one).
+const PREFILL = Number(args.prefill)
+async function filled (store) {
+  const fps = Array.from({ length: 10_000 }, (_, i) => i)
+  for (let n = 0; n < PREFILL; n += fps.length) {
+    const batch = fps.map((i) => `prefill-${(n + i).toString(36).padStart(36, '0')}`)
+    await store.complete(await store.claim(batch, 30))
+  }
+  return store
+}
 
 const template = JSON.parse(makeBody(EVENTS).toString())
 let seedCount = 0
@@ -71,8 +84,8 @@ for (const lib of libs) {
   for (const c of wanted) {
     if (!(c in all)) throw new Error(`unknown case ${c}`)
     const state = c === 'store'
-      ? new m.MemorySeenEventsStore()
-      : c === 'router-nostore' ? withHandlers(new m.WebhookEventRouter()) : c === 'router-memory' ? withHandlers(new m.WebhookEventRouter({ seenEvents: new m.MemorySeenEventsStore() })) : null
+      ? await filled(new m.MemorySeenEventsStore())
+      : c === 'router-nostore' ? withHandlers(new m.WebhookEventRouter()) : c === 'router-memory' ? withHandlers(new m.WebhookEventRouter({ seenEvents: await filled(new m.MemorySeenEventsStore()) })) : null
     const prepare = c === 'store' ? () => deliveries(toEvent).map((events) => m.eventFingerprints(events)) : () => deliveries(toEvent)
     cases.push({ name: `${name} ${c}`, run: all[c], state, prepare })
   }
@@ -94,7 +107,7 @@ for (let r = 0; r < REPS; r++) {
   for (const c of [...cases.slice(k), ...cases.slice(0, k)]) samples.get(c.name).push(await sample(c))
   process.stderr.write(`  rep ${r + 1}/${REPS} done\n`)
 }
-console.log(`\n${EVENTS.toLocaleString('en')} events per delivery, ${N} deliveries per sample, ${REPS} reps, CPU µs per delivery (median, min–max); Node ${process.version}${globalThis.gc ? ', gc before each sample' : ''}\n`)
+console.log(`\n${EVENTS.toLocaleString('en')} events per delivery, ${N} deliveries per sample, ${REPS} reps, memory stores prefilled with ${PREFILL.toLocaleString('en')} fingerprints, CPU µs per delivery (median, min–max); Node ${process.version}${globalThis.gc ? ', gc before each sample' : ''}\n`)
 console.log('| case | CPU µs / delivery | range | µs / event |')
 console.log('|---|---|---|---|')
 for (const [name, xs] of samples) {

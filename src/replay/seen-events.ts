@@ -100,7 +100,7 @@ export function claimTokens (count: number): (i: number) => string {
 }
 
 /**
- * A live claim in `MemorySeenEventsStore`: its token and when it expires (ms, `Date.now()`).
+ * A live claim in `MemorySeenEventsStore`: its token and when it expires (ms since the store was made).
  * The router's synchronous path shares one among all the events of a delivery (their
  * fingerprint and this token tell its claims apart), so a delivery allocates none per event.
  */
@@ -136,14 +136,19 @@ let synchronousOf: (store: MemorySeenEventsStore) => SynchronousSeenEvents
 
 /**
  * A bounded, one-process seen-events store: one `Map` from fingerprint to its done mark (the
- * time it expires) or its live claim. Expired entries are dropped when read, and swept from the
- * oldest end as new ones are written; when full, the oldest written is forgotten first. No timer.
+ * time it expires) or its live claim. Expired entries are dropped when read; when full, the
+ * oldest written is forgotten first. No timer.
  */
 export class MemorySeenEventsStore implements SeenEventsStore {
-  /** Fingerprint -> expiry of its done mark (ms), or its live claim. Insertion order is write order. */
+  /** Fingerprint -> expiry of its done mark (`#doneUntil`), or its live claim. Insertion order is write order. */
   readonly #entries = new Map<string, number | HeldClaim>()
+  /** Where `#trim` goes on forgetting (the oldest entry still in the map). */
+  #cursor: MapIterator<string> = this.#entries.keys()
   readonly #max: number
-  readonly #ttlMs: number
+  /** The store's `ttl` in tenths of a second. */
+  readonly #ttlDs: number
+  /** `Date.now()` when the store was made: times are kept relative to it, so a done mark is a small integer (no heap number per entry). */
+  readonly #epoch = Date.now()
   // A claim token only has to be unique among this store's claims (it never leaves the process):
   // a counter does it, with no random draw per claim (OpenSSL's generator contends with the
   // thread-pool verifies). The store's own random base keeps two stores' tokens apart.
@@ -161,14 +166,14 @@ export class MemorySeenEventsStore implements SeenEventsStore {
     const ttl = options.ttl ?? DEFAULT_TTL
     checkTtl(ttl, 'ttl')
     this.#max = max
-    this.#ttlMs = ttl * 1000
+    this.#ttlDs = ttl * 10
     this.#synchronous = {
       claim: (fingerprints, lifetimeSeconds, results) => {
         checkTtl(lifetimeSeconds, 'lifetimeSeconds')
-        const now = Date.now()
+        const now = this.#now()
         const held = new HeldClaim(this.#nextToken(), now + lifetimeSeconds * 1000)
         for (let i = 0; i < fingerprints.length; i++) results[i] = this.#claimOne(fingerprints[i]!, held, now)
-        this.#trim(now)
+        this.#trim()
         return held
       },
       complete: (fingerprints) => { this.#markDone(fingerprints, (k) => fingerprints[k]!) },
@@ -178,28 +183,28 @@ export class MemorySeenEventsStore implements SeenEventsStore {
       extend: (claim, lifetimeSeconds) => {
         checkTtl(lifetimeSeconds, 'lifetimeSeconds')
         // Every entry still pointing at this claim is still held by it (complete and release replace or drop it).
-        ;(claim as HeldClaim).expires = Date.now() + lifetimeSeconds * 1000
+        ;(claim as HeldClaim).expires = this.#now() + lifetimeSeconds * 1000
       },
     }
   }
 
-  /** Fingerprints currently remembered (done marks and live claims; expired ones may count until swept). */
+  /** Fingerprints currently remembered (done marks and live claims; expired ones count until read or forgotten). */
   get size (): number { return this.#entries.size }
 
   // Each method runs synchronously to completion, so every step is atomic within the process.
   async has (fingerprints: readonly string[]): Promise<boolean[]> {
-    const now = Date.now()
+    const now = this.#now()
     return fingerprints.map((fp) => { const e = this.#live(fp, now); return typeof e === 'number' })
   }
 
   async add (fingerprints: readonly string[]): Promise<boolean[]> {
-    const now = Date.now()
+    const now = this.#now()
     const out = fingerprints.map((fp) => {
       if (this.#live(fp, now) !== undefined) return false
-      this.#entries.set(fp, now + this.#ttlMs)
+      this.#entries.set(fp, this.#doneUntil(now))
       return true
     })
-    this.#trim(now)
+    this.#trim()
     return out
   }
 
@@ -209,7 +214,7 @@ export class MemorySeenEventsStore implements SeenEventsStore {
 
   async claim (fingerprints: readonly string[], lifetimeSeconds: number): Promise<EventClaimResult[]> {
     checkTtl(lifetimeSeconds, 'lifetimeSeconds')
-    const now = Date.now()
+    const now = this.#now()
     const expires = now + lifetimeSeconds * 1000
     const results: EventClaimResult[] = new Array(fingerprints.length)
     for (let i = 0; i < fingerprints.length; i++) {
@@ -219,7 +224,7 @@ export class MemorySeenEventsStore implements SeenEventsStore {
       const state = this.#claimOne(fingerprint, held, now)
       results[i] = state === CLAIMED ? { fingerprint, token: held.token } : state === DONE ? 'done' : 'processing'
     }
-    this.#trim(now)
+    this.#trim()
     return results
   }
 
@@ -233,11 +238,21 @@ export class MemorySeenEventsStore implements SeenEventsStore {
 
   async extend (claims: readonly EventClaim[], lifetimeSeconds: number): Promise<void> {
     checkTtl(lifetimeSeconds, 'lifetimeSeconds')
-    const expires = Date.now() + lifetimeSeconds * 1000
+    const expires = this.#now() + lifetimeSeconds * 1000
     for (const c of claims) {
       const entry = this.#entries.get(c.fingerprint)
       if (entry instanceof HeldClaim && entry.token === c.token) entry.expires = expires
     }
+  }
+
+  /** Milliseconds since the store was made. */
+  #now (): number {
+    return Date.now() - this.#epoch
+  }
+
+  /** A done mark written at `now`: when it expires, in tenths of a second since the store was made (rounded up, so it lives at least `ttl`). */
+  #doneUntil (now: number): number {
+    return Math.ceil(now / 100) + this.#ttlDs
   }
 
   #nextToken (): string {
@@ -248,7 +263,7 @@ export class MemorySeenEventsStore implements SeenEventsStore {
   #live (fp: string, now: number): number | HeldClaim | undefined {
     const entry = this.#entries.get(fp)
     if (entry === undefined) return undefined
-    if ((typeof entry === 'number' ? entry : entry.expires) > now) return entry
+    if (expiry(entry) > now) return entry
     this.#entries.delete(fp)
     return undefined
   }
@@ -261,27 +276,40 @@ export class MemorySeenEventsStore implements SeenEventsStore {
   }
 
   #markDone<C> (items: readonly C[], fingerprintOf: (k: number) => string): void {
-    const expires = Date.now() + this.#ttlMs
-    for (let k = 0; k < items.length; k++) this.#entries.set(fingerprintOf(k), expires)
-    this.#trim(expires - this.#ttlMs)
+    const now = this.#now()
+    const until = this.#doneUntil(now)
+    for (let k = 0; k < items.length; k++) this.#entries.set(fingerprintOf(k), until)
+    this.#trim()
   }
 
-  /** Drops expired entries from the oldest end (a few per call), then the oldest beyond `max`. */
-  #trim (now: number): void {
+  /**
+   * Forgets the oldest entries beyond `max`. A cursor kept across calls walks the map from its
+   * oldest end: a new iterator each time would step again over every entry deleted since the
+   * map's table was last rebuilt (up to half of it), which made each delivery cost a walk of
+   * hundreds of thousands of slots once the store was full.
+   */
+  #trim (): void {
     const entries = this.#entries
-    let budget = 64
     let excess = entries.size - this.#max
-    for (const [fp, entry] of entries) {
-      if (excess > 0) { entries.delete(fp); excess--; continue }
-      if (budget-- === 0 || (typeof entry === 'number' ? entry : entry.expires) > now) break
-      entries.delete(fp)
+    while (excess-- > 0) {
+      let next = this.#cursor.next()
+      if (next.done === true) {
+        this.#cursor = entries.keys()
+        next = this.#cursor.next()
+      }
+      entries.delete(next.value!)
     }
   }
 
   #holds (claim: EventClaim): boolean {
     const entry = this.#entries.get(claim.fingerprint)
-    return entry instanceof HeldClaim && entry.token === claim.token && entry.expires > Date.now()
+    return entry instanceof HeldClaim && entry.token === claim.token && entry.expires > this.#now()
   }
+}
+
+/** When an entry expires, in ms since its store was made (a done mark is kept in tenths of a second). */
+function expiry (entry: number | HeldClaim): number {
+  return typeof entry === 'number' ? entry * 100 : entry.expires
 }
 
 const { claim: ownClaim, complete: ownComplete, release: ownRelease, extend: ownExtend } = MemorySeenEventsStore.prototype

@@ -250,3 +250,17 @@ t.test('the report: outcomes are built when read, the same array every time, and
   t.same(JSON.parse(JSON.stringify(report)).outcomes.map((o: { fingerprint: string }) => o.fingerprint), events.map(eventFingerprint))
   t.same(Object.keys(report), ['outcomes', 'handled', 'skipped', 'unhandled', 'deferred', 'failed', 'ok'])
 })
+
+t.test('a full memory store forgets the oldest events first, delivery after delivery, and stays at its max', async (t) => {
+  const store = new MemorySeenEventsStore({ max: 100 })
+  const router = new WebhookEventRouter({ seenEvents: store }).on('delivered', () => {})
+  const delivery = (d: number): ReturnType<typeof ev>[] => Array.from({ length: 30 }, (_, i) => ev('delivered', d * 1000 + i))
+  for (let d = 0; d < 20; d++) {
+    t.equal((await router.dispatch(delivery(d))).handled, 30)
+    t.ok(store.size <= 100, `size ${store.size} after delivery ${d}`)
+  }
+  // 600 events went in: the last 100 are remembered (the newest three deliveries and part of the fourth newest).
+  t.equal((await router.dispatch(delivery(19))).skipped, 30, 'the newest delivery is remembered')
+  t.equal((await router.dispatch(delivery(17))).skipped, 30)
+  t.equal((await router.dispatch(delivery(0))).handled, 30, 'the oldest was forgotten')
+})

@@ -2,7 +2,7 @@ import t from 'tap'
 import { spawnSync } from 'node:child_process'
 import { existsSync, readFileSync, writeFileSync } from 'node:fs'
 import path from 'node:path'
-import { FAKE_API_KEY, reply, sampleBatches, startFakeApi, type FakeApi } from '../client/helpers/fake-api.js'
+import { FAKE_API_KEY, reply, sampleBatches, useFakeApi, type FakeApi } from '../helpers/fake-api.js'
 import { closedPortUrl } from '../sandbox/helpers/receiver.js'
 import { main } from '../../src/cli.js'
 import { ANSI, ensureBuilt, runCli, runCliOnTty, stateDir, type Run } from './helpers/cli.js'
@@ -16,17 +16,8 @@ import { ANSI, ensureBuilt, runCli, runCliOnTty, stateDir, type Run } from './he
 ensureBuilt()
 const dir = stateDir(t)
 let api: FakeApi
-t.before(async () => { api = await startFakeApi() })
-t.teardown(() => api.close())
-t.beforeEach(() => {
-  api.requests.length = 0
-  api.queue.length = 0
-  api.always = null
-  api.webhooks.length = 0
-  api.batches = sampleBatches()
-  api.resendAnswers.clear()
-  api.validateAnswers.clear()
-})
+const fake = useFakeApi(t)
+t.before(() => { api = fake.api })
 
 const outputs: Run[] = []
 /** Runs the bin against the fake with the key in MAILCHANNELS_API_KEY. */

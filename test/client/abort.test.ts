@@ -5,7 +5,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { MailChannels, MailChannelsError } from '../../src/index.js'
 import { isTimeoutError } from '../../src/client/http.js'
 import { generateSigningKeyPair } from '../../src/testing/index.js'
-import { FAKE_API_KEY, gate, hang, reply, startFakeApi, type FakeApi } from './helpers/fake-api.js'
+import { FAKE_API_KEY, gate, hang, reply, useFakeApi, type FakeApi } from '../helpers/fake-api.js'
 import { within, until } from '../helpers/wait.js'
 
 // The `signal` option of every client method: an abandoned call closes its upstream socket at
@@ -16,13 +16,8 @@ import { within, until } from '../helpers/wait.js'
 const CANCEL_BOUND_MS = 2000
 
 let api: FakeApi
-t.before(async () => { api = await startFakeApi() })
-t.teardown(() => api.close())
-t.beforeEach(() => {
-  api.requests.length = 0
-  api.queue.length = 0
-  api.always = null
-})
+const fake = useFakeApi(t)
+t.before(() => { api = fake.api })
 
 const ABORTED = { data: null, error: { type: 'application_error', statusCode: null, response: null, message: /the request was aborted/ } }
 

@@ -2,19 +2,15 @@ import t from 'tap'
 import { MailChannels, type BatchesOptions } from '../../src/index.js'
 import { USER_AGENT } from '../../src/client/http.js'
 import { CLIENT_VERSION } from '../../src/client/version.js'
-import { FAKE_API_KEY, startFakeApi, type FakeApi } from './helpers/fake-api.js'
+import { FAKE_API_KEY, useFakeApi, type FakeApi } from '../helpers/fake-api.js'
 import { readFileSync } from 'node:fs'
 
 let api: FakeApi
 let client: MailChannels
-t.before(async () => {
-  api = await startFakeApi()
+const fake = useFakeApi(t)
+t.before(() => {
+  api = fake.api
   client = new MailChannels(FAKE_API_KEY, { baseUrl: api.url })
-})
-t.teardown(() => api.close())
-t.beforeEach(() => {
-  api.requests.length = 0
-  api.queue.length = 0
 })
 
 t.test('query encoding on the wire (raw query strings)', async (t) => {

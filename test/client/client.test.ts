@@ -2,16 +2,11 @@ import t from 'tap'
 import { inspect } from 'node:util'
 import { MailChannels, MailChannelsError, type WebhooksBatch } from '../../src/index.js'
 import { generateSigningKeyPair } from '../../src/testing/index.js'
-import { echoApiKey, FAKE_API_KEY, redirect, reply, startFakeApi, startStealServer, type FakeApi } from './helpers/fake-api.js'
+import { echoApiKey, FAKE_API_KEY, redirect, reply, startStealServer, useFakeApi, type FakeApi } from '../helpers/fake-api.js'
 
 let api: FakeApi
-t.before(async () => { api = await startFakeApi() })
-t.teardown(() => api.close())
-t.beforeEach(() => {
-  api.requests.length = 0
-  api.queue.length = 0
-  api.always = null
-})
+const fake = useFakeApi(t)
+t.before(() => { api = fake.api })
 
 t.test('construction: the API key is required', async (t) => {
   for (const bad of [undefined, '', '   ', 42, null]) {

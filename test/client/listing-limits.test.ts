@@ -2,7 +2,7 @@ import t from 'tap'
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import { MailChannels, MailChannelsError } from '../../src/index.js'
 import { DEFAULT_MAX_BATCHES } from '../../src/client/batches.js'
-import { FAKE_API_KEY, json, startFakeApi, type FakeApi, type FakeBatch } from './helpers/fake-api.js'
+import { FAKE_API_KEY, json, useFakeApi, type FakeApi, type FakeBatch } from '../helpers/fake-api.js'
 
 // Listings that never end: an API that ignores `offset` (the same full page again and again)
 // and one that returns a full page of new ids every time. iterateBatches and reconcile stop
@@ -10,15 +10,10 @@ import { FAKE_API_KEY, json, startFakeApi, type FakeApi, type FakeBatch } from '
 
 let api: FakeApi
 let client: MailChannels
-t.before(async () => {
-  api = await startFakeApi()
+const fake = useFakeApi(t)
+t.before(() => {
+  api = fake.api
   client = new MailChannels(FAKE_API_KEY, { baseUrl: api.url, maxRetries: 0 })
-})
-t.teardown(() => api.close())
-t.beforeEach(() => {
-  api.requests.length = 0
-  api.queue.length = 0
-  api.always = null
 })
 
 function failed (id: number): FakeBatch {

@@ -2,7 +2,7 @@ import t from 'tap'
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import { MailChannels, type ReconcileProgress } from '../../src/index.js'
 import { reconcile } from '../../src/client/reconcile.js'
-import { delayed, FAKE_API_KEY, FAKE_NOW, reply, sampleBatches, startFakeApi, type Behaviour, type FakeApi, type FakeBatch } from './helpers/fake-api.js'
+import { delayed, FAKE_API_KEY, FAKE_NOW, reply, useFakeApi, type Behaviour, type FakeApi, type FakeBatch } from '../helpers/fake-api.js'
 
 // webhooks.reconcile against the loopback fake: every page listed, each failed batch resent
 // once, dry run, exclusion, abort, the rate limit (spacing of the resends as the fake recorded
@@ -10,17 +10,10 @@ import { delayed, FAKE_API_KEY, FAKE_NOW, reply, sampleBatches, startFakeApi, ty
 
 let api: FakeApi
 let client: MailChannels
-t.before(async () => {
-  api = await startFakeApi()
+const fake = useFakeApi(t)
+t.before(() => {
+  api = fake.api
   client = new MailChannels(FAKE_API_KEY, { baseUrl: api.url, maxRetries: 0 })
-})
-t.teardown(() => api.close())
-t.beforeEach(() => {
-  api.requests.length = 0
-  api.queue.length = 0
-  api.always = null
-  api.batches = sampleBatches()
-  api.resendAnswers.clear()
 })
 
 // The sample batches (2026-01-18T00:00Z, one every 4 hours): 1001, 1005, 1009 are 4xx;

@@ -1,16 +1,11 @@
 import t from 'tap'
 import { MailChannels } from '../../src/index.js'
 import { isTimeoutError } from '../../src/client/http.js'
-import { FAKE_API_KEY, hang, huge, redirect, reply, resetMidBody, startFakeApi, startStealServer, type FakeApi } from './helpers/fake-api.js'
+import { FAKE_API_KEY, hang, huge, redirect, reply, resetMidBody, startStealServer, useFakeApi, type FakeApi } from '../helpers/fake-api.js'
 
 let api: FakeApi
-t.before(async () => { api = await startFakeApi() })
-t.teardown(() => api.close())
-t.beforeEach(() => {
-  api.requests.length = 0
-  api.queue.length = 0
-  api.always = null
-})
+const fake = useFakeApi(t)
+t.before(() => { api = fake.api })
 
 const noRetry = (): MailChannels => new MailChannels(FAKE_API_KEY, { baseUrl: api.url, maxRetries: 0 })
 

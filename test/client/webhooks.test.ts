@@ -2,7 +2,7 @@ import t from 'tap'
 import { inspect } from 'node:util'
 import { MailChannels } from '../../src/index.js'
 import { isTimeoutError } from '../../src/client/http.js'
-import { echoApiKey, FAKE_API_KEY, hang, redirect, reply, startFakeApi, type FakeApi } from './helpers/fake-api.js'
+import { echoApiKey, FAKE_API_KEY, hang, redirect, reply, useFakeApi, type FakeApi } from '../helpers/fake-api.js'
 
 // The lifecycle methods (enroll, list, delete, validate, resendBatch) against a loopback fake
 // that follows the API reference: what goes on the wire, the mapping of each reply, every
@@ -10,18 +10,10 @@ import { echoApiKey, FAKE_API_KEY, hang, redirect, reply, startFakeApi, type Fak
 
 let api: FakeApi
 let client: MailChannels
-t.before(async () => {
-  api = await startFakeApi()
+const fake = useFakeApi(t)
+t.before(() => {
+  api = fake.api
   client = new MailChannels(FAKE_API_KEY, { baseUrl: api.url, maxRetryDelay: 50 })
-})
-t.teardown(() => api.close())
-t.beforeEach(() => {
-  api.requests.length = 0
-  api.queue.length = 0
-  api.always = null
-  api.webhooks.length = 0
-  api.validateAnswers.clear()
-  api.resendAnswers.clear()
 })
 
 const HOOK = 'https://hooks.example.com/mailchannels?token=a&b=c'

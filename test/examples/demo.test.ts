@@ -1,4 +1,5 @@
 import t from 'tap'
+import { citesOnlyOpenable } from '../helpers/openable.js'
 import { spawn } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
 import { setTimeout as sleep } from 'node:timers/promises'
@@ -51,7 +52,7 @@ t.test('the demo: a header, one line per delivery with its verdict, a summary; e
   t.match(out, new RegExp(`\\nsummary: ${deliveries} deliveries in ${lines.length} requests: ${accepted} accepted \\(${accepted * 4} events handled\\), ` +
     '1 rejected \\(digest_mismatch: 1\\), 1 duplicate refused, 1 failed in the handler and retried\\n'))
   t.match(out, /\ndemo stopped\n$/)
-  t.notMatch(out, /threat|catalogue|shared\/|wire-format/i, 'no internal references')
+  citesOnlyOpenable(t, out, 'the demo')
   t.equal(run.stderr(), '', 'nothing on stderr')
 })
 

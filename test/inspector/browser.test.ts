@@ -10,7 +10,7 @@ import puppeteer, { type Browser, type Page } from 'puppeteer-core'
 import t, { type Test } from 'tap'
 import { createSandbox, type Sandbox } from '../../src/testing/index.js'
 import { createInspector } from '../../src/testing/inspector/index.js'
-import { libraryReceiver } from './helpers.js'
+import { libraryReceiver, recorder } from './helpers.js'
 
 // The functions given to page.evaluate run in the page; these names are the browser's there.
 // Declared here, module-scoped, rather than adding the DOM library to the whole project.
@@ -22,25 +22,6 @@ declare const scrollY: number
 declare function scrollTo (x: number, y: number): void
 
 const run = promisify(execFile)
-
-/** A loopback server that records each request exactly (header lines as sent, body bytes) and answers 204. */
-async function recorder (t: Test): Promise<{ origin: string, got: Array<{ rawHeaders: string[], body: Buffer }> }> {
-  const got: Array<{ rawHeaders: string[], body: Buffer }> = []
-  const server = http.createServer((req, res) => {
-    const chunks: Buffer[] = []
-    req.on('data', (c: Buffer) => chunks.push(c))
-    req.on('end', () => {
-      got.push({ rawHeaders: req.rawHeaders, body: Buffer.concat(chunks) })
-      res.writeHead(204).end()
-    })
-  })
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
-  t.teardown(() => new Promise<void>((resolve) => {
-    server.close(() => resolve())
-    server.closeAllConnections()
-  }))
-  return { origin: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, got }
-}
 
 /** Header lines, names lower-cased and sorted, without those curl writes itself from the URL and the body. */
 function headerLines (raw: readonly string[]): string[] {

@@ -3,33 +3,12 @@
 // carry what breaks naive quoting: quotes, $, backticks, newlines, tabs, carriage returns,
 // non-ASCII, bytes that are not UTF-8, a NUL, a leading dash, printf's own % and \.
 import { execFile } from 'node:child_process'
-import http from 'node:http'
-import type { AddressInfo } from 'node:net'
 import { promisify } from 'node:util'
-import t, { type Test } from 'tap'
+import t from 'tap'
 import { curlCommand, type HeaderLine } from '../../src/testing/inspector/describe.js'
+import { recorder } from './helpers.js'
 
 const run = promisify(execFile)
-
-interface Got { method: string, url: string, rawHeaders: string[], body: Buffer }
-
-async function recorder (t: Test): Promise<{ origin: string, got: Got[] }> {
-  const got: Got[] = []
-  const server = http.createServer((req, res) => {
-    const chunks: Buffer[] = []
-    req.on('data', (c: Buffer) => chunks.push(c))
-    req.on('end', () => {
-      got.push({ method: req.method!, url: req.url!, rawHeaders: req.rawHeaders, body: Buffer.concat(chunks) })
-      res.writeHead(204).end()
-    })
-  })
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
-  t.teardown(() => new Promise<void>((resolve) => {
-    server.close(() => resolve())
-    server.closeAllConnections()
-  }))
-  return { origin: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, got }
-}
 
 /** Header lines as name/value pairs, names lower-cased, without the ones curl writes from the URL and body. */
 const lines = (raw: readonly string[]): string[] => {

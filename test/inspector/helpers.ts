@@ -63,3 +63,25 @@ export function headerOf (head: string, name: string): string | null {
   const line = head.split('\r\n').find((l) => l.toLowerCase().startsWith(`${name.toLowerCase()}:`))
   return line === undefined ? null : line.slice(name.length + 1).trim()
 }
+
+/** What a loopback recorder received: each request's method, URL, raw header lines and body bytes. */
+export interface Recorded { method: string, url: string, rawHeaders: string[], body: Buffer }
+
+/** A loopback HTTP server that records every request and answers 204; closed at teardown. */
+export async function recorder (t: Test): Promise<{ origin: string, got: Recorded[] }> {
+  const got: Recorded[] = []
+  const server = http.createServer((req, res) => {
+    const chunks: Buffer[] = []
+    req.on('data', (c: Buffer) => chunks.push(c))
+    req.on('end', () => {
+      got.push({ method: req.method!, url: req.url!, rawHeaders: req.rawHeaders, body: Buffer.concat(chunks) })
+      res.writeHead(204).end()
+    })
+  })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  t.teardown(() => new Promise<void>((resolve) => {
+    server.close(() => resolve())
+    server.closeAllConnections()
+  }))
+  return { origin: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, got }
+}

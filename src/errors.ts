@@ -64,7 +64,7 @@ export type ErrorType = VerifyErrorType | ApiErrorType
  * Indexed by any `ErrorType`, so `HTTP_STATUS_BY_TYPE[error.type]` type-checks on an
  * `ErrorResponse` as it is: a verify type gives its status, an API type `undefined`.
  */
-export const HTTP_STATUS_BY_TYPE: Readonly<Record<VerifyErrorType, number> & Partial<Record<ApiErrorType, undefined>>> = Object.freeze({
+export const HTTP_STATUS_BY_TYPE: Readonly<Record<VerifyErrorType, number> & Partial<Record<ApiErrorType, undefined>>> = /* @__PURE__ */ Object.freeze({
   missing_header: 400,
   malformed_header: 400,
   invalid_payload: 400,

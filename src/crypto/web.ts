@@ -46,7 +46,7 @@ async function checked (key: SubtleKey): Promise<SubtleKey | null> {
   }
 }
 
-const encoder = new TextEncoder()
+const encoder = /* @__PURE__ */ new TextEncoder()
 const decoder = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true })
 
 export const runtime = 'web'

@@ -82,7 +82,7 @@ export interface VerifyConfig {
  * option fails to compile until it is listed here, and the receivers, which accept these names
  * and pass them through to `resolveVerifyConfig` as they are, then take it with no edit of theirs.
  */
-export const VERIFY_OPTIONS = Object.freeze({
+export const VERIFY_OPTIONS = /* @__PURE__ */ Object.freeze({
   publicKey: true,
   cache: true,
   baseUrl: true,

@@ -27,217 +27,119 @@ export type Dictionary = Map<string, Item | InnerList>
 
 const malformed = (message: string): VerificationError => new VerificationError('malformed_header', message)
 
-const SP = 32
-const HTAB = 9
-const DQUOTE = 34
-const BACKSLASH = 92
-
-const isDigit = (c: number): boolean => c >= 48 && c <= 57
-const isLcAlpha = (c: number): boolean => c >= 97 && c <= 122
-const isAlpha = (c: number): boolean => (c >= 65 && c <= 90) || isLcAlpha(c)
-/** key = ( lcalpha / "*" ) *( lcalpha / DIGIT / "_" / "-" / "." / "*" ) */
-const isKeyChar = (c: number): boolean => isLcAlpha(c) || isDigit(c) || c === 95 || c === 45 || c === 46 || c === 42
-/** tchar / ":" / "/" (RFC 9110 §5.6.2). */
-const isTokenChar = (c: number): boolean => isAlpha(c) || isDigit(c) || (c < 128 && "!#$%&'*+-.^_`|~:/".includes(String.fromCharCode(c)))
-const BASE64 = /^[A-Za-z0-9+/=]*$/
+// Sticky patterns, one per RFC 9651 production the fields can carry (§4.2); each is tried at the
+// current position. A key: ( lcalpha / "*" ) *( lcalpha / DIGIT / "_" / "-" / "." / "*" ).
+const KEY = /[a-z*][a-z0-9_.*-]*/y
+/** Integer or Decimal: the digit counts are checked after the match. */
+const NUMBER = /-?(\d+)(\.\d*)?/y
+/** Between the quotes: visible ASCII or SP but `"` and `\` (the field holds nothing else, see below), or `\"` and `\\`. */
+const STRING = /"((?:[ !#-[\]-~]|\\["\\])*)"/y
+/** tchar / ":" / "/" (RFC 9110 §5.6.2) after a first ALPHA or "*". */
+const TOKEN = /[A-Za-z*][-!#$%&'*+.^_`|~:/A-Za-z0-9]*/y
+/** Padding is optional, as the RFC asks parsers to allow; `atob` then refuses what base64 cannot be. */
+const BYTES = /:([A-Za-z0-9+/=]*):/y
+const BOOLEAN = /\?([01])/y
+const SPACES = / */y
+const OWS = /[ \t]*/y
 
 /** Parses `value` as the Dictionary field `name`. Throws `malformed_header` for anything outside the grammar. */
 export function parseDictionaryField (value: string, name: string): Dictionary {
-  return new Parser(value, name).dictionary()
-}
-
-class Parser {
-  #pos = 0
-  readonly #s: string
-  readonly #name: string
-
-  constructor (value: string, name: string) {
-    this.#s = value
-    this.#name = name
-    for (let i = 0; i < value.length; i++) {
-      const c = value.charCodeAt(i)
-      if ((c < SP && c !== HTAB) || c > 126) {
-        const code = c.toString(16).toUpperCase().padStart(4, '0')
-        throw malformed(`The ${name} header contains a character outside visible ASCII (U+${code}); only SP and HTAB may separate its parts.`)
-      }
+  for (let i = 0; i < value.length; i++) {
+    const c = value.charCodeAt(i)
+    if ((c < 32 && c !== 9) || c > 126) {
+      throw malformed(`The ${name} header contains a character outside visible ASCII (U+${c.toString(16).toUpperCase().padStart(4, '0')}); only SP and HTAB may separate its parts.`)
     }
   }
-
-  #fail (why: string): never {
-    throw malformed(`The ${this.#name} header is not a valid structured-field dictionary (RFC 9651): ${why}.`)
+  let pos = 0
+  const fail = (why: string): never => {
+    throw malformed(`The ${name} header is not a valid structured-field dictionary (RFC 9651): ${why}.`)
   }
-
-  #peek (): number {
-    return this.#pos < this.#s.length ? this.#s.charCodeAt(this.#pos) : -1
+  /** The match of `re` at `pos` (moving past it), or null. */
+  const take = (re: RegExp): RegExpExecArray | null => {
+    re.lastIndex = pos
+    const m = re.exec(value)
+    if (m !== null) pos = re.lastIndex
+    return m
   }
+  const key = (): string => take(KEY)?.[0] ?? fail('a key must start with a lower-case letter or "*"')
 
-  #skipSP (): void {
-    while (this.#peek() === SP) this.#pos++
-  }
-
-  #skipOWS (): void {
-    for (let c = this.#peek(); c === SP || c === HTAB; c = this.#peek()) this.#pos++
-  }
-
-  dictionary (): Dictionary {
-    const dict: Dictionary = new Map()
-    this.#skipSP()
-    while (this.#pos < this.#s.length) {
-      const key = this.#key()
-      if (dict.has(key)) {
-        throw malformed(`The ${this.#name} header names "${key.slice(0, 32)}" twice (or the header was sent twice).`)
-      }
-      if (this.#peek() === 61 /* = */) {
-        this.#pos++
-        dict.set(key, this.#peek() === 40 /* ( */ ? this.#innerList() : this.#item())
-      } else {
-        dict.set(key, [true, this.#parameters()])
-      }
-      this.#skipOWS()
-      if (this.#pos >= this.#s.length) return dict
-      if (this.#peek() !== 44 /* , */) this.#fail('expected a comma between members')
-      this.#pos++
-      this.#skipOWS()
-      if (this.#pos >= this.#s.length) this.#fail('a trailing comma')
+  const bareItem = (): BareItem => {
+    const c = value[pos]
+    let m: RegExpExecArray | null
+    if (c === '-' || (c !== undefined && c >= '0' && c <= '9')) {
+      m = take(NUMBER) ?? fail('expected a digit')
+      if (m[2] === undefined) return m[1]!.length > 15 ? fail('an Integer longer than 15 digits') : Number(m[0])
+      if (m[1]!.length > 12 || m[2].length < 2 || m[2].length > 4) fail('a Decimal has at most 12 digits before the point and 1 to 3 after it')
+      return new Decimal(Number(m[0]))
     }
-    return dict
-  }
-
-  #innerList (): InnerList {
-    this.#pos++ // (
-    const items: Item[] = []
-    for (;;) {
-      this.#skipSP()
-      if (this.#peek() === 41 /* ) */) {
-        this.#pos++
-        return [items, this.#parameters()]
-      }
-      if (this.#pos >= this.#s.length) this.#fail('an inner list without its closing parenthesis')
-      items.push(this.#item())
-      const c = this.#peek()
-      if (c !== SP && c !== 41) this.#fail('inner-list items must be separated by spaces')
+    if (c === '"') return (take(STRING) ?? fail('a String must be closed, hold no tab, and escape only \\ and "'))[1]!.replace(/\\(.)/g, '$1')
+    if ((m = take(TOKEN)) !== null) return new Token(m[0])
+    if (c === ':') {
+      m = take(BYTES)
+      let binary: string | undefined
+      try {
+        binary = m === null ? undefined : atob(m[1]!)
+      } catch {}
+      return binary === undefined ? fail('a Byte Sequence that is not :base64:') : Uint8Array.from(binary, (ch) => ch.charCodeAt(0))
     }
+    if (c === '?') return (take(BOOLEAN) ?? fail('a Boolean must be ?0 or ?1'))[1] === '1'
+    if (c === '%') throw malformed(`The ${name} header holds a display string (%"…"), which these signature fields never carry.`)
+    if (c === '@') throw malformed(`The ${name} header holds a Date (@…), which these signature fields never carry.`)
+    return fail(c === undefined ? 'a value is missing' : 'unexpected character')
   }
 
-  #item (): Item {
-    return [this.#bareItem(), this.#parameters()]
-  }
-
-  #parameters (): Parameters {
+  const parameters = (): Parameters => {
     const params: Parameters = new Map()
-    while (this.#peek() === 59 /* ; */) {
-      this.#pos++
-      this.#skipSP()
-      const key = this.#key()
-      if (params.has(key)) throw malformed(`The ${this.#name} header repeats the "${key.slice(0, 32)}" parameter.`)
-      let value: BareItem = true
-      if (this.#peek() === 61 /* = */) {
-        this.#pos++
-        value = this.#bareItem()
+    while (value[pos] === ';') {
+      pos++
+      take(SPACES)
+      const k = key()
+      if (params.has(k)) throw malformed(`The ${name} header repeats the "${k.slice(0, 32)}" parameter.`)
+      let v: BareItem = true
+      if (value[pos] === '=') {
+        pos++
+        v = bareItem()
       }
-      params.set(key, value)
+      params.set(k, v)
     }
     return params
   }
 
-  #key (): string {
-    const start = this.#pos
-    const c = this.#peek()
-    if (!isLcAlpha(c) && c !== 42) this.#fail('a key must start with a lower-case letter or "*"')
-    this.#pos++
-    while (isKeyChar(this.#peek())) this.#pos++
-    return this.#s.slice(start, this.#pos)
-  }
+  const item = (): Item => [bareItem(), parameters()]
 
-  #bareItem (): BareItem {
-    const c = this.#peek()
-    if (c === 45 || isDigit(c)) return this.#number()
-    if (c === DQUOTE) return this.#string()
-    if (isAlpha(c) || c === 42) return this.#token()
-    if (c === 58 /* : */) return this.#bytes()
-    if (c === 63 /* ? */) return this.#boolean()
-    if (c === 37 /* % */) throw malformed(`The ${this.#name} header holds a display string (%"…"), which these signature fields never carry.`)
-    if (c === 64 /* @ */) throw malformed(`The ${this.#name} header holds a Date (@…), which these signature fields never carry.`)
-    this.#fail(c === -1 ? 'a value is missing' : 'unexpected character')
-  }
-
-  /** RFC 9651 §4.2.4: Integer (at most 15 digits) or Decimal (at most 12.3 digits). */
-  #number (): number | Decimal {
-    const start = this.#pos
-    const negative = this.#peek() === 45
-    if (negative) this.#pos++
-    if (!isDigit(this.#peek())) this.#fail('expected a digit')
-    const digitsStart = this.#pos
-    while (isDigit(this.#peek())) this.#pos++
-    const intDigits = this.#pos - digitsStart
-    if (this.#peek() !== 46 /* . */) {
-      if (intDigits > 15) this.#fail('an Integer longer than 15 digits')
-      return Number(this.#s.slice(start, this.#pos))
-    }
-    if (intDigits > 12) this.#fail('a Decimal with more than 12 integer digits')
-    this.#pos++
-    const fracStart = this.#pos
-    while (isDigit(this.#peek())) this.#pos++
-    const fracDigits = this.#pos - fracStart
-    if (fracDigits === 0 || fracDigits > 3) this.#fail('a Decimal needs 1 to 3 digits after the point')
-    return new Decimal(Number(this.#s.slice(start, this.#pos)))
-  }
-
-  #string (): string {
-    this.#pos++ // "
-    let out = ''
-    let runStart = this.#pos
+  const innerList = (): InnerList => {
+    pos++ // (
+    const items: Item[] = []
     for (;;) {
-      const c = this.#peek()
-      if (c === -1) this.#fail('a String without its closing quote')
-      if (c === DQUOTE) {
-        out += this.#s.slice(runStart, this.#pos)
-        this.#pos++
-        return out
+      take(SPACES)
+      if (value[pos] === ')') {
+        pos++
+        return [items, parameters()]
       }
-      if (c === BACKSLASH) {
-        out += this.#s.slice(runStart, this.#pos)
-        const next = this.#s.charCodeAt(this.#pos + 1)
-        if (next !== BACKSLASH && next !== DQUOTE) this.#fail('a backslash in a String must escape \\ or "')
-        out += this.#s[this.#pos + 1]
-        this.#pos += 2
-        runStart = this.#pos
-        continue
-      }
-      if (c === HTAB) this.#fail('a tab inside a String')
-      this.#pos++
+      if (pos >= value.length) fail('an inner list without its closing parenthesis')
+      items.push(item())
+      if (value[pos] !== ' ' && value[pos] !== ')') fail('inner-list items must be separated by spaces')
     }
   }
 
-  #token (): Token {
-    const start = this.#pos
-    this.#pos++
-    while (isTokenChar(this.#peek())) this.#pos++
-    return new Token(this.#s.slice(start, this.#pos))
-  }
-
-  /** RFC 9651 §4.2.7; padding is optional, as the RFC asks parsers to allow. */
-  #bytes (): Uint8Array {
-    const end = this.#s.indexOf(':', this.#pos + 1)
-    if (end === -1) this.#fail('a Byte Sequence without its closing colon')
-    const b64 = this.#s.slice(this.#pos + 1, end)
-    this.#pos = end + 1
-    if (!BASE64.test(b64)) this.#fail('a Byte Sequence that is not base64')
-    let binary: string
-    try {
-      binary = atob(b64)
-    } catch {
-      this.#fail('a Byte Sequence that is not base64')
+  const dict: Dictionary = new Map()
+  take(SPACES)
+  while (pos < value.length) {
+    const k = key()
+    // Refused where it is parsed: a compliant parser would keep only the last one.
+    if (dict.has(k)) throw malformed(`The ${name} header names "${k.slice(0, 32)}" twice (or the header was sent twice).`)
+    if (value[pos] === '=') {
+      pos++
+      dict.set(k, value[pos] === '(' ? innerList() : item())
+    } else {
+      dict.set(k, [true, parameters()])
     }
-    const out = new Uint8Array(binary.length)
-    for (let i = 0; i < binary.length; i++) out[i] = binary.charCodeAt(i)
-    return out
+    take(OWS)
+    if (pos >= value.length) break
+    if (value[pos] !== ',') fail('expected a comma between members')
+    pos++
+    take(OWS)
+    if (pos >= value.length) fail('a trailing comma')
   }
-
-  #boolean (): boolean {
-    const c = this.#s.charCodeAt(this.#pos + 1)
-    if (c !== 48 && c !== 49) this.#fail('a Boolean must be ?0 or ?1')
-    this.#pos += 2
-    return c === 49
-  }
+  return dict
 }

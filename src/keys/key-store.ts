@@ -112,6 +112,7 @@ interface Entry { key: VerifyKey, fetchedAt: number }
 /** `prefetch` remembers at most this many key ids. */
 const MAX_PREFETCHED = 64
 const DONE: Promise<void> = Promise.resolve()
+const notFetched = (): VerificationError => new VerificationError('key_unavailable', 'The signing key could not be fetched.', 30)
 
 function positive (value: unknown, name: string, integer = false): number {
   if (typeof value !== 'number' || !(value > 0) || !Number.isFinite(value) || (integer && !Number.isInteger(value))) {
@@ -242,10 +243,9 @@ export class KeyStore {
       entry = await pending
     } catch (err) {
       // e.g. the abort when clear() runs during a fetch: still a typed, retryable failure.
-      if (err instanceof VerificationError) throw err
-      throw new VerificationError('key_unavailable', 'The signing key could not be fetched.', 30)
+      throw err instanceof VerificationError ? err : notFetched()
     }
-    if (entry === undefined) throw new VerificationError('key_unavailable', 'The signing key could not be fetched.', 30)
+    if (entry === undefined) throw notFetched()
     return entry.key
   }
 
@@ -277,12 +277,8 @@ export class KeyStore {
   }
 
   async #refetch (keyId: string, failed: VerifyKey, log: Logger): Promise<VerifyKey | undefined> {
-    this.#inFlight++
-    this.#stats.fetches++
-    const startedAt = keyFetchStarted()
     try {
-      const key = await fetchPublicKey(keyId, { baseUrl: this.#baseUrl, fetch: this.#fetch, signal: AbortSignal.timeout(this.#fetchTimeout) })
-      this.#published(startedAt, keyId, true, null)
+      const key = await this.#request(keyId, true)
       if (sameKey(key, failed)) {
         this.#keys.set(keyId, { key: failed, fetchedAt: this.#now() })
         return undefined
@@ -291,11 +287,30 @@ export class KeyStore {
       this.#keys.set(keyId, { key, fetchedAt: this.#now() })
       return key
     } catch (err) {
-      this.#published(startedAt, keyId, true, err)
       // Keep the cached key: the endpoint failing is no reason to drop a key that worked.
       this.#logFailure(log, keyId, err, Math.ceil(this.#refreshCooldown / 1000), 'refreshing the signing key failed; the cached key stays in use')
       return undefined
+    }
+  }
+
+  /**
+   * One request to the endpoint (a fetch or a refresh), counted and published, abandoned after
+   * `fetchTimeout` or when `signal` aborts.
+   */
+  async #request (keyId: string, refresh: boolean, signal?: AbortSignal): Promise<VerifyKey> {
+    this.#inFlight++
+    this.#stats.fetches++
+    const limited = withTimeout(signal, this.#fetchTimeout)
+    const startedAt = keyFetchStarted()
+    try {
+      const key = await fetchPublicKey(keyId, { baseUrl: this.#baseUrl, fetch: this.#fetch, signal: limited.signal })
+      this.#published(startedAt, keyId, refresh, null)
+      return key
+    } catch (err) {
+      this.#published(startedAt, keyId, refresh, err)
+      throw err
     } finally {
+      limited.dispose()
       this.#inFlight--
     }
   }
@@ -395,32 +410,18 @@ export class KeyStore {
 
   /** The fetch itself; `setOptions.ttl` is how long to hold what it returns, when not `keyTtl`. */
   async #load (keyId: string, stale: Entry | undefined, signal: AbortSignal, setOptions: { ttl?: number }, log: Logger | undefined): Promise<Entry> {
-    this.#inFlight++
-    this.#stats.fetches++
-    const limited = withTimeout(signal, this.#fetchTimeout)
-    const startedAt = keyFetchStarted()
+    let key: VerifyKey
     try {
-      const key = await fetchPublicKey(keyId, {
-        baseUrl: this.#baseUrl,
-        fetch: this.#fetch,
-        signal: limited.signal,
-      })
-      this.#published(startedAt, keyId, false, null)
-      this.#gate.settled(keyId)
-      return { key, fetchedAt: this.#now() }
+      key = await this.#request(keyId, false, signal)
     } catch (err) {
-      this.#published(startedAt, keyId, false, err)
-      const error = err instanceof VerificationError
-        ? err
-        /* c8 ignore next */
-        : new VerificationError('key_unavailable', 'The signing key could not be fetched.', 30)
+      /* c8 ignore next */
+      const error = err instanceof VerificationError ? err : notFetched()
       // "Not found" is final for this id; after a transient failure it keeps its rank for the retry.
       if (error.type === 'unknown_key') this.#gate.settled(keyId)
       return this.#fallback(log ?? this.#log, keyId, stale, error, setOptions)
-    } finally {
-      limited.dispose()
-      this.#inFlight--
     }
+    this.#gate.settled(keyId)
+    return { key, fetchedAt: this.#now() }
   }
 
   /** After a failed fetch: serve a stale key within `maxStale`, else remember the failure and throw. */
@@ -467,21 +468,21 @@ export class KeyStore {
 }
 
 /**
- * `signal`, or a timeout of `ms`, whichever comes first. Not `AbortSignal.any`: Vercel's
+ * `signal` (when given), or a timeout of `ms`, whichever comes first. Not `AbortSignal.any`: Vercel's
  * edge-runtime lacks it, and Node 20-22 keep its listeners on a long-lived input signal.
  * The timeout aborts with a `TimeoutError`, as `AbortSignal.timeout` does.
  */
-function withTimeout (signal: AbortSignal, ms: number): { signal: AbortSignal, dispose (): void } {
+function withTimeout (signal: AbortSignal | undefined, ms: number): { signal: AbortSignal, dispose (): void } {
   const controller = new AbortController()
-  const onAbort = (): void => { controller.abort(signal.reason) }
+  const onAbort = (): void => { controller.abort(signal!.reason) }
   const timer = setTimeout(() => { controller.abort(new DOMException('The key fetch timed out.', 'TimeoutError')) }, ms)
-  if (signal.aborted) onAbort()
-  else signal.addEventListener('abort', onAbort, { once: true })
+  if (signal?.aborted === true) onAbort()
+  else signal?.addEventListener('abort', onAbort, { once: true })
   return {
     signal: controller.signal,
     dispose () {
       clearTimeout(timer)
-      signal.removeEventListener('abort', onAbort)
+      signal?.removeEventListener('abort', onAbort)
     },
   }
 }

@@ -35,30 +35,40 @@ export function readSignatureFields (headers: HeadersInput): SignatureFields {
   if (headers === null || typeof headers !== 'object') {
     throw new VerificationError('missing_header', 'No headers were given; pass the request headers.')
   }
+  if (isFetchHeaders(headers)) return readFetchSignatureFields(headers)
   const found: Array<string | undefined> = [undefined, undefined, undefined]
-  if (isFetchHeaders(headers)) {
-    for (let i = 0; i < 3; i++) found[i] = headers.get(NAMES[i]!) ?? undefined
-  } else {
-    // Fast path: Node lower-cases names, so the exact keys are usually there.
-    const rec = headers as Record<string, unknown>
-    let exact = true
-    for (let i = 0; i < 3; i++) {
-      const v = rec[NAMES[i]!]
-      if (v === undefined) exact = false
-      else found[i] = headerValue(v, NAMES[i]!)
-    }
-    if (!exact || hasMixedCaseSignatureKey(rec)) {
-      for (let i = 0; i < 3; i++) found[i] = undefined
-      for (const key of Object.keys(rec)) {
-        const i = NAMES.indexOf(key.toLowerCase() as (typeof NAMES)[number])
-        if (i === -1 || rec[key] === undefined) continue
-        if (found[i] !== undefined) {
-          throw new VerificationError('malformed_header', `The ${DISPLAY[NAMES[i]!]} header appears more than once.`)
-        }
-        found[i] = headerValue(rec[key], NAMES[i]!)
+  // Fast path: Node lower-cases names, so the exact keys are usually there.
+  const rec = headers as Record<string, unknown>
+  let exact = true
+  for (let i = 0; i < 3; i++) {
+    const v = rec[NAMES[i]!]
+    if (v === undefined) exact = false
+    else found[i] = headerValue(v, NAMES[i]!)
+  }
+  if (!exact || hasMixedCaseSignatureKey(rec)) {
+    for (let i = 0; i < 3; i++) found[i] = undefined
+    for (const key of Object.keys(rec)) {
+      const i = NAMES.indexOf(key.toLowerCase() as (typeof NAMES)[number])
+      if (i === -1 || rec[key] === undefined) continue
+      if (found[i] !== undefined) {
+        throw new VerificationError('malformed_header', `The ${DISPLAY[NAMES[i]!]} header appears more than once.`)
       }
+      found[i] = headerValue(rec[key], NAMES[i]!)
     }
   }
+  return checkedFields(found)
+}
+
+/**
+ * `readSignatureFields` for a fetch `Headers` only (it joins repeated field lines itself): what
+ * the Fetch API entry uses, so a Worker bundle leaves out the reading of Node's header records.
+ */
+export function readFetchSignatureFields (headers: { get (name: string): string | null }): SignatureFields {
+  return checkedFields(NAMES.map((name) => headers.get(name) ?? undefined))
+}
+
+/** Each field present, not empty and not too long, with SP and HTAB trimmed. */
+function checkedFields (found: Array<string | undefined>): SignatureFields {
   for (let i = 0; i < 3; i++) {
     const v = found[i] === undefined ? undefined : trimOws(found[i]!)
     const name = DISPLAY[NAMES[i]!]

@@ -6,7 +6,7 @@ import type { WebhookEvent } from '../events/types.js'
 import { KeyStore } from '../keys/key-store.js'
 import type { ResolvedVerifyConfig } from './options.js'
 import { matchContentDigest, parseContentDigest } from './content-digest.js'
-import { readSignatureFields, type HeadersInput } from './headers.js'
+import { readSignatureFields, type HeadersInput, type SignatureFields } from './headers.js'
 import { parseSignature, type ParsedSignature } from './signature-input.js'
 import { signatureBase, signatureInvalid, verifyEd25519, verifyEd25519Async } from './signature.js'
 
@@ -35,7 +35,11 @@ export interface CheckedDelivery {
  */
 export function checkDelivery (config: ResolvedVerifyConfig, payload: unknown, headers: HeadersInput, nowMs: number): CheckedDelivery | Promise<CheckedDelivery> {
   const body = toBytes(payload)
-  const fields = readSignatureFields(headers)
+  return checkFields(config, body, readSignatureFields(headers), nowMs)
+}
+
+/** `checkDelivery` once the signature fields were read (the body is already bytes). */
+function checkFields (config: ResolvedVerifyConfig, body: Uint8Array, fields: SignatureFields, nowMs: number): CheckedDelivery | Promise<CheckedDelivery> {
   const digests = parseContentDigest(fields.contentDigest)
   const sig = parseSignature(fields.signatureInput, fields.signature)
 
@@ -84,6 +88,15 @@ export function verifyDelivery (
 ): VerifiedDelivery | Promise<VerifiedDelivery> {
   const checked = checkDelivery(config, payload, headers, nowMs)
   return checked instanceof Promise ? checked.then((c) => verifyChecked(config, c, async)) : verifyChecked(config, checked, async)
+}
+
+/**
+ * `verifyDelivery` for a body already read as bytes and its signature fields already read (the
+ * Fetch API entry: `readFetchSignatureFields`), on the calling thread.
+ */
+export function verifyFields (config: ResolvedVerifyConfig, body: Uint8Array, fields: SignatureFields, nowMs: number): VerifiedDelivery | Promise<VerifiedDelivery> {
+  const checked = checkFields(config, body, fields, nowMs)
+  return checked instanceof Promise ? checked.then((c) => verifyChecked(config, c, false)) : verifyChecked(config, checked, false)
 }
 
 /** Steps 4-10 once the local checks passed: the key, the signature, the events. */

@@ -11,7 +11,8 @@ import { readBodyAtMost } from '../receiver/web/read-body.js'
 import { replyResponse } from '../receiver/web/reply.js'
 import { toErrorResponse } from '../verify/index.js'
 import { readClock, resolveVerifyConfig, type Clock, type VerifyConfig } from '../verify/options.js'
-import { verifyDelivery } from '../verify/verify-webhook.js'
+import { readFetchSignatureFields } from '../verify/headers.js'
+import { verifyFields } from '../verify/verify-webhook.js'
 
 export type { WebhookEvent } from '../events/types.js'
 export type { ErrorResponse, Result } from '../errors.js'
@@ -65,7 +66,7 @@ export async function verifyWebhookRequest (request: Request, options: VerifyWeb
     const declared = request.headers.get('content-length')
     if (declared !== null && Number(declared) > bodyLimit) throw tooLarge(bodyLimit)
     const body = await readBodyAtMost(request, bodyLimit)
-    const delivery = await verifyDelivery(config, body, request.headers, at)
+    const delivery = await verifyFields(config, body, readFetchSignatureFields(request.headers), at)
     return { data: delivery.events, error: null }
   } catch (err) {
     return { data: null, error: toErrorResponse(err) }

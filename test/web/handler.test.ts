@@ -178,6 +178,27 @@ t.test('verifyWebhookRequest resolves what Webhooks.verify resolves', async (t) 
   t.match(await verifyWebhookRequest(used, base), { data: null, error: { type: 'configuration_error' } })
 })
 
+t.test('verifyWebhookRequest reads the signature fields as Webhooks.verify does (its own reader of fetch Headers)', async (t) => {
+  const signed = sign()
+  const variants: Record<string, (h: Headers) => void> = {
+    'no Content-Digest': (h) => { h.delete('content-digest') },
+    'an empty Signature': (h) => { h.set('signature', '') },
+    'a Signature-Input of SP and HTAB only': (h) => { h.set('signature-input', ' \t ') },
+    'a Signature over 1024 bytes': (h) => { h.set('signature', `${h.get('signature')!}${' '.repeat(600)};x=${'a'.repeat(600)}`) },
+    'two Signature-Input field lines': (h) => { h.append('signature-input', h.get('signature-input')!) },
+    'padded with SP and HTAB': (h) => { h.set('content-digest', ` \t${h.get('content-digest')!}\t `) },
+  }
+  for (const [name, change] of Object.entries(variants)) {
+    const headers = new Headers(signed.headers)
+    change(headers)
+    const expected = await Webhooks.verify({ payload: signed.body, headers, ...base })
+    const got = await verifyWebhookRequest(new Request('http://127.0.0.1/hook', { method: 'POST', headers, body: signed.body }), base)
+    t.strictSame(got, expected, name)
+    if (name === 'padded with SP and HTAB') t.equal(got.error, null, `${name}: verifies`)
+    else t.not(got.error, null, `${name}: refused`)
+  }
+})
+
 t.test('keyIds are fetched when the first delivery arrives, not at creation, and once', async (t) => {
   const { serveKeys, startKeyServer, delay } = await import('../helpers/key-server.js')
   const server = await startKeyServer(serveKeys({ k1: keys.publicKey }))

@@ -87,7 +87,8 @@ export function verifyDelivery (
   async = false,
 ): VerifiedDelivery | Promise<VerifiedDelivery> {
   const checked = checkDelivery(config, payload, headers, nowMs)
-  return checked instanceof Promise ? checked.then((c) => verifyChecked(config, c, async)) : verifyChecked(config, checked, async)
+  const next = async ? verifyOnPool : verifyHere
+  return checked instanceof Promise ? checked.then((c) => next(config, c)) : next(config, checked)
 }
 
 /**
@@ -96,45 +97,55 @@ export function verifyDelivery (
  */
 export function verifyFields (config: ResolvedVerifyConfig, body: Uint8Array, fields: SignatureFields, nowMs: number): VerifiedDelivery | Promise<VerifiedDelivery> {
   const checked = checkFields(config, body, fields, nowMs)
-  return checked instanceof Promise ? checked.then((c) => verifyChecked(config, c, false)) : verifyChecked(config, checked, false)
+  return checked instanceof Promise ? checked.then((c) => verifyHere(config, c)) : verifyHere(config, checked)
 }
 
-/** Steps 4-10 once the local checks passed: the key, the signature, the events. */
-function verifyChecked (config: ResolvedVerifyConfig, checked: CheckedDelivery, async: boolean): VerifiedDelivery | Promise<VerifiedDelivery> {
+/** How Ed25519 is run: `verifyEd25519` (this thread where it can) or `verifyEd25519Async` (the pool). */
+type Verifier = (base: Uint8Array, key: VerifyKey, signature: Uint8Array) => void | Promise<void>
+
+/** Steps 4-10 once the local checks passed, on the calling thread. */
+function verifyHere (config: ResolvedVerifyConfig, checked: CheckedDelivery): VerifiedDelivery | Promise<VerifiedDelivery> {
+  return verifyWithKey(config, checked, resolveKey(config, checked.sig.keyId), verifyEd25519)
+}
+
+/** Steps 4-10 on the libuv pool (the receivers' choice for small bodies); apart so a Worker bundle leaves it out. */
+function verifyOnPool (config: ResolvedVerifyConfig, checked: CheckedDelivery): VerifiedDelivery | Promise<VerifiedDelivery> {
   const key = resolveKey(config, checked.sig.keyId)
-  if (!(key instanceof Promise) && async) {
-    // The receivers' pool path with the key at hand: one promise for the pool's answer and no
-    // async function around it, as every hop costs the event loop on each delivery.
-    // The verdict only (only a literal `true` passes; it never rejects).
-    return verifyOffThread(key, checked.base, checked.sig.signature).then((ok) => {
-      if (ok) return finish(config, checked)
-      if (config.keyStore === null) throw signatureInvalid()
-      return retryWithRefreshedKey(config, checked, key, signatureInvalid(), true)
-    })
-  }
+  if (key instanceof Promise) return verifyWithKey(config, checked, key, verifyEd25519Async)
+  // The key at hand: one promise for the pool's answer and no async function around it, as
+  // every hop costs the event loop on each delivery.
+  // The verdict only (only a literal `true` passes; it never rejects).
+  return verifyOffThread(key, checked.base, checked.sig.signature).then((ok) => {
+    if (ok) return finish(config, checked)
+    if (config.keyStore === null) throw signatureInvalid()
+    return retryWithRefreshedKey(config, checked, key, signatureInvalid(), verifyEd25519Async)
+  })
+}
+
+/** The signature checked with `key` (or the key once fetched), then the events. */
+function verifyWithKey (config: ResolvedVerifyConfig, checked: CheckedDelivery, key: VerifyKey | Promise<VerifyKey>, verifier: Verifier): VerifiedDelivery | Promise<VerifiedDelivery> {
   if (!(key instanceof Promise)) {
     let pending: void | Promise<void>
     try {
-      pending = verifyEd25519(checked.base, key, checked.sig.signature)
+      pending = verifier(checked.base, key, checked.sig.signature)
     } catch (err) {
       if (config.keyStore === null) throw err
-      return retryWithRefreshedKey(config, checked, key, err, false)
+      return retryWithRefreshedKey(config, checked, key, err, verifier)
     }
     if (pending === undefined) return finish(config, checked)
     // WebCrypto: the verify itself is asynchronous.
     return pending.then(() => finish(config, checked), (err: unknown) => {
       if (config.keyStore === null) throw err
-      return retryWithRefreshedKey(config, checked, key, err, false)
+      return retryWithRefreshedKey(config, checked, key, err, verifier)
     })
   }
   return (async () => {
     const k = await key
     try {
-      if (async) await verifyEd25519Async(checked.base, k, checked.sig.signature)
-      else await verifyEd25519(checked.base, k, checked.sig.signature)
+      await verifier(checked.base, k, checked.sig.signature)
     } catch (err) {
       if (config.keyStore === null) throw err
-      return retryWithRefreshedKey(config, checked, k, err, async)
+      return retryWithRefreshedKey(config, checked, k, err, verifier)
     }
     return finish(config, checked)
   })()
@@ -144,11 +155,10 @@ function verifyChecked (config: ResolvedVerifyConfig, checked: CheckedDelivery, 
  * The signature failed with a cached key: the key may have been rotated under the same id.
  * The store refetches at most once per cooldown; with a different key, verify once more.
  */
-async function retryWithRefreshedKey (config: ResolvedVerifyConfig, checked: CheckedDelivery, failed: VerifyKey, err: unknown, async: boolean): Promise<VerifiedDelivery> {
+async function retryWithRefreshedKey (config: ResolvedVerifyConfig, checked: CheckedDelivery, failed: VerifyKey, err: unknown, verifier: Verifier): Promise<VerifiedDelivery> {
   const fresh = await config.keyStore!.refresh(checked.sig.keyId, failed, config.logger)
   if (fresh === undefined) throw err
-  if (async) await verifyEd25519Async(checked.base, fresh, checked.sig.signature)
-  else await verifyEd25519(checked.base, fresh, checked.sig.signature)
+  await verifier(checked.base, fresh, checked.sig.signature)
   return finish(config, checked)
 }
 

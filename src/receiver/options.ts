@@ -183,7 +183,7 @@ export interface ResolvedReceiver {
  * compiler keeps it complete: the verify options come from `VERIFY_OPTIONS`, so an option added
  * to `VerifyConfig` is known here, and passed through, with no edit in this folder.
  */
-const RECEIVER_OPTIONS = /* @__PURE__ */ Object.freeze({
+const RECEIVER_OPTIONS = Object.freeze({
   ...VERIFY_OPTIONS,
   now: true,
   bodyLimit: true,

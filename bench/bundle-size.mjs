@@ -7,6 +7,7 @@
 //   node bench/bundle-size.mjs --source   # from src/ (the mcwh-web-source condition), no build needed
 //   node bench/bundle-size.mjs --json     # machine-readable
 //   node bench/bundle-size.mjs --root <dir>  # another build: a folder with its package.json, dist/ and node_modules
+//   node bench/bundle-size.mjs --shares   # the web verify bundle only: each input's share of the gzip size
 import { readFileSync } from 'node:fs'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -63,7 +64,7 @@ export async function measure (code, { source = false, root = ROOT } = {}) {
  * `root`: the package folder the specifiers resolve in (another build's copy, for a baseline).
  * @returns {Promise<{ bytes: Uint8Array, text: string, metafile: import('esbuild').Metafile }>}
  */
-export async function bundle (code, { source = false, root = ROOT } = {}) {
+export async function bundle (code, { source = false, root = ROOT, minifyWhitespace = true } = {}) {
   const result = await esbuild.build({
     stdin: { contents: code, resolveDir: root, loader: 'js', sourcefile: 'worker.js' },
     bundle: true,
@@ -71,7 +72,9 @@ export async function bundle (code, { source = false, root = ROOT } = {}) {
     format: 'esm',
     platform: 'browser',
     conditions: source ? ['mcwh-web-source', ...CONDITIONS] : CONDITIONS,
-    minify: true,
+    minifySyntax: true,
+    minifyIdentifiers: true,
+    minifyWhitespace,
     metafile: true,
     target: 'es2022',
     logLevel: 'silent',
@@ -82,6 +85,27 @@ export async function bundle (code, { source = false, root = ROOT } = {}) {
   return { bytes: result.outputFiles[0].contents, text: result.outputFiles[0].text, metafile: result.metafile }
 }
 
+/**
+ * What each input costs in the gzip size of the bundle of `code`: the gzip bytes of the whole bundle
+ * minus those of the bundle without that input's code (gzip finds repeats across modules, so the
+ * shares add up to less than the whole). esbuild marks each input's code with a comment when
+ * whitespace is kept; the pieces are then minified as the bundle is.
+ * @returns {Promise<{ gzip: number, shares: Array<{ path: string, bytes: number }> }>}
+ */
+export async function gzipShares (code, { source = false, root = ROOT } = {}) {
+  const { text } = await bundle(code, { source, root, minifyWhitespace: false })
+  const pieces = text.split(/^(?=\/\/ \S+\.[jt]s\n)/m)
+  const squeeze = async (js) => gzipSync((await esbuild.transform(js, { minifyWhitespace: true, loader: 'js' })).code, { level: 9 }).byteLength
+  const gzip = await squeeze(text)
+  const shares = []
+  for (let i = 0; i < pieces.length; i++) {
+    const name = /^\/\/ (\S+)\n/.exec(pieces[i])?.[1]
+    if (name === undefined) continue // the bundle's own runtime helpers
+    shares.push({ path: name.replace(/^.*node_modules\//, 'node_modules/'), bytes: gzip - await squeeze(pieces.filter((_, j) => j !== i).join('')) })
+  }
+  return { gzip, shares: shares.sort((a, b) => b.bytes - a.bytes) }
+}
+
 const kb = (n) => (n / 1000).toFixed(1) + ' KB'
 
 async function main () {
@@ -89,6 +113,13 @@ async function main () {
   const json = process.argv.includes('--json')
   const at = process.argv.indexOf('--root')
   const root = at === -1 ? ROOT : path.resolve(process.argv[at + 1])
+  if (process.argv.includes('--shares')) {
+    const { gzip, shares } = await gzipShares(WEB_VERIFY.code, { source, root })
+    const lines = [`${WEB_VERIFY.name}: ${gzip} bytes gzip; each input's share (the bundle's gzip bytes without it, subtracted from the whole)`, '',
+      '| input | gzip bytes |', '|---|---:|', ...shares.map((s) => `| ${s.path} | ${s.bytes} |`)]
+    process.stdout.write((json ? JSON.stringify({ gzip, shares }, null, 2) : lines.join('\n')) + '\n')
+    return
+  }
   const rows = []
   for (const entry of [WEB_VERIFY, ...entries()]) {
     try {

@@ -27,12 +27,13 @@ export type Dictionary = Map<string, Item | InnerList>
 
 const malformed = (message: string): VerificationError => new VerificationError('malformed_header', message)
 
-// Sticky patterns, one per RFC 9651 production the fields can carry (§4.2); each is tried at the
-// current position. A key: ( lcalpha / "*" ) *( lcalpha / DIGIT / "_" / "-" / "." / "*" ).
+// Sticky patterns, one per RFC 9651 production the fields can carry (§4.2), each tried at the
+// current position (`take` sets `lastIndex` before every use, so sharing them is safe).
+// A key: ( lcalpha / "*" ) *( lcalpha / DIGIT / "_" / "-" / "." / "*" ).
 const KEY = /[a-z*][a-z0-9_.*-]*/y
 /** Integer or Decimal: the digit counts are checked after the match. */
 const NUMBER = /-?(\d+)(\.\d*)?/y
-/** Between the quotes: visible ASCII or SP but `"` and `\` (the field holds nothing else, see below), or `\"` and `\\`. */
+/** Between the quotes: visible ASCII or SP but `"` and `\` (the ASCII check leaves nothing else), or `\"` and `\\`. */
 const STRING = /"((?:[ !#-[\]-~]|\\["\\])*)"/y
 /** tchar / ":" / "/" (RFC 9110 §5.6.2) after a first ALPHA or "*". */
 const TOKEN = /[A-Za-z*][-!#$%&'*+.^_`|~:/A-Za-z0-9]*/y

@@ -141,6 +141,8 @@ t.test('B7 D2 legal structured-field reformatting is accepted (signed over the c
     'D2 alg absent': `("content-digest");created=${now};keyid="mckey"`,
     'expires in the future': `("content-digest");created=${now};expires=${now + 300};alg="ed25519";keyid="mckey"`,
     'nonce and tag': `("content-digest");created=${now};alg="ed25519";keyid="mckey";nonce="n-1";tag="mailchannels"`,
+    // Rebuilt as the canonical `@signature-params` with the escapes kept (the signer serialises with structured-headers).
+    'a nonce with an escaped quote and backslash': `("content-digest");created=${now};alg="ed25519";keyid="mckey";nonce="a\\"b\\\\c"`,
     'B7 created with a leading zero': `("content-digest");created=0${now};alg="ed25519";keyid="mckey"`,
     'spaces inside the inner list': `( "content-digest" );created=${now};alg="ed25519";keyid="mckey"`,
     'keyid with every allowed character class': `("content-digest");created=${now};alg="ed25519";keyid="Mc.key_~-9"`,

@@ -1,5 +1,5 @@
 import { hashBase64url } from '#crypto'
-import type { WebhookEvent } from '../events/types.js'
+import { WEBHOOK_EVENT_TYPES, type WebhookEvent } from '../events/types.js'
 
 /** Pins the definition below: a change to the canonical form is a new tag. */
 const VERSION = 'mcwh-event-v2'
@@ -46,95 +46,155 @@ const HEAD = VERSION + ':'
 /** HEAD's length: the text is still at its start (the next entry opens the object) when it has this length. */
 const START = HEAD.length
 
+/** The wire keys of the typed properties, sorted by UTF-16 code units: the order they are written in. */
+const TYPED_KEYS = ['campaign_id', 'customer_handle', 'email', 'event', 'ip', 'reason', 'recipients', 'request_id', 'smtp_id', 'status', 'timestamp', 'url', 'user_agent'] as const
+/** The i-th typed key's text before its value: `{"key":` opening the object, `,"key":` after another entry. */
+const OPEN = TYPED_KEYS.map((k) => `{"${k}":`)
+const NEXT = TYPED_KEYS.map((k) => `,"${k}":`)
+/** The same with a string value's opening quote. */
+const OPEN_Q = OPEN.map((k) => k + '"')
+const NEXT_Q = NEXT.map((k) => k + '"')
+/** No field left to write: past the last slot. */
+const NO_SLOT = TYPED_KEYS.length + 1
+
+/** `,"event":"<name>"` (and its `{` variant) for each name a typed event carries: no escape test per event. */
+const EVENT_TEXT = new Map<unknown, readonly [string, string]>(WEBHOOK_EVENT_TYPES.map((name) => [name, [OPEN[3] + str(name), NEXT[3] + str(name)]]))
+
+/**
+ * The customer handle's entry, `{"customer_handle":"<handle>"` and `,"customer_handle":"<handle>"`,
+ * for the last handle seen: a delivery holds one handle (or a few), so it is quoted once, not per event.
+ */
+let handleCache: { readonly handle: string, readonly open: string, readonly next: string } | undefined
+
 /**
  * The text `eventFingerprint` hashes (exported for the property tests). Typed properties are
- * read by name, already in the wire keys' sorted order: campaign_id, customer_handle, email,
- * event, ip, reason, recipients, request_id, smtp_id, status, timestamp, url, user_agent; the
- * keys of `fields`, when there are some, are merged into that order. Built by concatenation: a
- * shared array of pieces joined once measured slower (bench/events-bench.mjs).
+ * read by name, already in the wire keys' sorted order (`TYPED_KEYS`); the keys of `fields`,
+ * when there are some, are sorted and merged into that order. Built by concatenation of a few
+ * constant pieces per entry (a shared array of pieces joined once measured slower,
+ * bench/events-bench.mjs): most of an event's strings need no escape, which one regular
+ * expression test per value tells, and the constant parts (keys, the event name, the customer
+ * handle) come quoted already.
  */
 export function canonicalEventText (event: WebhookEvent): string {
   const e = event as unknown as Record<string, unknown>
-  const fields = e.fields
-  if (fields !== undefined && fields !== null && hasKeys(fields)) return merged(e, fields as Record<string, unknown>)
+  const f = e.fields
+  // The fields' keys, sorted, each with the slot it is written in (null when there is none).
+  const m = f !== undefined && f !== null && typeof f === 'object' ? fieldsMerge(f as Record<string, unknown>) : null
   let t = HEAD
-  t = put(t, '"campaign_id":', e.campaignId)
-  t = put(t, '"customer_handle":', e.customerHandle)
-  t = put(t, '"email":', e.email)
-  t = put(t, '"event":', e.event === 'unknown' ? e.eventName : e.event)
-  t = put(t, '"ip":', e.ip)
-  t = put(t, '"reason":', e.reason)
-  const recipients = e.recipients
-  if (recipients != null) t += (t.length === START ? '{' : ',') + '"recipients":' + recipientsText(recipients)
-  t = put(t, '"request_id":', e.requestId)
-  t = put(t, '"smtp_id":', e.smtpId)
-  t = put(t, '"status":', e.status)
-  t = put(t, '"timestamp":', e.timestamp)
-  t = put(t, '"url":', e.url)
-  t = put(t, '"user_agent":', e.userAgent)
+  if (m !== null && m.slot === 0) t = writeFields(m, t, 0)
+  let v = e.campaignId
+  if (v !== undefined && v !== null) t = put(t, 0, v)
+  if (m !== null && m.slot === 1) t = writeFields(m, t, 1)
+  v = e.customerHandle
+  if (typeof v === 'string') {
+    let h = handleCache
+    if (h === undefined || h.handle !== v) {
+      const q = str(v)
+      h = handleCache = { handle: v, open: OPEN[1] + q, next: NEXT[1] + q }
+    }
+    t += t.length === START ? h.open : h.next
+  } else if (v !== undefined && v !== null) t = put(t, 1, v)
+  if (m !== null && m.slot === 2) t = writeFields(m, t, 2)
+  v = e.email
+  if (v !== undefined && v !== null) t = put(t, 2, v)
+  if (m !== null && m.slot === 3) t = writeFields(m, t, 3)
+  v = e.event === 'unknown' ? e.eventName : e.event
+  const named = EVENT_TEXT.get(v)
+  if (named !== undefined) t += t.length === START ? named[0] : named[1]
+  else if (v !== undefined && v !== null) t = put(t, 3, v)
+  if (m !== null && m.slot === 4) t = writeFields(m, t, 4)
+  v = e.ip
+  if (v !== undefined && v !== null) t = put(t, 4, v)
+  if (m !== null && m.slot === 5) t = writeFields(m, t, 5)
+  v = e.reason
+  if (v !== undefined && v !== null) t = put(t, 5, v)
+  if (m !== null && m.slot === 6) t = writeFields(m, t, 6)
+  v = e.recipients
+  if (v !== undefined && v !== null) t += (t.length === START ? OPEN[6] : NEXT[6]) + recipientsText(v)
+  if (m !== null && m.slot === 7) t = writeFields(m, t, 7)
+  v = e.requestId
+  if (v !== undefined && v !== null) t = put(t, 7, v)
+  if (m !== null && m.slot === 8) t = writeFields(m, t, 8)
+  v = e.smtpId
+  if (v !== undefined && v !== null) t = put(t, 8, v)
+  if (m !== null && m.slot === 9) t = writeFields(m, t, 9)
+  v = e.status
+  if (v !== undefined && v !== null) t = put(t, 9, v)
+  if (m !== null && m.slot === 10) t = writeFields(m, t, 10)
+  v = e.timestamp
+  if (typeof v === 'number') t += (t.length === START ? OPEN[10] : NEXT[10]) + number(v)
+  else if (v !== undefined && v !== null) t = put(t, 10, v)
+  if (m !== null && m.slot === 11) t = writeFields(m, t, 11)
+  v = e.url
+  if (v !== undefined && v !== null) t = put(t, 11, v)
+  if (m !== null && m.slot === 12) t = writeFields(m, t, 12)
+  v = e.userAgent
+  if (v !== undefined && v !== null) t = put(t, 12, v)
+  if (m !== null && m.slot === 13) t = writeFields(m, t, 13)
   return t + (t.length === START ? '{}' : '}')
 }
 
-/** `t` and `,"key":value` (`{` before the first); absent (undefined, null) values are left out. */
-function put (t: string, key: string, v: unknown): string {
-  if (v === undefined || v === null) return t
-  return t + (t.length === START ? '{' : ',') + key + (typeof v === 'string' && !NEEDS_ESCAPE.test(v) ? '"' + v + '"' : value(v))
+/** `t` and the entry of typed key `k` with value `v` (not absent), `{` before the first. */
+function put (t: string, k: number, v: unknown): string {
+  if (typeof v === 'string' && !NEEDS_ESCAPE.test(v)) return t + (t.length === START ? OPEN_Q[k] : NEXT_Q[k]) + v + '"'
+  return t + (t.length === START ? OPEN[k] : NEXT[k]) + value(v)
 }
 
 /**
- * The wire object of an event with `fields`: typed properties and fields, keys sorted (a typed
- * property first should a hand-built event hold a key twice). The fields' keys, usually one or
- * two, are sorted and merged into the typed properties' fixed order.
+ * A merge of `fields` into the typed keys in progress: the fields' own keys sorted, how many are
+ * written, and the slot of the next one (how many typed keys sort before or equal to it: a field
+ * is written before the first typed key it sorts before, so a typed property comes first should a
+ * hand-built event hold a key twice).
  */
-function merged (e: Record<string, unknown>, fields: Record<string, unknown>): string {
+interface Merge { readonly fields: Record<string, unknown>, readonly keys: string[], k: number, slot: number }
+
+function fieldsMerge (fields: Record<string, unknown>): Merge | null {
   const keys = Object.keys(fields)
-  if (keys.length > 1) keys.sort()
-  const m: Merge = { t: HEAD, keys, k: 0, fields }
-  putAfter(m, 'campaign_id', '"campaign_id":', e.campaignId)
-  putAfter(m, 'customer_handle', '"customer_handle":', e.customerHandle)
-  putAfter(m, 'email', '"email":', e.email)
-  putAfter(m, 'event', '"event":', e.event === 'unknown' ? e.eventName : e.event)
-  putAfter(m, 'ip', '"ip":', e.ip)
-  putAfter(m, 'reason', '"reason":', e.reason)
-  putAfter(m, 'recipients', '"recipients":', e.recipients)
-  putAfter(m, 'request_id', '"request_id":', e.requestId)
-  putAfter(m, 'smtp_id', '"smtp_id":', e.smtpId)
-  putAfter(m, 'status', '"status":', e.status)
-  putAfter(m, 'timestamp', '"timestamp":', e.timestamp)
-  putAfter(m, 'url', '"url":', e.url)
-  putAfter(m, 'user_agent', '"user_agent":', e.userAgent)
-  while (m.k < keys.length) putField(m, keys[m.k++]!)
-  return m.t + (m.t.length === START ? '{}' : '}')
+  if (keys.length === 0) return null
+  if (keys.length > 1) sortKeys(keys)
+  return { fields, keys, k: 0, slot: slotOf(keys[0]!) }
 }
 
-/** A merge in progress: the text so far, the fields' sorted keys and how many are written. */
-interface Merge { t: string, readonly keys: string[], k: number, readonly fields: Record<string, unknown> }
-
-/** The fields' keys sorted before `key` not yet written, then the typed property. */
-function putAfter (m: Merge, key: string, keyText: string, v: unknown): void {
-  if (v === undefined || v === null) return
-  while (m.k < m.keys.length && m.keys[m.k]! < key) putField(m, m.keys[m.k++]!)
-  m.t = key === 'recipients' ? m.t + (m.t.length === START ? '{' : ',') + keyText + recipientsText(v) : put(m.t, keyText, v)
+/** Sorted by UTF-16 code units, as `keys.sort()` does: insertion sort for the usual one to a few keys. */
+function sortKeys (keys: string[]): void {
+  if (keys.length > 8) { keys.sort(); return }
+  for (let i = 1; i < keys.length; i++) {
+    const x = keys[i]!
+    let j = i - 1
+    while (j >= 0 && keys[j]! > x) { keys[j + 1] = keys[j]!; j-- }
+    keys[j + 1] = x
+  }
 }
 
-function putField (m: Merge, key: string): void {
-  const v = jsonValue(m.fields[key], key)
-  if (v !== undefined) m.t += (m.t.length === START ? '{' : ',') + str(key) + ':' + (key === 'recipients' ? recipientsText(v) : value(v))
+function slotOf (key: string): number {
+  let s = 0
+  while (s < TYPED_KEYS.length && TYPED_KEYS[s]! <= key) s++
+  return s
+}
+
+/** Writes the fields of slot `s` (every typed key before slot `s`'s typed key was written). */
+function writeFields (m: Merge, t: string, s: number): string {
+  const { keys, fields } = m
+  let k = m.k
+  let slot = s
+  while (slot === s) {
+    const key = keys[k++]!
+    const v = jsonValue(fields[key], key)
+    if (v !== undefined) t += (t.length === START ? '{' : ',') + str(key) + ':' + (key === 'recipients' ? recipientsText(v) : value(v))
+    slot = k < keys.length ? slotOf(keys[k]!) : NO_SLOT
+  }
+  m.k = k
+  m.slot = slot
+  return t
 }
 
 /** The recipients, each item encoded, in sorted order of their encodings (an array; anything else as it is). */
 function recipientsText (v: unknown): string {
   if (!Array.isArray(v)) return value(v)
-  if (v.length === 1 && typeof v[0] === 'string') return '[' + str(v[0]) + ']'
+  if (v.length === 1 && typeof v[0] === 'string') return NEEDS_ESCAPE.test(v[0]) ? '[' + JSON.stringify(v[0]) + ']' : '["' + v[0] + '"]'
   const items = new Array<string>(v.length)
   for (let i = 0; i < v.length; i++) items[i] = value(jsonValue(v[i], String(i)) ?? null)
   return '[' + items.sort().join(',') + ']'
-}
-
-function hasKeys (o: unknown): boolean {
-  if (typeof o !== 'object') return false
-  for (const _ in o) return true
-  return false
 }
 
 /** One value's canonical text: scalars directly, objects and arrays without recursion (any depth). */

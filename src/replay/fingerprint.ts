@@ -43,101 +43,122 @@ const str = (s: string): string => NEEDS_ESCAPE.test(s) ? JSON.stringify(s) : '"
 
 const HEAD = VERSION + ':'
 
+/**
+ * `s` as one flat string: V8 keeps a concatenation as a rope, which every text it is a piece of
+ * would walk again when flattened for the hash.
+ */
+function flat (s: string): string {
+  return JSON.parse(JSON.stringify(s)) as string
+}
+
 /** HEAD's length: the text is still at its start (the next entry opens the object) when it has this length. */
 const START = HEAD.length
 
 /** The wire keys of the typed properties, sorted by UTF-16 code units: the order they are written in. */
 const TYPED_KEYS = ['campaign_id', 'customer_handle', 'email', 'event', 'ip', 'reason', 'recipients', 'request_id', 'smtp_id', 'status', 'timestamp', 'url', 'user_agent'] as const
-/** The i-th typed key's text before its value: `{"key":` opening the object, `,"key":` after another entry. */
-const OPEN = TYPED_KEYS.map((k) => `{"${k}":`)
-const NEXT = TYPED_KEYS.map((k) => `,"${k}":`)
+/**
+ * The i-th typed key's text before its value: `{"key":` opening the object, `,"key":` after an
+ * entry, `","key":` after an entry whose value is a string. A string value's closing quote is
+ * left for what comes next (the next key's piece or the final `"}`): one piece fewer per entry.
+ */
+const OPEN = TYPED_KEYS.map((k) => flat(`{"${k}":`))
+const NEXT = TYPED_KEYS.map((k) => flat(`,"${k}":`))
+const CLOSE_NEXT = TYPED_KEYS.map((k) => flat(`","${k}":`))
 /** The same with a string value's opening quote. */
-const OPEN_Q = OPEN.map((k) => k + '"')
-const NEXT_Q = NEXT.map((k) => k + '"')
+const OPEN_Q = OPEN.map((k) => flat(k + '"'))
+const NEXT_Q = NEXT.map((k) => flat(k + '"'))
+const CLOSE_NEXT_Q = CLOSE_NEXT.map((k) => flat(k + '"'))
 /** No field left to write: past the last slot. */
 const NO_SLOT = TYPED_KEYS.length + 1
 
-/** `,"event":"<name>"` (and its `{` variant) for each name a typed event carries: no escape test per event. */
-const EVENT_TEXT = new Map<unknown, readonly [string, string]>(WEBHOOK_EVENT_TYPES.map((name) => [name, [OPEN[3] + str(name), NEXT[3] + str(name)]]))
+/** Typed key `k` with string value `v`, its closing quote left off: opening the object, after an entry, after a string. */
+function openString (k: number, v: string): readonly [string, string, string] {
+  const inner = str(v).slice(1, -1)
+  return [flat(OPEN_Q[k] + inner), flat(NEXT_Q[k] + inner), flat(CLOSE_NEXT_Q[k] + inner)]
+}
+
+/** The event key's pieces (`openString`) for each name a typed event carries: no escape test per event. */
+const EVENT_TEXT = new Map<unknown, readonly [string, string, string]>(WEBHOOK_EVENT_TYPES.map((name) => [name, openString(3, name)]))
 
 /**
- * The customer handle's entry, `{"customer_handle":"<handle>"` and `,"customer_handle":"<handle>"`,
- * for the last handle seen: a delivery holds one handle (or a few), so it is quoted once, not per event.
+ * The customer handle's pieces (`openString`) for the last handle seen: a delivery holds one
+ * handle (or a few), so it is quoted once, not per event.
  */
-let handleCache: { readonly handle: string, readonly open: string, readonly next: string } | undefined
+let handleCache: { readonly handle: string, readonly pieces: readonly [string, string, string] } | undefined
 
 /**
  * The text `eventFingerprint` hashes (exported for the property tests). Typed properties are
  * read by name, already in the wire keys' sorted order (`TYPED_KEYS`); the keys of `fields`,
- * when there are some, are sorted and merged into that order. Built by concatenation of a few
- * constant pieces per entry (a shared array of pieces joined once measured slower,
- * bench/events-bench.mjs): most of an event's strings need no escape, which one regular
- * expression test per value tells, and the constant parts (keys, the event name, the customer
- * handle) come quoted already.
+ * when there are some, are sorted and merged into that order. Built by concatenation of two
+ * pieces per entry, a constant one (separator, key, quotes) and the value (a shared array of
+ * pieces joined once measured slower, bench/events-bench.mjs): most of an event's strings need
+ * no escape, which one regular expression test per value tells, and the constant parts (keys,
+ * the event name, the customer handle) come quoted already.
  */
 export function canonicalEventText (event: WebhookEvent): string {
   const e = event as unknown as Record<string, unknown>
   const f = e.fields
-  // The fields' keys, sorted, each with the slot it is written in (null when there is none).
+  // The fields' keys, sorted, and where they go (null when there is none).
   const m = f !== undefined && f !== null && typeof f === 'object' ? fieldsMerge(f as Record<string, unknown>) : null
   let t = HEAD
-  if (m !== null && m.slot === 0) t = writeFields(m, t, 0)
+  // Whether the last value written is a string whose closing quote is still to be written.
+  let q = false
+  if (m !== null && m.slot === 0) { t = writeFields(m, t, 0, q); q = m.q }
   let v = e.campaignId
-  if (v !== undefined && v !== null) t = put(t, 0, v)
-  if (m !== null && m.slot === 1) t = writeFields(m, t, 1)
+  if (v !== undefined && v !== null) { t = put(t, 0, v, q); q = typeof v === 'string' }
+  if (m !== null && m.slot === 1) { t = writeFields(m, t, 1, q); q = m.q }
   v = e.customerHandle
   if (typeof v === 'string') {
     let h = handleCache
-    if (h === undefined || h.handle !== v) {
-      const q = str(v)
-      h = handleCache = { handle: v, open: OPEN[1] + q, next: NEXT[1] + q }
-    }
-    t += t.length === START ? h.open : h.next
-  } else if (v !== undefined && v !== null) t = put(t, 1, v)
-  if (m !== null && m.slot === 2) t = writeFields(m, t, 2)
+    if (h === undefined || h.handle !== v) h = handleCache = { handle: v, pieces: openString(1, v) }
+    t += h.pieces[t.length === START ? 0 : q ? 2 : 1]!
+    q = true
+  } else if (v !== undefined && v !== null) { t = put(t, 1, v, q); q = typeof v === 'string' }
+  if (m !== null && m.slot === 2) { t = writeFields(m, t, 2, q); q = m.q }
   v = e.email
-  if (v !== undefined && v !== null) t = put(t, 2, v)
-  if (m !== null && m.slot === 3) t = writeFields(m, t, 3)
+  if (v !== undefined && v !== null) { t = put(t, 2, v, q); q = typeof v === 'string' }
+  if (m !== null && m.slot === 3) { t = writeFields(m, t, 3, q); q = m.q }
   v = e.event === 'unknown' ? e.eventName : e.event
   const named = EVENT_TEXT.get(v)
-  if (named !== undefined) t += t.length === START ? named[0] : named[1]
-  else if (v !== undefined && v !== null) t = put(t, 3, v)
-  if (m !== null && m.slot === 4) t = writeFields(m, t, 4)
+  if (named !== undefined) { t += named[t.length === START ? 0 : q ? 2 : 1]; q = true } else if (v !== undefined && v !== null) { t = put(t, 3, v, q); q = typeof v === 'string' }
+  if (m !== null && m.slot === 4) { t = writeFields(m, t, 4, q); q = m.q }
   v = e.ip
-  if (v !== undefined && v !== null) t = put(t, 4, v)
-  if (m !== null && m.slot === 5) t = writeFields(m, t, 5)
+  if (v !== undefined && v !== null) { t = put(t, 4, v, q); q = typeof v === 'string' }
+  if (m !== null && m.slot === 5) { t = writeFields(m, t, 5, q); q = m.q }
   v = e.reason
-  if (v !== undefined && v !== null) t = put(t, 5, v)
-  if (m !== null && m.slot === 6) t = writeFields(m, t, 6)
+  if (v !== undefined && v !== null) { t = put(t, 5, v, q); q = typeof v === 'string' }
+  if (m !== null && m.slot === 6) { t = writeFields(m, t, 6, q); q = m.q }
   v = e.recipients
-  if (v !== undefined && v !== null) t += (t.length === START ? OPEN[6] : NEXT[6]) + recipientsText(v)
-  if (m !== null && m.slot === 7) t = writeFields(m, t, 7)
+  if (v !== undefined && v !== null) { t += (t.length === START ? OPEN[6] : q ? CLOSE_NEXT[6] : NEXT[6]) + recipientsText(v); q = false }
+  if (m !== null && m.slot === 7) { t = writeFields(m, t, 7, q); q = m.q }
   v = e.requestId
-  if (v !== undefined && v !== null) t = put(t, 7, v)
-  if (m !== null && m.slot === 8) t = writeFields(m, t, 8)
+  if (v !== undefined && v !== null) { t = put(t, 7, v, q); q = typeof v === 'string' }
+  if (m !== null && m.slot === 8) { t = writeFields(m, t, 8, q); q = m.q }
   v = e.smtpId
-  if (v !== undefined && v !== null) t = put(t, 8, v)
-  if (m !== null && m.slot === 9) t = writeFields(m, t, 9)
+  if (v !== undefined && v !== null) { t = put(t, 8, v, q); q = typeof v === 'string' }
+  if (m !== null && m.slot === 9) { t = writeFields(m, t, 9, q); q = m.q }
   v = e.status
-  if (v !== undefined && v !== null) t = put(t, 9, v)
-  if (m !== null && m.slot === 10) t = writeFields(m, t, 10)
+  if (v !== undefined && v !== null) { t = put(t, 9, v, q); q = typeof v === 'string' }
+  if (m !== null && m.slot === 10) { t = writeFields(m, t, 10, q); q = m.q }
   v = e.timestamp
-  if (typeof v === 'number') t += (t.length === START ? OPEN[10] : NEXT[10]) + number(v)
-  else if (v !== undefined && v !== null) t = put(t, 10, v)
-  if (m !== null && m.slot === 11) t = writeFields(m, t, 11)
+  if (typeof v === 'number') { t += (t.length === START ? OPEN[10] : q ? CLOSE_NEXT[10] : NEXT[10]) + number(v); q = false } else if (v !== undefined && v !== null) { t = put(t, 10, v, q); q = typeof v === 'string' }
+  if (m !== null && m.slot === 11) { t = writeFields(m, t, 11, q); q = m.q }
   v = e.url
-  if (v !== undefined && v !== null) t = put(t, 11, v)
-  if (m !== null && m.slot === 12) t = writeFields(m, t, 12)
+  if (v !== undefined && v !== null) { t = put(t, 11, v, q); q = typeof v === 'string' }
+  if (m !== null && m.slot === 12) { t = writeFields(m, t, 12, q); q = m.q }
   v = e.userAgent
-  if (v !== undefined && v !== null) t = put(t, 12, v)
-  if (m !== null && m.slot === 13) t = writeFields(m, t, 13)
-  return t + (t.length === START ? '{}' : '}')
+  if (v !== undefined && v !== null) { t = put(t, 12, v, q); q = typeof v === 'string' }
+  if (m !== null && m.slot === 13) { t = writeFields(m, t, 13, q); q = m.q }
+  return t.length === START ? t + '{}' : t + (q ? '"}' : '}')
 }
 
-/** `t` and the entry of typed key `k` with value `v` (not absent), `{` before the first. */
-function put (t: string, k: number, v: unknown): string {
-  if (typeof v === 'string' && !NEEDS_ESCAPE.test(v)) return t + (t.length === START ? OPEN_Q[k] : NEXT_Q[k]) + v + '"'
-  return t + (t.length === START ? OPEN[k] : NEXT[k]) + value(v)
+/**
+ * `t` and the entry of typed key `k` with value `v` (not absent), `{` before the first; a
+ * string's closing quote left off. `q`: whether `t` ends in a string still to be closed.
+ */
+function put (t: string, k: number, v: unknown, q: boolean): string {
+  if (typeof v === 'string') return t + (t.length === START ? OPEN_Q[k] : q ? CLOSE_NEXT_Q[k] : NEXT_Q[k]) + (NEEDS_ESCAPE.test(v) ? JSON.stringify(v).slice(1, -1) : v)
+  return t + (t.length === START ? OPEN[k] : q ? CLOSE_NEXT[k] : NEXT[k]) + value(v)
 }
 
 /**
@@ -146,13 +167,13 @@ function put (t: string, k: number, v: unknown): string {
  * is written before the first typed key it sorts before, so a typed property comes first should a
  * hand-built event hold a key twice).
  */
-interface Merge { readonly fields: Record<string, unknown>, readonly keys: string[], k: number, slot: number }
+interface Merge { readonly fields: Record<string, unknown>, readonly keys: string[], k: number, slot: number, q: boolean }
 
 function fieldsMerge (fields: Record<string, unknown>): Merge | null {
   const keys = Object.keys(fields)
   if (keys.length === 0) return null
   if (keys.length > 1) sortKeys(keys)
-  return { fields, keys, k: 0, slot: slotOf(keys[0]!) }
+  return { fields, keys, k: 0, slot: slotOf(keys[0]!), q: false }
 }
 
 /** Sorted by UTF-16 code units, as `keys.sort()` does: insertion sort for the usual one to a few keys. */
@@ -172,19 +193,26 @@ function slotOf (key: string): number {
   return s
 }
 
-/** Writes the fields of slot `s` (every typed key before slot `s`'s typed key was written). */
-function writeFields (m: Merge, t: string, s: number): string {
+/**
+ * Writes the fields of slot `s` (every typed key before slot `s`'s typed key was written), after
+ * a string still to be closed when `q`; `m.q` tells the same after them.
+ */
+function writeFields (m: Merge, t: string, s: number, q: boolean): string {
   const { keys, fields } = m
   let k = m.k
   let slot = s
   while (slot === s) {
     const key = keys[k++]!
     const v = jsonValue(fields[key], key)
-    if (v !== undefined) t += (t.length === START ? '{' : ',') + str(key) + ':' + (key === 'recipients' ? recipientsText(v) : value(v))
+    if (v !== undefined) {
+      t += (t.length === START ? '{' : q ? '",' : ',') + str(key) + ':' + (key === 'recipients' ? recipientsText(v) : value(v))
+      q = false
+    }
     slot = k < keys.length ? slotOf(keys[k]!) : NO_SLOT
   }
   m.k = k
   m.slot = slot
+  m.q = q
   return t
 }
 

@@ -72,17 +72,18 @@ const CLOSE_NEXT_Q = CLOSE_NEXT.map((k) => flat(k + '"'))
 const NO_SLOT = TYPED_KEYS.length + 1
 
 /** Typed key `k` with string value `v`, its closing quote left off: opening the object, after an entry, after a string. */
-function openString (k: number, v: string): readonly [string, string, string] {
-  const inner = str(v).slice(1, -1)
-  return [flat(OPEN_Q[k] + inner), flat(NEXT_Q[k] + inner), flat(CLOSE_NEXT_Q[k] + inner)]
+function openString (k: number, v: string): [string, string, string] {
+  const inner = NEEDS_ESCAPE.test(v) ? JSON.stringify(v).slice(1, -1) : v
+  return [OPEN_Q[k] + inner, NEXT_Q[k] + inner, CLOSE_NEXT_Q[k] + inner]
 }
 
 /** The event key's pieces (`openString`) for each name a typed event carries: no escape test per event. */
-const EVENT_TEXT = new Map<unknown, readonly [string, string, string]>(WEBHOOK_EVENT_TYPES.map((name) => [name, openString(3, name)]))
+const EVENT_TEXT = new Map<unknown, readonly [string, string, string]>(WEBHOOK_EVENT_TYPES.map((name) => [name, openString(3, name).map(flat) as [string, string, string]]))
 
 /**
  * The customer handle's pieces (`openString`) for the last handle seen: a delivery holds one
- * handle (or a few), so it is quoted once, not per event.
+ * handle (or a few), so it is quoted once, not per event. Built by concatenation alone: a
+ * delivery that alternates handles rebuilds them per event at about the cost of quoting them.
  */
 let handleCache: { readonly handle: string, readonly pieces: readonly [string, string, string] } | undefined
 

@@ -163,18 +163,43 @@ function put (t: string, k: number, v: unknown, q: boolean): string {
 }
 
 /**
- * A merge of `fields` into the typed keys in progress: the fields' own keys sorted, how many are
- * written, and the slot of the next one (how many typed keys sort before or equal to it: a field
- * is written before the first typed key it sorts before, so a typed property comes first should a
- * hand-built event hold a key twice).
+ * A key of `fields`: its slot among the typed keys (how many sort before or equal to it: a field
+ * is written before the first typed key it sorts before, so a typed property comes first should
+ * a hand-built event hold a key twice) and its pieces, as `OPEN`... give them for typed keys:
+ * `{"key":`, `,"key":`, `","key":`, then the same three with a string value's opening quote.
  */
-interface Merge { readonly fields: Record<string, unknown>, readonly keys: string[], k: number, slot: number, q: boolean }
+interface FieldKey { readonly slot: number, readonly pieces: readonly string[] }
+
+/** The `FieldKey` of keys seen (a few: `message_id`, or `status` and `reason` on types that do not model them), up to `FIELD_KEYS_MAX`. */
+const FIELD_KEYS = new Map<string, FieldKey>()
+/** Beyond this many different keys (an attacker's fields), keys are described afresh each time. */
+const FIELD_KEYS_MAX = 256
+
+function fieldKey (key: string): FieldKey {
+  let f = FIELD_KEYS.get(key)
+  if (f === undefined) {
+    let slot = 0
+    while (slot < TYPED_KEYS.length && TYPED_KEYS[slot]! <= key) slot++
+    const q = str(key)
+    f = { slot, pieces: ['{' + q + ':', ',' + q + ':', '",' + q + ':', '{' + q + ':"', ',' + q + ':"', '",' + q + ':"'] }
+    if (FIELD_KEYS.size < FIELD_KEYS_MAX) FIELD_KEYS.set(key, f)
+  }
+  return f
+}
+
+/**
+ * A merge of `fields` into the typed keys in progress: the fields' own keys sorted, how many are
+ * written, the next one's `FieldKey` and slot (`NO_SLOT` when all are written), and whether the
+ * text ends in a string still to be closed.
+ */
+interface Merge { readonly fields: Record<string, unknown>, readonly keys: string[], k: number, next: FieldKey | undefined, slot: number, q: boolean }
 
 function fieldsMerge (fields: Record<string, unknown>): Merge | null {
   const keys = Object.keys(fields)
   if (keys.length === 0) return null
   if (keys.length > 1) sortKeys(keys)
-  return { fields, keys, k: 0, slot: slotOf(keys[0]!), q: false }
+  const next = fieldKey(keys[0]!)
+  return { fields, keys, k: 0, next, slot: next.slot, q: false }
 }
 
 /** Sorted by UTF-16 code units, as `keys.sort()` does: insertion sort for the usual one to a few keys. */
@@ -188,12 +213,6 @@ function sortKeys (keys: string[]): void {
   }
 }
 
-function slotOf (key: string): number {
-  let s = 0
-  while (s < TYPED_KEYS.length && TYPED_KEYS[s]! <= key) s++
-  return s
-}
-
 /**
  * Writes the fields of slot `s` (every typed key before slot `s`'s typed key was written), after
  * a string still to be closed when `q`; `m.q` tells the same after them.
@@ -201,18 +220,25 @@ function slotOf (key: string): number {
 function writeFields (m: Merge, t: string, s: number, q: boolean): string {
   const { keys, fields } = m
   let k = m.k
-  let slot = s
-  while (slot === s) {
+  let f = m.next!
+  for (;;) {
     const key = keys[k++]!
     const v = jsonValue(fields[key], key)
     if (v !== undefined) {
-      t += (t.length === START ? '{' : q ? '",' : ',') + str(key) + ':' + (key === 'recipients' ? recipientsText(v) : value(v))
-      q = false
+      const at = t.length === START ? 0 : q ? 2 : 1
+      if (typeof v === 'string') {
+        t += f.pieces[at + 3]! + (NEEDS_ESCAPE.test(v) ? JSON.stringify(v).slice(1, -1) : v)
+        q = true
+      } else {
+        t += f.pieces[at]! + (key === 'recipients' ? recipientsText(v) : value(v))
+        q = false
+      }
     }
-    slot = k < keys.length ? slotOf(keys[k]!) : NO_SLOT
+    if (k === keys.length) { m.next = undefined; m.slot = NO_SLOT; break }
+    f = fieldKey(keys[k]!)
+    if (f.slot !== s) { m.next = f; m.slot = f.slot; break }
   }
   m.k = k
-  m.slot = slot
   m.q = q
   return t
 }

@@ -43,6 +43,9 @@ const str = (s: string): string => NEEDS_ESCAPE.test(s) ? JSON.stringify(s) : '"
 
 const HEAD = VERSION + ':'
 
+/** HEAD's length: the text is still at its start (the next entry opens the object) when it has this length. */
+const START = HEAD.length
+
 /**
  * `s` as one flat string: V8 keeps a concatenation as a rope, which every text it is a piece of
  * would walk again when flattened for the hash.
@@ -50,9 +53,6 @@ const HEAD = VERSION + ':'
 function flat (s: string): string {
   return JSON.parse(JSON.stringify(s)) as string
 }
-
-/** HEAD's length: the text is still at its start (the next entry opens the object) when it has this length. */
-const START = HEAD.length
 
 /** The wire keys of the typed properties, sorted by UTF-16 code units: the order they are written in. */
 const TYPED_KEYS = ['campaign_id', 'customer_handle', 'email', 'event', 'ip', 'reason', 'recipients', 'request_id', 'smtp_id', 'status', 'timestamp', 'url', 'user_agent'] as const

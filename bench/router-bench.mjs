@@ -5,15 +5,19 @@
 // (process.cpuUsage) over deliveries whose events are all new (own seed in every event's
 // `reason`, built before the sample, outside the timed region), round-robin within one process,
 // so the shared machine's drift hits every case alike. Figures are medians over the repetitions.
+// `--cases text,hash` split the fingerprints: their canonical texts alone (flattened, as the
+// hash reads them), and the SHA-256 calls alone on those texts built beforehand.
 //
 //   node node_modules/typescript/bin/tsc -p tsconfig.build.json   # dist/ (emits without clearing)
 //   node bench/router-bench.mjs                                    # 1,000 events, ~1 min
 //   node bench/router-bench.mjs --lib dist,/tmp/old/dist           # two builds side by side (before / after)
 //   node bench/router-bench.mjs --events 4 --deliveries 2000 --reps 9
 //   node bench/router-bench.mjs --prefill 1000000                 # stores as full as a long-running receiver's
+//   node bench/router-bench.mjs --cases text,hash,fingerprints     # where a fingerprint's time goes
 //
 // `--lib` takes built trees (each a dist/ folder whose parent has the package.json, for the
 // #crypto import); cases are named after the folder.
+import crypto from 'node:crypto'
 import path from 'node:path'
 import { pathToFileURL } from 'node:url'
 import { parseArgs } from 'node:util'
@@ -31,7 +35,7 @@ const { values: args } = parseArgs({
   },
 })
 if (args.help) {
-  console.log('node bench/router-bench.mjs [--lib dist[,other/dist]] [--events 1000] [--deliveries 60] [--reps 7] [--prefill 0] [--cases fingerprints,store,router-nostore,router-memory]')
+  console.log('node bench/router-bench.mjs [--lib dist[,other/dist]] [--events 1000] [--deliveries 60] [--reps 7] [--prefill 0] [--cases fingerprints,store,router-nostore,router-memory (also: text,hash)]')
   process.exit(0)
 }
 const EVENTS = Number(args.events)
@@ -62,15 +66,20 @@ function deliveries (toEvent) {
 }
 
 const cases = []
+const sink = []
 for (const lib of libs) {
   const name = path.basename(path.dirname(lib)) + '/' + path.basename(lib)
   const m = await import(pathToFileURL(path.join(lib, 'index.js')).href)
   const { toEvent } = await import(pathToFileURL(path.join(lib, 'events', 'parse-events.js')).href)
+  const { canonicalEventText } = await import(pathToFileURL(path.join(lib, 'replay', 'fingerprint.js')).href)
   const types = [...m.WEBHOOK_EVENT_TYPES, 'unknown']
   const withHandlers = (router) => { for (const type of types) router.on(type, () => {}); return router }
   const log = { debug () {}, info () {}, warn () {}, error () {} }
   const all = {
     fingerprints: async (ds) => { for (const events of ds) m.eventFingerprints(events) },
+    // charCodeAt flattens the text, as the hash call would.
+    text: async (ds) => { for (const events of ds) for (let i = 0; i < events.length; i++) sink[i] = canonicalEventText(events[i]).charCodeAt(0) },
+    hash: async (ds) => { for (const texts of ds) for (let i = 0; i < texts.length; i++) sink[i] = crypto.hash('sha256', texts[i], 'base64url') },
     store: async (ds, store) => {
       // What the router asks of the store for a delivery: one claim, one done mark, from precomputed fingerprints.
       for (const fps of ds) {
@@ -86,7 +95,9 @@ for (const lib of libs) {
     const state = c === 'store'
       ? await filled(new m.MemorySeenEventsStore())
       : c === 'router-nostore' ? withHandlers(new m.WebhookEventRouter()) : c === 'router-memory' ? withHandlers(new m.WebhookEventRouter({ seenEvents: await filled(new m.MemorySeenEventsStore()) })) : null
-    const prepare = c === 'store' ? () => deliveries(toEvent).map((events) => m.eventFingerprints(events)) : () => deliveries(toEvent)
+    const prepare = c === 'store'
+      ? () => deliveries(toEvent).map((events) => m.eventFingerprints(events))
+      : c === 'hash' ? () => deliveries(toEvent).map((events) => events.map((e) => { const t = canonicalEventText(e); t.charCodeAt(0); return t })) : () => deliveries(toEvent)
     cases.push({ name: `${name} ${c}`, run: all[c], state, prepare })
   }
 }

@@ -1,5 +1,5 @@
 import { hashBase64url } from '#crypto'
-import type { WebhookEvent } from '../events/types.js'
+import { WEBHOOK_EVENT_TYPES, type WebhookEvent } from '../events/types.js'
 
 /** Pins the definition below: a change to the canonical form is a new tag. */
 const VERSION = 'mcwh-event-v2'
@@ -47,94 +47,209 @@ const HEAD = VERSION + ':'
 const START = HEAD.length
 
 /**
+ * `s` as one flat string: V8 keeps a concatenation as a rope, which every text it is a piece of
+ * would walk again when flattened for the hash.
+ */
+function flat (s: string): string {
+  return JSON.parse(JSON.stringify(s)) as string
+}
+
+/** The wire keys of the typed properties, sorted by UTF-16 code units: the order they are written in. */
+const TYPED_KEYS = ['campaign_id', 'customer_handle', 'email', 'event', 'ip', 'reason', 'recipients', 'request_id', 'smtp_id', 'status', 'timestamp', 'url', 'user_agent'] as const
+/**
+ * The i-th typed key's text before its value: `{"key":` opening the object, `,"key":` after an
+ * entry, `","key":` after an entry whose value is a string. A string value's closing quote is
+ * left for what comes next (the next key's piece or the final `"}`): one piece fewer per entry.
+ */
+const OPEN = TYPED_KEYS.map((k) => flat(`{"${k}":`))
+const NEXT = TYPED_KEYS.map((k) => flat(`,"${k}":`))
+const CLOSE_NEXT = TYPED_KEYS.map((k) => flat(`","${k}":`))
+/** The same with a string value's opening quote. */
+const OPEN_Q = OPEN.map((k) => flat(k + '"'))
+const NEXT_Q = NEXT.map((k) => flat(k + '"'))
+const CLOSE_NEXT_Q = CLOSE_NEXT.map((k) => flat(k + '"'))
+/** No field left to write: past the last slot. */
+const NO_SLOT = TYPED_KEYS.length + 1
+
+/** Typed key `k` with string value `v`, its closing quote left off: opening the object, after an entry, after a string. */
+function openString (k: number, v: string): [string, string, string] {
+  const inner = NEEDS_ESCAPE.test(v) ? JSON.stringify(v).slice(1, -1) : v
+  return [OPEN_Q[k] + inner, NEXT_Q[k] + inner, CLOSE_NEXT_Q[k] + inner]
+}
+
+/** The event key's pieces (`openString`) for each name a typed event carries: no escape test per event. */
+const EVENT_TEXT = new Map<unknown, readonly [string, string, string]>(WEBHOOK_EVENT_TYPES.map((name) => [name, openString(3, name).map(flat) as [string, string, string]]))
+
+/**
+ * The customer handle's pieces (`openString`) for the last handle seen: a delivery holds one
+ * handle (or a few), so it is quoted once, not per event. Built by concatenation alone: a
+ * delivery that alternates handles rebuilds them per event at about the cost of quoting them.
+ */
+let handleCache: { readonly handle: string, readonly pieces: readonly [string, string, string] } | undefined
+
+/**
  * The text `eventFingerprint` hashes (exported for the property tests). Typed properties are
- * read by name, already in the wire keys' sorted order: campaign_id, customer_handle, email,
- * event, ip, reason, recipients, request_id, smtp_id, status, timestamp, url, user_agent; the
- * keys of `fields`, when there are some, are merged into that order. Built by concatenation: a
- * shared array of pieces joined once measured slower (bench/events-bench.mjs).
+ * read by name, already in the wire keys' sorted order (`TYPED_KEYS`); the keys of `fields`,
+ * when there are some, are sorted and merged into that order. Built by concatenation of two
+ * pieces per entry, a constant one (separator, key, quotes) and the value (a shared array of
+ * pieces joined once measured slower, bench/events-bench.mjs): most of an event's strings need
+ * no escape, which one regular expression test per value tells, and the constant parts (keys,
+ * the event name, the customer handle) come quoted already.
  */
 export function canonicalEventText (event: WebhookEvent): string {
   const e = event as unknown as Record<string, unknown>
-  const fields = e.fields
-  if (fields !== undefined && fields !== null && hasKeys(fields)) return merged(e, fields as Record<string, unknown>)
+  const f = e.fields
+  // The fields' keys, sorted, and where they go (null when there is none).
+  const m = f !== undefined && f !== null && typeof f === 'object' ? fieldsMerge(f as Record<string, unknown>) : null
   let t = HEAD
-  t = put(t, '"campaign_id":', e.campaignId)
-  t = put(t, '"customer_handle":', e.customerHandle)
-  t = put(t, '"email":', e.email)
-  t = put(t, '"event":', e.event === 'unknown' ? e.eventName : e.event)
-  t = put(t, '"ip":', e.ip)
-  t = put(t, '"reason":', e.reason)
-  const recipients = e.recipients
-  if (recipients != null) t += (t.length === START ? '{' : ',') + '"recipients":' + recipientsText(recipients)
-  t = put(t, '"request_id":', e.requestId)
-  t = put(t, '"smtp_id":', e.smtpId)
-  t = put(t, '"status":', e.status)
-  t = put(t, '"timestamp":', e.timestamp)
-  t = put(t, '"url":', e.url)
-  t = put(t, '"user_agent":', e.userAgent)
-  return t + (t.length === START ? '{}' : '}')
-}
-
-/** `t` and `,"key":value` (`{` before the first); absent (undefined, null) values are left out. */
-function put (t: string, key: string, v: unknown): string {
-  if (v === undefined || v === null) return t
-  return t + (t.length === START ? '{' : ',') + key + (typeof v === 'string' && !NEEDS_ESCAPE.test(v) ? '"' + v + '"' : value(v))
+  // Whether the last value written is a string whose closing quote is still to be written.
+  let q = false
+  if (m !== null && m.slot === 0) { t = writeFields(m, t, 0, q); q = m.q }
+  let v = e.campaignId
+  if (v !== undefined && v !== null) { t = put(t, 0, v, q); q = typeof v === 'string' }
+  if (m !== null && m.slot === 1) { t = writeFields(m, t, 1, q); q = m.q }
+  v = e.customerHandle
+  if (typeof v === 'string') {
+    let h = handleCache
+    if (h === undefined || h.handle !== v) h = handleCache = { handle: v, pieces: openString(1, v) }
+    t += h.pieces[t.length === START ? 0 : q ? 2 : 1]!
+    q = true
+  } else if (v !== undefined && v !== null) { t = put(t, 1, v, q); q = typeof v === 'string' }
+  if (m !== null && m.slot === 2) { t = writeFields(m, t, 2, q); q = m.q }
+  v = e.email
+  if (v !== undefined && v !== null) { t = put(t, 2, v, q); q = typeof v === 'string' }
+  if (m !== null && m.slot === 3) { t = writeFields(m, t, 3, q); q = m.q }
+  v = e.event === 'unknown' ? e.eventName : e.event
+  const named = EVENT_TEXT.get(v)
+  if (named !== undefined) { t += named[t.length === START ? 0 : q ? 2 : 1]; q = true } else if (v !== undefined && v !== null) { t = put(t, 3, v, q); q = typeof v === 'string' }
+  if (m !== null && m.slot === 4) { t = writeFields(m, t, 4, q); q = m.q }
+  v = e.ip
+  if (v !== undefined && v !== null) { t = put(t, 4, v, q); q = typeof v === 'string' }
+  if (m !== null && m.slot === 5) { t = writeFields(m, t, 5, q); q = m.q }
+  v = e.reason
+  if (v !== undefined && v !== null) { t = put(t, 5, v, q); q = typeof v === 'string' }
+  if (m !== null && m.slot === 6) { t = writeFields(m, t, 6, q); q = m.q }
+  v = e.recipients
+  if (v !== undefined && v !== null) { t += (t.length === START ? OPEN[6] : q ? CLOSE_NEXT[6] : NEXT[6]) + recipientsText(v); q = false }
+  if (m !== null && m.slot === 7) { t = writeFields(m, t, 7, q); q = m.q }
+  v = e.requestId
+  if (v !== undefined && v !== null) { t = put(t, 7, v, q); q = typeof v === 'string' }
+  if (m !== null && m.slot === 8) { t = writeFields(m, t, 8, q); q = m.q }
+  v = e.smtpId
+  if (v !== undefined && v !== null) { t = put(t, 8, v, q); q = typeof v === 'string' }
+  if (m !== null && m.slot === 9) { t = writeFields(m, t, 9, q); q = m.q }
+  v = e.status
+  if (v !== undefined && v !== null) { t = put(t, 9, v, q); q = typeof v === 'string' }
+  if (m !== null && m.slot === 10) { t = writeFields(m, t, 10, q); q = m.q }
+  v = e.timestamp
+  if (typeof v === 'number') { t += (t.length === START ? OPEN[10] : q ? CLOSE_NEXT[10] : NEXT[10]) + number(v); q = false } else if (v !== undefined && v !== null) { t = put(t, 10, v, q); q = typeof v === 'string' }
+  if (m !== null && m.slot === 11) { t = writeFields(m, t, 11, q); q = m.q }
+  v = e.url
+  if (v !== undefined && v !== null) { t = put(t, 11, v, q); q = typeof v === 'string' }
+  if (m !== null && m.slot === 12) { t = writeFields(m, t, 12, q); q = m.q }
+  v = e.userAgent
+  if (v !== undefined && v !== null) { t = put(t, 12, v, q); q = typeof v === 'string' }
+  if (m !== null && m.slot === 13) { t = writeFields(m, t, 13, q); q = m.q }
+  return t.length === START ? t + '{}' : t + (q ? '"}' : '}')
 }
 
 /**
- * The wire object of an event with `fields`: typed properties and fields, keys sorted (a typed
- * property first should a hand-built event hold a key twice). The fields' keys, usually one or
- * two, are sorted and merged into the typed properties' fixed order.
+ * `t` and the entry of typed key `k` with value `v` (not absent), `{` before the first; a
+ * string's closing quote left off. `q`: whether `t` ends in a string still to be closed.
  */
-function merged (e: Record<string, unknown>, fields: Record<string, unknown>): string {
+function put (t: string, k: number, v: unknown, q: boolean): string {
+  if (typeof v === 'string') return t + (t.length === START ? OPEN_Q[k] : q ? CLOSE_NEXT_Q[k] : NEXT_Q[k]) + (NEEDS_ESCAPE.test(v) ? JSON.stringify(v).slice(1, -1) : v)
+  return t + (t.length === START ? OPEN[k] : q ? CLOSE_NEXT[k] : NEXT[k]) + value(v)
+}
+
+/**
+ * A key of `fields`: its slot among the typed keys (how many sort before or equal to it: a field
+ * is written before the first typed key it sorts before, so a typed property comes first should
+ * a hand-built event hold a key twice) and its pieces, as `OPEN`... give them for typed keys:
+ * `{"key":`, `,"key":`, `","key":`, then the same three with a string value's opening quote.
+ */
+interface FieldKey { readonly slot: number, readonly pieces: readonly string[] }
+
+/** The `FieldKey` of keys seen (a few: `message_id`, or `status` and `reason` on types that do not model them), up to `FIELD_KEYS_MAX`. */
+const FIELD_KEYS = new Map<string, FieldKey>()
+/** Beyond this many different keys (an attacker's fields), keys are described afresh each time. */
+const FIELD_KEYS_MAX = 256
+
+function fieldKey (key: string): FieldKey {
+  let f = FIELD_KEYS.get(key)
+  if (f === undefined) {
+    let slot = 0
+    while (slot < TYPED_KEYS.length && TYPED_KEYS[slot]! <= key) slot++
+    const q = str(key)
+    f = { slot, pieces: ['{' + q + ':', ',' + q + ':', '",' + q + ':', '{' + q + ':"', ',' + q + ':"', '",' + q + ':"'] }
+    if (FIELD_KEYS.size < FIELD_KEYS_MAX) FIELD_KEYS.set(key, f)
+  }
+  return f
+}
+
+/**
+ * A merge of `fields` into the typed keys in progress: the fields' own keys sorted, how many are
+ * written, the next one's `FieldKey` and slot (`NO_SLOT` when all are written), and whether the
+ * text ends in a string still to be closed.
+ */
+interface Merge { readonly fields: Record<string, unknown>, readonly keys: string[], k: number, next: FieldKey | undefined, slot: number, q: boolean }
+
+function fieldsMerge (fields: Record<string, unknown>): Merge | null {
   const keys = Object.keys(fields)
-  if (keys.length > 1) keys.sort()
-  const m: Merge = { t: HEAD, keys, k: 0, fields }
-  putAfter(m, 'campaign_id', '"campaign_id":', e.campaignId)
-  putAfter(m, 'customer_handle', '"customer_handle":', e.customerHandle)
-  putAfter(m, 'email', '"email":', e.email)
-  putAfter(m, 'event', '"event":', e.event === 'unknown' ? e.eventName : e.event)
-  putAfter(m, 'ip', '"ip":', e.ip)
-  putAfter(m, 'reason', '"reason":', e.reason)
-  putAfter(m, 'recipients', '"recipients":', e.recipients)
-  putAfter(m, 'request_id', '"request_id":', e.requestId)
-  putAfter(m, 'smtp_id', '"smtp_id":', e.smtpId)
-  putAfter(m, 'status', '"status":', e.status)
-  putAfter(m, 'timestamp', '"timestamp":', e.timestamp)
-  putAfter(m, 'url', '"url":', e.url)
-  putAfter(m, 'user_agent', '"user_agent":', e.userAgent)
-  while (m.k < keys.length) putField(m, keys[m.k++]!)
-  return m.t + (m.t.length === START ? '{}' : '}')
+  if (keys.length === 0) return null
+  if (keys.length > 1) sortKeys(keys)
+  const next = fieldKey(keys[0]!)
+  return { fields, keys, k: 0, next, slot: next.slot, q: false }
 }
 
-/** A merge in progress: the text so far, the fields' sorted keys and how many are written. */
-interface Merge { t: string, readonly keys: string[], k: number, readonly fields: Record<string, unknown> }
-
-/** The fields' keys sorted before `key` not yet written, then the typed property. */
-function putAfter (m: Merge, key: string, keyText: string, v: unknown): void {
-  if (v === undefined || v === null) return
-  while (m.k < m.keys.length && m.keys[m.k]! < key) putField(m, m.keys[m.k++]!)
-  m.t = key === 'recipients' ? m.t + (m.t.length === START ? '{' : ',') + keyText + recipientsText(v) : put(m.t, keyText, v)
+/** Sorted by UTF-16 code units, as `keys.sort()` does: insertion sort for the usual one to a few keys. */
+function sortKeys (keys: string[]): void {
+  if (keys.length > 8) { keys.sort(); return }
+  for (let i = 1; i < keys.length; i++) {
+    const x = keys[i]!
+    let j = i - 1
+    while (j >= 0 && keys[j]! > x) { keys[j + 1] = keys[j]!; j-- }
+    keys[j + 1] = x
+  }
 }
 
-function putField (m: Merge, key: string): void {
-  const v = jsonValue(m.fields[key], key)
-  if (v !== undefined) m.t += (m.t.length === START ? '{' : ',') + str(key) + ':' + (key === 'recipients' ? recipientsText(v) : value(v))
+/**
+ * Writes the fields of slot `s` (every typed key before slot `s`'s typed key was written), after
+ * a string still to be closed when `q`; `m.q` tells the same after them.
+ */
+function writeFields (m: Merge, t: string, s: number, q: boolean): string {
+  const { keys, fields } = m
+  let k = m.k
+  let f = m.next!
+  for (;;) {
+    const key = keys[k++]!
+    const v = jsonValue(fields[key], key)
+    if (v !== undefined) {
+      const at = t.length === START ? 0 : q ? 2 : 1
+      if (typeof v === 'string') {
+        t += f.pieces[at + 3]! + (NEEDS_ESCAPE.test(v) ? JSON.stringify(v).slice(1, -1) : v)
+        q = true
+      } else {
+        t += f.pieces[at]! + (key === 'recipients' ? recipientsText(v) : value(v))
+        q = false
+      }
+    }
+    if (k === keys.length) { m.next = undefined; m.slot = NO_SLOT; break }
+    f = fieldKey(keys[k]!)
+    if (f.slot !== s) { m.next = f; m.slot = f.slot; break }
+  }
+  m.k = k
+  m.q = q
+  return t
 }
 
 /** The recipients, each item encoded, in sorted order of their encodings (an array; anything else as it is). */
 function recipientsText (v: unknown): string {
   if (!Array.isArray(v)) return value(v)
-  if (v.length === 1 && typeof v[0] === 'string') return '[' + str(v[0]) + ']'
+  if (v.length === 1 && typeof v[0] === 'string') return NEEDS_ESCAPE.test(v[0]) ? '[' + JSON.stringify(v[0]) + ']' : '["' + v[0] + '"]'
   const items = new Array<string>(v.length)
   for (let i = 0; i < v.length; i++) items[i] = value(jsonValue(v[i], String(i)) ?? null)
   return '[' + items.sort().join(',') + ']'
-}
-
-function hasKeys (o: unknown): boolean {
-  if (typeof o !== 'object') return false
-  for (const _ in o) return true
-  return false
 }
 
 /** One value's canonical text: scalars directly, objects and arrays without recursion (any depth). */

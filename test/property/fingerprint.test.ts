@@ -1,6 +1,7 @@
 // The event fingerprint's canonical encoding: injective (two events share a text only when they
 // are the same event as received), and blind to what a resend may change (key order, whitespace,
 // the recipients' order). See src/replay/fingerprint.ts for the definition.
+import crypto from 'node:crypto'
 import { isDeepStrictEqual } from 'node:util'
 import fc from 'fast-check'
 import t from 'tap'
@@ -8,6 +9,7 @@ import { check, KEYS, NOW_MS, sign } from './helpers/fixtures.js'
 import { eventFingerprint, Webhooks, type WebhookEvent } from '../../src/index.js'
 import { parseEvents } from '../../src/events/parse-events.js'
 import { canonicalEventText } from '../../src/replay/fingerprint.js'
+import { referenceCanonicalText } from '../replay/helpers/canonical-reference.js'
 
 const HEAD = 'mcwh-event-v2:'
 
@@ -121,4 +123,63 @@ t.test('the fingerprint survives a JSON round trip of the typed event (a queue, 
     const event = parse(wire)
     return eventFingerprint(JSON.parse(JSON.stringify(event)) as WebhookEvent) === eventFingerprint(event)
   }), 2000)
+})
+
+// The text's fast path (constant pieces per key, the customer handle and the event name quoted
+// once, the fields' keys merged by slot) against its definition as it was before that path: the
+// fingerprints must never change, for parsed events and hand-built ones alike.
+const anyValue: fc.Arbitrary<unknown> = fc.oneof(
+  { weight: 4, arbitrary: text },
+  { weight: 2, arbitrary: number },
+  fc.constantFrom(null, undefined, true, false, NaN, Infinity, -Infinity, () => 1),
+  fc.constantFrom(new Date(0), { toJSON: () => 'x"y' }, { toJSON: () => undefined }),
+  json,
+)
+/** Typed property names, their wire keys and keys around them in sort order, as `fields` keys. */
+const fieldKey = fc.oneof(
+  key,
+  fc.constantFrom('campaign_id', 'customer_handle', 'email', 'event', 'ip', 'reason', 'recipients', 'request_id', 'smtp_id', 'status',
+    'timestamp', 'url', 'user_agent', 'a', 'c', 'customer', 'events', 'reasons', 'recipient', 'smtp', 'time', 'user_agent_', 'z', '~', '0', '10', '9', '__proto__'),
+)
+const handBuilt = fc.record({
+  event: fc.oneof(fc.constantFrom('delivered', 'open', 'click', 'hard-bounced', 'soft-bounced', 'dropped', 'processed', 'complained', 'unsubscribed', 'test', 'unknown'), anyValue),
+  eventName: anyValue,
+  customerHandle: fc.oneof(fc.constantFrom('acct_1', 'acct_2', 'a"b', '\ud800'), anyValue),
+  timestamp: fc.oneof(fc.constantFrom(0, -0, 1700000000, 1.5, 1e21), anyValue),
+  campaignId: anyValue,
+  email: anyValue,
+  ip: anyValue,
+  reason: anyValue,
+  recipients: fc.oneof(fc.array(text, { maxLength: 1 }), fc.array(anyValue, { maxLength: 3 }), anyValue),
+  requestId: anyValue,
+  smtpId: anyValue,
+  status: anyValue,
+  url: anyValue,
+  userAgent: anyValue,
+  fields: fc.oneof(
+    { weight: 3, arbitrary: fc.dictionary(fieldKey, anyValue, { maxKeys: 4 }) },
+    fc.dictionary(fieldKey, anyValue, { minKeys: 9, maxKeys: 12 }),
+    fc.constantFrom(undefined, null, {}, [], ['a', 'b'], 'fields', 3),
+  ),
+}, { requiredKeys: [] })
+
+t.test('the canonical text is the same as its reference definition (src/replay/fingerprint.ts before its fast path)', async (t) => {
+  const sameText = (event: WebhookEvent): boolean => {
+    let expected: string
+    try { expected = referenceCanonicalText(event) } catch (err) {
+      // Both refuse the same events (a BigInt, a cycle), with the same error.
+      try { canonicalEventText(event) } catch (e) { return (e as Error).message === (err as Error).message }
+      return false
+    }
+    return canonicalEventText(event) === expected && eventFingerprint(event) === crypto.hash('sha256', expected, 'base64url')
+  }
+  await check(t, fc.property(wireEvent, (wire) => sameText(parse(wire))), 3000)
+  await check(t, fc.property(handBuilt, (raw) => sameText(raw as unknown as WebhookEvent)), 5000)
+  // The handle quoted once is per handle: events of several customers one after the other.
+  await check(t, fc.property(fc.array(handBuilt, { minLength: 2, maxLength: 6 }), (raws) => raws.every((raw) => sameText(raw as unknown as WebhookEvent))), 500)
+  // A fields object with inherited keys only, and one whose own key shadows a typed property.
+  const inherited = Object.create({ reason: 'inherited' }) as Record<string, unknown>
+  t.ok(sameText({ event: 'delivered', customerHandle: 'acct_1', timestamp: 1, fields: inherited } as unknown as WebhookEvent))
+  t.ok(sameText({ event: 'dropped', customerHandle: 'acct_1', timestamp: 1, reason: 'a', fields: { reason: 'b', status: '5.0.0' } } as unknown as WebhookEvent))
+  t.ok(sameText({ event: 'delivered', customerHandle: 'acct_1', timestamp: 1, fields: { recipients: ['b', 'a'], z: 1, a: 2 } } as unknown as WebhookEvent))
 })

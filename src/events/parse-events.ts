@@ -243,6 +243,7 @@ export function toEvent (raw: unknown, i: number): WebhookEvent {
  */
 function otherFields (r: Record<string, unknown>, kind: number, i: number): Record<string, unknown> | null {
   let fields: Record<string, unknown> | null = null
+  let n = 0
   for (const key in r) {
     // Not Object.hasOwn: V8 proves this form true for a for-in key of the object itself, where
     // Object.hasOwn took over half of building an event with fields.
@@ -260,9 +261,19 @@ function otherFields (r: Record<string, unknown>, kind: number, i: number): Reco
     if (key === '__proto__') {
       suspect = true
       Object.defineProperty(fields, key, { value, enumerable: true, writable: true, configurable: true })
-    } else {
-      if (key === 'constructor') suspect = true
-      fields[key] = value
+      n++
+      continue
+    }
+    if (key === 'constructor') suspect = true
+    // One store site per position: in a delivery whose events share their extra keys, each site
+    // sees one key and V8 inlines it, where a single site goes megamorphic (a quarter of the
+    // cost of `fields`, measured).
+    switch (n++) {
+      case 0: fields[key] = value; break
+      case 1: fields[key] = value; break
+      case 2: fields[key] = value; break
+      case 3: fields[key] = value; break
+      default: fields[key] = value
     }
   }
   return fields

@@ -185,16 +185,18 @@ export function toEvent (raw: unknown, i: number): WebhookEvent {
   event.customerHandle = customerHandle
   event.timestamp = timestamp
   let typed = 3
+  let nulls = false // a typed key sent as null: it goes to `fields`
   let v = r.email
-  if (typeof v === 'string') { event.email = v; typed++ } else if (v !== undefined && v !== null) throw notString('email', i)
+  if (typeof v === 'string') { event.email = v; typed++ } else if (v === null) nulls = true; else if (v !== undefined) throw notString('email', i)
   v = r.request_id
-  if (typeof v === 'string') { event.requestId = v; typed++ } else if (v !== undefined && v !== null) throw notString('request_id', i)
+  if (typeof v === 'string') { event.requestId = v; typed++ } else if (v === null) nulls = true; else if (v !== undefined) throw notString('request_id', i)
   v = r.smtp_id
-  if (typeof v === 'string') { event.smtpId = v; typed++ } else if (v !== undefined && v !== null) throw notString('smtp_id', i)
+  if (typeof v === 'string') { event.smtpId = v; typed++ } else if (v === null) nulls = true; else if (v !== undefined) throw notString('smtp_id', i)
   v = r.campaign_id
-  if (typeof v === 'string') { event.campaignId = v; typed++ } else if (v !== undefined && v !== null) throw notString('campaign_id', i)
+  if (typeof v === 'string') { event.campaignId = v; typed++ } else if (v === null) nulls = true; else if (v !== undefined) throw notString('campaign_id', i)
   const recipients = r.recipients
-  if (recipients !== undefined && recipients !== null) {
+  if (recipients === null) nulls = true
+  else if (recipients !== undefined) {
     if (!Array.isArray(recipients)) throw invalid(`Event ${i}: "recipients" must be an array of strings.`)
     for (let j = 0; j < recipients.length; j++) {
       if (typeof recipients[j] !== 'string') throw invalid(`Event ${i}: "recipients" must be an array of strings.`)
@@ -208,29 +210,29 @@ export function toEvent (raw: unknown, i: number): WebhookEvent {
   const kind = KIND_OF.get(name)
   if (kind === CLICK) {
     v = r.url
-    if (typeof v === 'string') { event.url = v; typed++ } else if (v !== undefined && v !== null) throw notString('url', i)
+    if (typeof v === 'string') { event.url = v; typed++ } else if (v === null) nulls = true; else if (v !== undefined) throw notString('url', i)
   }
   if (kind === CLICK || kind === OPEN) {
     v = r.user_agent
-    if (typeof v === 'string') { event.userAgent = v; typed++ } else if (v !== undefined && v !== null) throw notString('user_agent', i)
+    if (typeof v === 'string') { event.userAgent = v; typed++ } else if (v === null) nulls = true; else if (v !== undefined) throw notString('user_agent', i)
     v = r.ip
-    if (typeof v === 'string') { event.ip = v; typed++ } else if (v !== undefined && v !== null) throw notString('ip', i)
+    if (typeof v === 'string') { event.ip = v; typed++ } else if (v === null) nulls = true; else if (v !== undefined) throw notString('ip', i)
   } else if (kind === BOUNCE) {
     v = r.status
-    if (typeof v === 'string') { event.status = v; typed++ } else if (v !== undefined && v !== null) throw notString('status', i)
+    if (typeof v === 'string') { event.status = v; typed++ } else if (v === null) nulls = true; else if (v !== undefined) throw notString('status', i)
     v = r.reason
-    if (typeof v === 'string') { event.reason = v; typed++ } else if (v !== undefined && v !== null) throw notString('reason', i)
+    if (typeof v === 'string') { event.reason = v; typed++ } else if (v === null) nulls = true; else if (v !== undefined) throw notString('reason', i)
   } else if (kind === undefined) {
     event.event = 'unknown'
     event.eventName = name
-    event.fields = otherFields(r, -1, i) ?? {}
+    event.fields = otherFields(r, -1, i, nulls) ?? {}
     return event as unknown as WebhookEvent
   }
   // Counting keys costs no allocation; only an event with keys left over pays for `fields`.
   let keys = 0
   for (const _ in r) keys++
   if (keys !== typed) {
-    const fields = otherFields(r, kind, i)
+    const fields = otherFields(r, kind, i, nulls)
     if (fields !== null) event.fields = fields
   }
   return event as unknown as WebhookEvent
@@ -241,15 +243,16 @@ export function toEvent (raw: unknown, i: number): WebhookEvent {
  * are none): keys the type does not model, and modelled keys sent as `null`. Every number in
  * them must be finite.
  */
-function otherFields (r: Record<string, unknown>, kind: number, i: number): Record<string, unknown> | null {
+function otherFields (r: Record<string, unknown>, kind: number, i: number, nulls: boolean): Record<string, unknown> | null {
   let fields: Record<string, unknown> | null = null
   let n = 0
   for (const key in r) {
+    // A typed key is skipped without reading its value unless one was sent as null.
+    if (isTypedKey(key, kind) && (!nulls || r[key] !== null)) continue
     // Not Object.hasOwn: V8 proves this form true for a for-in key of the object itself, where
     // Object.hasOwn took over half of building an event with fields.
     if (!hasOwnProperty.call(r, key)) continue
     const value = r[key]
-    if (value !== null && isTypedKey(key, kind)) continue
     if (typeof value === 'object' && value !== null) {
       suspect = true
       assertFinite(value, key, i)

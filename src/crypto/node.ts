@@ -128,7 +128,11 @@ export function base64url (bytes: Uint8Array): string {
 export function utf8 (bytes: Uint8Array): string | undefined {
   const buf = asBuffer(bytes)
   if (buf.length < LATIN1_MAX && isAscii(buf)) return buf.toString('latin1')
-  return isUtf8(buf) ? buf.toString('utf8') : undefined
+  // The decoder writes U+FFFD for every invalid sequence, so a text without one came from valid
+  // UTF-8 and needs no second pass over the bytes; the search is free on a one-byte string
+  // (ASCII or Latin-1 text cannot hold U+FFFD). A U+FFFD may also have been sent: isUtf8 decides.
+  const text = buf.toString('utf8')
+  return !text.includes('\uFFFD') || isUtf8(buf) ? text : undefined
 }
 
 void ({ runtime, hash, hashBase64url, digest, timingSafeEqual, importRawEd25519, fromKeyObject, sameKey, verify, offThreadSlots, offThreadInFlight, verifyOffThread, latin1, base64Decode, base64url, utf8 } satisfies CryptoPort)

@@ -1,6 +1,7 @@
-// The poisoning check in parse-events.ts answers flat bodies (one `{` per event) without
-// secure-json-parse's text scan; every other shape goes through secure-json-parse. These
-// cases sit on both sides of that shortcut (row F11 in test/README.md) and must give the same verdicts.
+// The poisoning check in parse-events.ts settles an array of events while building them (only an
+// event with a `__proto__` key or an object value sends it to a walk of the whole tree); every other
+// shape is walked. These cases sit on both sides of that shortcut (row F11 in test/README.md) and
+// must give secure-json-parse's verdicts.
 import t from 'tap'
 import { Webhooks } from '../../src/index.js'
 import { generateSigningKeyPair, signWebhook } from '../../src/testing/index.js'

@@ -34,7 +34,8 @@ export interface VerifyConfig {
   baseUrl?: string
   /**
    * Which `customer_handle`s may deliver here: a list, or a predicate. Every event is
-   * checked; one outside it fails the delivery with `customer_not_allowed`. MailChannels
+   * checked; one outside it fails the delivery with `customer_not_allowed`. A predicate is asked
+   * once per run of consecutive events with the same handle, so it must answer from the handle alone. MailChannels
    * signs every customer's webhooks with one key, so set this: otherwise any MailChannels
    * customer can send you their own signed deliveries.
    * Elements may be typed `string | undefined` so `[process.env.MAILCHANNELS_CUSTOMER_HANDLE]`

@@ -59,7 +59,13 @@ export interface WebhookMiddleware {
 const CONSUMED_MESSAGE = 'The request body was already consumed by a body parser (such as a global express.json()), so the exact bytes needed to verify the signature are gone. ' +
   'Mount mailchannelsWebhooks() before any body parser for this route, or use express.raw({ type: "*/*", inflate: false }) on it.'
 
-const kVerified = Symbol('mailchannels-webhooks.verified')
+/**
+ * Requests a mailchannelsWebhooks() already verified. A WeakSet, not a mark on the request: Express
+ * gives every request and response a prototype of its own app (`Object.setPrototypeOf`), after
+ * which V8 shares no hidden class between them, so each property added to one builds a new hidden
+ * class (about 1 µs, and garbage). The middleware adds one (`req.webhookEvents`) and writes `res.end` once.
+ */
+const verifiedRequests = new WeakSet<object>()
 
 /** One request as the flow sees it. */
 interface ExpressContext { req: WebhookRequest, res: ServerResponse, next: (err?: unknown) => void }
@@ -77,14 +83,20 @@ function bodyOf ({ req }: ExpressContext, limit: number): Uint8Array | Promise<U
 /**
  * The handler's outcome in Express is the status it answers with: the first `res.end()`
  * (behind `res.json`, `res.send`, a piped stream, Express' final error handler) settles the
- * claim with `res.statusCode`, whether or not the socket is still open.
+ * claim with `res.statusCode`, whether or not the socket is still open. The wrapper stays in
+ * place after that first call (a flag, not a second write of `res.end`): see `verifiedRequests`.
  */
 function settleOnEnd (res: ServerResponse, outcome: AcceptedOutcome, settle: SettleHandler): void {
-  const end = res.end
-  res.end = function (this: ServerResponse, ...args: unknown[]) {
-    res.end = end
-    settle(outcome, res.statusCode)
-    return (end as (...a: unknown[]) => ServerResponse).apply(this, args)
+  const end = res.end as (...a: unknown[]) => ServerResponse
+  let settled = false
+  res.end = function (this: ServerResponse) {
+    if (!settled) {
+      settled = true
+      settle(outcome, res.statusCode)
+    }
+    // `arguments` as given (no rest array per request), so end() sees exactly its caller's arguments.
+    // eslint-disable-next-line prefer-rest-params
+    return end.apply(this, arguments as unknown as unknown[])
   } as ServerResponse['end']
 }
 
@@ -98,7 +110,7 @@ const IO: WebhookIO<ExpressContext, void> = {
     else writeReply(res, reply)
   },
   run ({ req, res, next }, outcome, settle) {
-    ;(req as { [kVerified]?: true })[kVerified] = true
+    verifiedRequests.add(req)
     req.webhookEvents = outcome.events
     // Even when the client has gone: the delivery is verified and claimed, so it is handled and its answer settles the claim.
     if (outcome.claim !== null) settleOnEnd(res, outcome, settle)
@@ -143,7 +155,7 @@ export function mailchannelsWebhooks (options: MailChannelsWebhooksOptions): Web
     // MailChannels delivers with POST only: anything else passes through untouched (GET /health
     // under app.use(mailchannelsWebhooks(...))). A request another mailchannelsWebhooks() already
     // verified (mounted app-wide and on the route) goes on as it is: its body is consumed and its claim made.
-    if (req.method !== 'POST' || (req as { [kVerified]?: true })[kVerified] === true) {
+    if (req.method !== 'POST' || verifiedRequests.has(req)) {
       next()
       return
     }

@@ -70,6 +70,36 @@ test('B11: handler throws -> 500, the retry is processed', async (t) => {
   t.equal(calls(), 2)
 })
 
+test('the first res.end() settles the claim, with its arguments passed on as given; a later end() changes nothing', async (t) => {
+  let attempt = 0
+  const callbacks: string[] = []
+  const { port, calls } = await app(t, new MemoryReplayStore(), (_req, res) => {
+    attempt++
+    if (attempt === 1) {
+      res.statusCode = 503
+      res.end('busy', 'utf8', () => { callbacks.push('503') })
+      return
+    }
+    res.statusCode = 200
+    res.end(Buffer.from('done'), () => { callbacks.push('200') })
+    // A second end() (a bug in a handler) neither answers again nor releases the completed claim.
+    res.statusCode = 500
+    res.end()
+  })
+  const d = delivery()
+  const busy = await post(port, '/wh', d.headers, d.body)
+  t.equal(busy.status, 503)
+  t.equal(busy.text, 'busy', 'chunk and encoding reached end()')
+  await tick()
+  const done = await post(port, '/wh', d.headers, d.body)
+  t.equal(done.status, 200, 'the 503 released the claim: the retry ran')
+  t.equal(done.text, 'done')
+  await tick()
+  t.same((await post(port, '/wh', d.headers, d.body)).json(), { duplicate: true }, 'the 200 completed it; the later end() with 500 did not release it')
+  t.equal(calls(), 2)
+  t.same(callbacks, ['503', '200'], "end()'s callback runs")
+})
+
 test('store failures: claim -> 503 + Retry-After; complete/release failures only logged', async (t) => {
   const down = await app(t, failingStore())
   const d = delivery()

@@ -1,0 +1,309 @@
+import { hash } from '#crypto'
+
+// Records (a key's 256 bits and its float64 value) sit in a ring, in write order: writes are
+// sequential, and the oldest is the ring's head. An index of 8-byte slots (the key's first word
+// and its record's place in the ring) finds them: a lookup of a new key reads one slot run of a
+// compact array, no record. The garbage collector sees a few buffers, not a string and a map
+// entry per key.
+
+/** Load at which an index below its target size grows. */
+const LOAD = 0.5
+/** Load at which any index grows: a batch may overfill a table at its target size until the caller trims it. */
+const MAX_LOAD = 0.75
+const MIN_CAPACITY = 32
+/** A full ring is compacted in place (not grown) when at least this share of it is dead records. */
+const COMPACT_SHARE = 1 / 8
+
+const BASE64URL = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_'
+const SEXTET = /* @__PURE__ */ (() => {
+  const t = new Int8Array(128).fill(-1)
+  for (let i = 0; i < 64; i++) t[BASE64URL.charCodeAt(i)] = i
+  return t
+})()
+
+/**
+ * A table from keys to non-zero float64 values, keeping write order (a key written again in
+ * place keeps its place; `touch` makes it the newest). A key is 256 bits: a canonical
+ * fingerprint (43 characters of unpadded base64url, as `eventFingerprint` writes them)
+ * decoded, any other string the SHA-256 of a prefix and its UTF-16 code units (two keys of
+ * different kinds are then a SHA-256 preimage apart). Its first word is its hash: a SHA-256's
+ * bits are uniform already.
+ *
+ * The index is open addressing with linear probing; a removal shifts the rest of its probe run
+ * back (no tombstones), so a full table that forgets one record per write stays as fast as a
+ * fresh one. A removed record stays in the ring, dead, until the head passes it or a full ring
+ * is compacted. A handle (`locate`'s answer) is only valid until the next `insert`, `touch`,
+ * `remove` or `oldest`.
+ */
+export class FingerprintTable {
+  /** Ring of records: 8 key words each. */
+  #keys: Int32Array
+  /** Ring of records: their values, 0 for a dead record. */
+  #values: Float64Array
+  #ringCapacity: number
+  /** Ring capacity the table grows towards: `target` records and some dead ones. */
+  readonly #ringTarget: number
+  #head = 0
+  /** Records in the ring, live and dead. */
+  #used = 0
+  #dead = 0
+  /** Index slots: [key's first word, ring position + 1 (0: empty)]. */
+  #index: Int32Array
+  #indexCapacity: number
+  /** `capacity / 2^32`: a slot's home is `floor(hash * scale)`, any capacity (not only powers of two). */
+  #scale: number
+  readonly #indexTarget: number
+  #growAt: number
+  /** Live records. */
+  size = 0
+  /** The key `locate` read last, kept for `insert`. */
+  readonly #key = new Int32Array(8)
+
+  /** `target`: the most records the table is expected to hold (it grows beyond when asked to). */
+  constructor (target: number) {
+    this.#ringTarget = Math.max(MIN_CAPACITY, target + Math.ceil(target * COMPACT_SHARE * 2))
+    this.#indexTarget = Math.max(MIN_CAPACITY * 2, Math.ceil(target / LOAD))
+    this.#ringCapacity = Math.min(MIN_CAPACITY, this.#ringTarget)
+    this.#keys = new Int32Array(this.#ringCapacity * 8)
+    this.#values = new Float64Array(this.#ringCapacity)
+    this.#indexCapacity = Math.min(MIN_CAPACITY * 2, this.#indexTarget)
+    this.#index = new Int32Array(this.#indexCapacity * 2)
+    this.#scale = this.#indexCapacity / 4294967296
+    this.#growAt = this.#growthPoint()
+  }
+
+  /** Bytes the table holds (its buffers). */
+  get byteLength (): number { return this.#keys.byteLength + this.#values.byteLength + this.#index.byteLength }
+
+  /**
+   * The handle of `key` (>= 0), or where it would go, as `~slot` (< 0), to pass to `insert`
+   * before any other call changes the table.
+   */
+  locate (key: string): number {
+    const k = this.#key
+    if (key.length !== 43 || !this.#decode(key)) this.#hashed(key)
+    const k0 = k[0]!
+    const index = this.#index
+    const keys = this.#keys
+    const capacity = this.#indexCapacity
+    let s = Math.floor((k0 >>> 0) * this.#scale)
+    for (;;) {
+      const at = index[2 * s + 1]!
+      if (at === 0) return ~s
+      if (index[2 * s] === k0) {
+        const b = (at - 1) * 8
+        if (keys[b + 1] === k[1] && keys[b + 2] === k[2] && keys[b + 3] === k[3] &&
+          keys[b + 4] === k[4] && keys[b + 5] === k[5] && keys[b + 6] === k[6] && keys[b + 7] === k[7]) return s
+      }
+      if (++s === capacity) s = 0
+    }
+  }
+
+  value (handle: number): number { return this.#values[this.#index[2 * handle + 1]! - 1]! }
+
+  setValue (handle: number, value: number): void { this.#values[this.#index[2 * handle + 1]! - 1] = value }
+
+  /** Writes the key `locate` just read, with `value` (non-zero), as the newest record. `at` is what `locate` returned. */
+  insert (at: number, value: number): void {
+    let s = ~at
+    if (this.size >= this.#growAt || this.#used === this.#ringCapacity) {
+      this.#grow()
+      s = this.#emptySlot(this.#key[0]!)
+    }
+    const pos = this.#append(this.#key, 0, value)
+    this.#index[2 * s] = this.#key[0]!
+    this.#index[2 * s + 1] = pos + 1
+    this.size++
+  }
+
+  /** Makes `handle`'s record the newest written (a handle `locate` just returned). */
+  touch (handle: number): void {
+    let s = handle
+    if (this.#used === this.#ringCapacity) {
+      this.#grow()
+      s = this.#find(this.#key[0]!, this.#key)
+    }
+    const from = this.#index[2 * s + 1]! - 1
+    const pos = this.#append(this.#keys, from * 8, this.#values[from]!)
+    this.#values[from] = 0
+    this.#dead++
+    this.#index[2 * s + 1] = pos + 1
+    this.#dropDeadHead()
+  }
+
+  /** Forgets `handle`'s record: the index slots after it in its probe run shift back into the gap. */
+  remove (handle: number): void {
+    const index = this.#index
+    this.#values[index[2 * handle + 1]! - 1] = 0
+    this.#dead++
+    this.size--
+    const capacity = this.#indexCapacity
+    const scale = this.#scale
+    let gap = handle
+    let s = handle
+    for (;;) {
+      if (++s === capacity) s = 0
+      if (index[2 * s + 1] === 0) break
+      const home = Math.floor((index[2 * s]! >>> 0) * scale)
+      // Move the slot back unless its home lies after the gap (cyclically, in (gap, s]).
+      if ((s - home + capacity) % capacity >= (s - gap + capacity) % capacity) {
+        index[2 * gap] = index[2 * s]!
+        index[2 * gap + 1] = index[2 * s + 1]!
+        gap = s
+      }
+    }
+    index[2 * gap + 1] = 0
+    this.#dropDeadHead()
+  }
+
+  /** The handle of the oldest written live record (the table must not be empty). */
+  oldest (): number {
+    const index = this.#index
+    const at = this.#head + 1
+    let s = Math.floor((this.#keys[this.#head * 8]! >>> 0) * this.#scale)
+    while (index[2 * s + 1] !== at) if (++s === this.#indexCapacity) s = 0
+    return s
+  }
+
+  /** Decodes a 43-character key into `#key` (big-endian words); false unless it is canonical base64url (its last 2 bits 0). */
+  #decode (key: string): boolean {
+    // 24-bit groups of 4 characters; a character outside base64url makes its group negative.
+    const g0 = group(key, 0); const g1 = group(key, 4); const g2 = group(key, 8); const g3 = group(key, 12); const g4 = group(key, 16)
+    const g5 = group(key, 20); const g6 = group(key, 24); const g7 = group(key, 28); const g8 = group(key, 32); const g9 = group(key, 36)
+    const last = (sextet(key, 40) << 12) | (sextet(key, 41) << 6) | sextet(key, 42)
+    if ((g0 | g1 | g2 | g3 | g4 | g5 | g6 | g7 | g8 | g9 | last) < 0 || (last & 3) !== 0) return false
+    const k = this.#key
+    k[0] = (g0 << 8) | (g1 >>> 16)
+    k[1] = (g1 << 16) | (g2 >>> 8)
+    k[2] = (g2 << 24) | g3
+    k[3] = (g4 << 8) | (g5 >>> 16)
+    k[4] = (g5 << 16) | (g6 >>> 8)
+    k[5] = (g6 << 24) | g7
+    k[6] = (g8 << 8) | (g9 >>> 16)
+    k[7] = (g9 << 16) | (last >>> 2)
+    return true
+  }
+
+  /** Reads a key that is not a canonical fingerprint into `#key`: its `hashedKey`, as big-endian words. */
+  #hashed (key: string): void {
+    const b = hashedKey(key)
+    const k = this.#key
+    for (let j = 0; j < 8; j++) k[j] = (b[4 * j]! << 24) | (b[4 * j + 1]! << 16) | (b[4 * j + 2]! << 8) | b[4 * j + 3]!
+  }
+
+  /** The index slot of the live record whose key is `key` (it must be there); `k0` is its first word. */
+  #find (k0: number, key: Int32Array): number {
+    const index = this.#index
+    const keys = this.#keys
+    let s = Math.floor((k0 >>> 0) * this.#scale)
+    for (;;) {
+      const at = index[2 * s + 1]!
+      if (index[2 * s] === k0 && at !== 0) {
+        const b = (at - 1) * 8
+        if (keys[b + 1] === key[1] && keys[b + 2] === key[2] && keys[b + 3] === key[3] &&
+          keys[b + 4] === key[4] && keys[b + 5] === key[5] && keys[b + 6] === key[6] && keys[b + 7] === key[7]) return s
+      }
+      if (++s === this.#indexCapacity) s = 0
+    }
+  }
+
+  #emptySlot (k0: number): number {
+    const index = this.#index
+    let s = Math.floor((k0 >>> 0) * this.#scale)
+    while (index[2 * s + 1] !== 0) if (++s === this.#indexCapacity) s = 0
+    return s
+  }
+
+  /** Writes a record at the ring's tail (there is room): the key from `from[offset..+8]`. Returns its position. */
+  #append (from: Int32Array, offset: number, value: number): number {
+    let pos = this.#head + this.#used
+    if (pos >= this.#ringCapacity) pos -= this.#ringCapacity
+    const keys = this.#keys
+    const b = pos * 8
+    for (let i = 0; i < 8; i++) keys[b + i] = from[offset + i]!
+    this.#values[pos] = value
+    this.#used++
+    return pos
+  }
+
+  /** Moves the head past dead records, so the head is the oldest live record. */
+  #dropDeadHead (): void {
+    const values = this.#values
+    while (this.#used > 0 && values[this.#head] === 0) {
+      if (++this.#head === this.#ringCapacity) this.#head = 0
+      this.#used--
+      this.#dead--
+    }
+  }
+
+  #growthPoint (): number {
+    return Math.floor(this.#indexCapacity * (this.#indexCapacity < this.#indexTarget ? LOAD : MAX_LOAD))
+  }
+
+  /** Makes room for one more record: compacts the ring or grows it, and grows the index when it is as full as it may be. */
+  #grow (): void {
+    let ring = this.#ringCapacity
+    if (this.#used === ring && this.#dead < ring * COMPACT_SHARE) ring = ring < this.#ringTarget ? Math.min(ring * 2, this.#ringTarget) : ring * 2
+    let index = this.#indexCapacity
+    if (this.size >= this.#growAt) index = index < this.#indexTarget ? Math.min(index * 2, this.#indexTarget) : index * 2
+    this.#rebuild(ring, index)
+  }
+
+  /** Copies the live records, oldest first, into a ring of `ringCapacity` from position 0, and indexes them anew. */
+  #rebuild (ringCapacity: number, indexCapacity: number): void {
+    const oldKeys = this.#keys
+    const oldValues = this.#values
+    const oldCapacity = this.#ringCapacity
+    const keys = this.#keys = new Int32Array(ringCapacity * 8)
+    const values = this.#values = new Float64Array(ringCapacity)
+    const index = this.#index = new Int32Array(indexCapacity * 2)
+    this.#ringCapacity = ringCapacity
+    this.#indexCapacity = indexCapacity
+    this.#scale = indexCapacity / 4294967296
+    this.#growAt = this.#growthPoint()
+    let from = this.#head
+    let to = 0
+    for (let n = this.#used; n > 0; n--) {
+      const value = oldValues[from]!
+      if (value !== 0) {
+        const b = from * 8
+        for (let i = 0; i < 8; i++) keys[to * 8 + i] = oldKeys[b + i]!
+        values[to] = value
+        const s = this.#emptySlot(oldKeys[b]!)
+        index[2 * s] = oldKeys[b]!
+        index[2 * s + 1] = to + 1
+        to++
+      }
+      if (++from === oldCapacity) from = 0
+    }
+    this.#head = 0
+    this.#used = to
+    this.#dead = 0
+  }
+}
+
+/** The 6 bits of `key[i]`, or -1 unless it is base64url. */
+function sextet (key: string, i: number): number {
+  const c = key.charCodeAt(i)
+  // (127 - c) >> 31 is -1 for a code above 127: or-ed in, it makes the answer -1 without a branch.
+  return SEXTET[c & 127]! | ((127 - c) >> 31)
+}
+
+/** The 24 bits of `key[i..i+4]`, or a negative number unless all four are base64url. */
+function group (key: string, i: number): number {
+  return (sextet(key, i) << 18) | (sextet(key, i + 1) << 12) | (sextet(key, i + 2) << 6) | sextet(key, i + 3)
+}
+
+const HASHED_PREFIX = 'mailchannels-webhooks seen-events key\n'
+
+/** The 256 bits of a key that is not a canonical fingerprint: SHA-256 of a prefix and its UTF-16 code units (two strings are never the same input). */
+function hashedKey (key: string): Uint8Array {
+  const text = HASHED_PREFIX + key
+  const units = new Uint8Array(text.length * 2)
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i)
+    units[2 * i] = c
+    units[2 * i + 1] = c >> 8
+  }
+  return hash('sha256', units)
+}

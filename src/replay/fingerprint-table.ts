@@ -56,6 +56,12 @@ export class FingerprintTable {
   #growAt: number
   /** Live records. */
   size = 0
+  /** Records written to the ring so far. */
+  #writes = 0
+  /** Bumped whenever records move or the ring is resized (`recordIsAt` answers false across it). */
+  #layout = 0
+  /** Where the newest record was written. */
+  #newest = -1
   /** The key `locate` read last, kept for `insert`. */
   readonly #key = new Int32Array(8)
 
@@ -115,6 +121,26 @@ export class FingerprintTable {
     this.#index[2 * s + 1] = pos + 1
     this.size++
   }
+
+  /** Where the newest record was written, as `recordIsAt` takes it: its ring position. */
+  get newest (): number { return this.#newest }
+  /** Stamps a record's position with, for `recordIsAt`. */
+  get writes (): number { return this.#writes }
+  get layout (): number { return this.#layout }
+
+  /**
+   * Whether the record written at `position` when `writes` and `layout` were as given is still
+   * there and live: then it is the same key's, and `valueAt` / `setValueAt` read and write it
+   * without decoding the key again. A live record never moves within one layout, and a dead
+   * one's position is written again only after the tail has gone all round the ring.
+   */
+  recordIsAt (position: number, writes: number, layout: number): boolean {
+    return layout === this.#layout && this.#writes - writes < this.#ringCapacity && this.#values[position] !== 0
+  }
+
+  valueAt (position: number): number { return this.#values[position]! }
+
+  setValueAt (position: number, value: number): void { this.#values[position] = value }
 
   /** Makes `handle`'s record the newest written (a handle `locate` just returned). */
   touch (handle: number): void {
@@ -223,6 +249,8 @@ export class FingerprintTable {
     for (let i = 0; i < 8; i++) keys[b + i] = from[offset + i]!
     this.#values[pos] = value
     this.#used++
+    this.#writes++
+    this.#newest = pos
     return pos
   }
 
@@ -240,13 +268,52 @@ export class FingerprintTable {
     return Math.floor(this.#indexCapacity * (this.#indexCapacity < this.#indexTarget ? LOAD : MAX_LOAD))
   }
 
-  /** Makes room for one more record: compacts the ring or grows it, and grows the index when it is as full as it may be. */
+  /**
+   * Makes room for one more record: compacts the ring or grows it, and grows the index when it
+   * is as full as it may be. While the ring has not wrapped (no record was forgotten yet, as a
+   * filling store's), growing keeps every record where it is: a copy, and the index stays valid.
+   */
   #grow (): void {
-    let ring = this.#ringCapacity
-    if (this.#used === ring && this.#dead < ring * COMPACT_SHARE) ring = ring < this.#ringTarget ? Math.min(ring * 2, this.#ringTarget) : ring * 2
+    const ring = this.#ringCapacity
+    const full = this.#used === ring
+    const bigger = ring < this.#ringTarget ? Math.min(ring * 2, this.#ringTarget) : ring * 2
     let index = this.#indexCapacity
     if (this.size >= this.#growAt) index = index < this.#indexTarget ? Math.min(index * 2, this.#indexTarget) : index * 2
-    this.#rebuild(ring, index)
+    if (full && (this.#dead >= ring * COMPACT_SHARE || this.#head !== 0)) {
+      this.#rebuild(this.#dead >= ring * COMPACT_SHARE ? ring : bigger, index)
+      return
+    }
+    if (full) {
+      const keys = new Int32Array(bigger * 8)
+      keys.set(this.#keys)
+      const values = new Float64Array(bigger)
+      values.set(this.#values)
+      this.#keys = keys
+      this.#values = values
+      this.#ringCapacity = bigger
+      this.#layout++
+    }
+    if (index !== this.#indexCapacity) this.#reindex(index)
+  }
+
+  /**
+   * A bigger index over the same records. The old one is read in slot order: a slot's home is
+   * monotone in its hash at any capacity, so the new one is written about in order too.
+   */
+  #reindex (capacity: number): void {
+    const old = this.#index
+    const oldCapacity = this.#indexCapacity
+    const index = this.#index = new Int32Array(capacity * 2)
+    this.#indexCapacity = capacity
+    this.#scale = capacity / 4294967296
+    this.#growAt = this.#growthPoint()
+    for (let s = 0; s < oldCapacity; s++) {
+      const at = old[2 * s + 1]!
+      if (at === 0) continue
+      const to = this.#emptySlot(old[2 * s]!)
+      index[2 * to] = old[2 * s]!
+      index[2 * to + 1] = at
+    }
   }
 
   /** Copies the live records, oldest first, into a ring of `ringCapacity` from position 0, and indexes them anew. */
@@ -277,6 +344,7 @@ export class FingerprintTable {
       if (++from === oldCapacity) from = 0
     }
     this.#head = 0
+    this.#layout++
     this.#used = to
     this.#dead = 0
   }

@@ -154,6 +154,15 @@ export class MemorySeenEventsStore implements SeenEventsStore {
   /** The claims records point at; a slot is freed (`#freeClaims`) when no record does. */
   readonly #claims: Array<HeldClaim | undefined> = []
   readonly #freeClaims: number[] = []
+  /**
+   * The fingerprints of the latest claim call, and where each one it claimed was written
+   * (`FingerprintTable.recordIsAt`): the done marks of a delivery come next, in the same order,
+   * and find their records there instead of decoding and looking each up again.
+   */
+  #recent: readonly string[] = []
+  #recentAt = new Int32Array(0)
+  #recentWrites = new Float64Array(0)
+  #recentLayout = -1
   readonly #max: number
   /** The store's `ttl` in tenths of a second. */
   readonly #ttlDs: number
@@ -183,7 +192,8 @@ export class MemorySeenEventsStore implements SeenEventsStore {
         checkTtl(lifetimeSeconds, 'lifetimeSeconds')
         const now = this.#now()
         const held = new HeldClaim(this.#nextToken(), now + lifetimeSeconds * 1000)
-        for (let i = 0; i < fingerprints.length; i++) results[i] = this.#claimOne(fingerprints[i]!, held, now)
+        this.#remember(fingerprints)
+        for (let i = 0; i < fingerprints.length; i++) if ((results[i] = this.#claimOne(fingerprints[i]!, held, now)) === CLAIMED) this.#claimedAt(i)
         this.#trim()
         return held
       },
@@ -236,11 +246,13 @@ export class MemorySeenEventsStore implements SeenEventsStore {
     const now = this.#now()
     const expires = now + lifetimeSeconds * 1000
     const results: EventClaimResult[] = new Array(fingerprints.length)
+    this.#remember(fingerprints)
     for (let i = 0; i < fingerprints.length; i++) {
       const fingerprint = fingerprints[i]!
       // Each claim of this API has its own token (callers may hold and release them one by one).
       const held = new HeldClaim(this.#nextToken(), expires)
       const state = this.#claimOne(fingerprint, held, now)
+      if (state === CLAIMED) this.#claimedAt(i)
       results[i] = state === CLAIMED ? { fingerprint, token: held.token } : state === DONE ? 'done' : 'processing'
     }
     this.#trim()
@@ -347,11 +359,47 @@ export class MemorySeenEventsStore implements SeenEventsStore {
     return CLAIMED
   }
 
+  /** Starts remembering where a claim call writes `fingerprints` (`#claimedAt`). */
+  #remember (fingerprints: readonly string[]): void {
+    this.#recent = fingerprints
+    if (this.#recentAt.length < fingerprints.length) {
+      this.#recentAt = new Int32Array(fingerprints.length)
+      this.#recentWrites = new Float64Array(fingerprints.length)
+    }
+    this.#recentAt.fill(-1, 0, fingerprints.length)
+    this.#recentLayout = this.#table.layout
+  }
+
+  /** `#recent[i]` was just claimed: its record is the table's newest. */
+  #claimedAt (i: number): void {
+    const table = this.#table
+    // A claim that grew or rebuilt the table moved the records remembered before it.
+    if (table.layout !== this.#recentLayout) { this.#recentAt.fill(-1, 0, i); this.#recentLayout = table.layout }
+    this.#recentAt[i] = table.newest
+    this.#recentWrites[i] = table.writes
+  }
+
   #markDone<C> (items: readonly C[], fingerprintOf: (k: number) => string): void {
     const table = this.#table
     const until = this.#doneUntil(this.#now())
+    const recent = this.#recent
+    let next = 0
     for (let k = 0; k < items.length; k++) {
-      const slot = table.locate(fingerprintOf(k))
+      const fp = fingerprintOf(k)
+      // Done marks follow their claim, in order, perhaps with gaps (released events): look a few ahead.
+      let i = next
+      const stop = Math.min(recent.length, next + 8)
+      while (i < stop && recent[i] !== fp) i++
+      if (i < stop) {
+        next = i + 1
+        const at = this.#recentAt[i]!
+        if (at >= 0 && table.recordIsAt(at, this.#recentWrites[i]!, this.#recentLayout)) {
+          this.#unrefer(table.valueAt(at))
+          table.setValueAt(at, until)
+          continue
+        }
+      }
+      const slot = table.locate(fp)
       if (slot < 0) {
         table.insert(slot, until)
       } else {

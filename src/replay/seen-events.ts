@@ -151,8 +151,13 @@ export class MemorySeenEventsStore implements SeenEventsStore {
    * fingerprint written again while remembered keeps its place.
    */
   readonly #table: FingerprintTable
-  /** The claims records point at; a slot is freed (`#freeClaims`) when no record does. */
-  readonly #claims: Array<HeldClaim | undefined> = []
+  /**
+   * The claims records point at; a slot is freed (`#freeClaims`) when no record does. Slot 0 holds
+   * a claim no record points at: with no claim left in the table (every delivery done), V8
+   * discarded the store's optimised code at each full GC (`--trace-deopt`: "weak objects") and
+   * compiled it again on the next delivery.
+   */
+  readonly #claims: Array<HeldClaim | undefined> = [new HeldClaim('', 0)]
   readonly #freeClaims: number[] = []
   /**
    * The fingerprints of the latest claim call, and where each one it claimed was written

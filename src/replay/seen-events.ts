@@ -366,7 +366,8 @@ export class MemorySeenEventsStore implements SeenEventsStore {
 
   /** Starts remembering where a claim call writes `fingerprints` (`#claimedAt`). */
   #remember (fingerprints: readonly string[]): void {
-    this.#recent = fingerprints
+    // A copy: the caller may change its array before the done marks.
+    this.#recent = fingerprints.slice()
     if (this.#recentAt.length < fingerprints.length) {
       this.#recentAt = new Int32Array(fingerprints.length)
       this.#recentWrites = new Float64Array(fingerprints.length)

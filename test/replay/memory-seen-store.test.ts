@@ -109,6 +109,19 @@ t.test('an entry written again after it expired is the newest; one overwritten w
   t.same(await store.has([a, b, c, d]), [true, false, true, true], 'b was the oldest written: a moved to the end')
 })
 
+t.test('a done mark lands on its own fingerprint even when the claimed array was changed since', async (t) => {
+  const store = new MemorySeenEventsStore()
+  const [a, b, c] = ['a', 'b', 'c'].map(fingerprint) as [string, string, string]
+  const fps = [a, b]
+  const claims = await store.claim(fps, 30)
+  fps[0] = c
+  await store.complete([{ fingerprint: c, token: 'any' }])
+  t.same(await store.has([a, b, c]), [false, false, true], 'c is done, a still only claimed')
+  t.same(await store.claim([a], 30), ['processing'])
+  await store.complete(claims.filter(isClaim))
+  t.same(await store.has([a, b, c]), [true, true, true])
+})
+
 /**
  * The store as a Map of strings in insertion order (the implementation it replaces): the model
  * the table must answer like.

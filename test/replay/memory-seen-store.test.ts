@@ -109,6 +109,34 @@ t.test('an entry written again after it expired is the newest; one overwritten w
   t.same(await store.has([a, b, c, d]), [true, false, true, true], 'b was the oldest written: a moved to the end')
 })
 
+t.test('a batch larger than the store once it has forgotten some: the newest stay', async (t) => {
+  const store = new MemorySeenEventsStore({ max: 10 })
+  const early = Array.from({ length: 40 }, (_, i) => fingerprint(`early-${i}`))
+  for (const fp of early) await store.add([fp]) // the oldest are forgotten one by one
+  const batch = Array.from({ length: 100 }, (_, i) => fingerprint(`batch-${i}`))
+  t.ok((await store.add(batch)).every((x) => x), 'all new')
+  t.equal(store.size, 10)
+  t.same(await store.has(batch), batch.map((_, i) => i >= 90), 'the last 10 written are remembered')
+  t.ok((await store.has(early)).every((x) => !x), 'none of the earlier ones')
+})
+
+t.test('a claim that expired, claimed again when the table is as full as it gets before growing, is the newest', async (t) => {
+  const clock = fakeClock(t)
+  const store = new MemorySeenEventsStore({ max: 40 })
+  const x = fingerprint('x')
+  const others = Array.from({ length: 31 }, (_, i) => fingerprint(`other-${i}`))
+  await store.claim([x], 1)
+  await store.add(others)
+  clock.advance(1500)
+  t.ok(isClaim((await store.claim([x], 30))[0]), 'the expired claim is free')
+  const more = Array.from({ length: 9 }, (_, i) => fingerprint(`more-${i}`))
+  await store.add(more) // 41 written: one forgotten
+  t.equal(store.size, 40)
+  await store.add([fingerprint('last')])
+  t.same(await store.has([others[0]!, others[1]!, others[2]!]), [false, false, true], 'the oldest written went first')
+  t.same(await store.claim([x], 30), ['processing'], 'x, claimed again after the others, stays')
+})
+
 t.test('a done mark lands on its own fingerprint even when the claimed array was changed since', async (t) => {
   const store = new MemorySeenEventsStore()
   const [a, b, c] = ['a', 'b', 'c'].map(fingerprint) as [string, string, string]

@@ -54,8 +54,7 @@ export class FingerprintTable {
   #scale: number
   readonly #indexTarget: number
   #growAt: number
-  /** Live records. */
-  size = 0
+  #size = 0
   /** Records written to the ring so far. */
   #writes = 0
   /** Bumped whenever records move or the ring is resized (`recordIsAt` answers false across it). */
@@ -80,8 +79,8 @@ export class FingerprintTable {
     this.#growAt = this.#growthPoint()
   }
 
-  /** Bytes the table holds (its buffers). */
-  get byteLength (): number { return this.#keys.byteLength + this.#values.byteLength + this.#index.byteLength }
+  /** Live records. */
+  get size (): number { return this.#size }
 
   /**
    * The handle of `key` (>= 0), or where it would go, as `~slot` (< 0), to pass to `insert`
@@ -114,14 +113,14 @@ export class FingerprintTable {
   /** Writes the key `locate` just read, with `value` (non-zero), as the newest record. `at` is what `locate` returned. */
   insert (at: number, value: number): void {
     let s = ~at
-    if (this.size >= this.#growAt || this.#used === this.#ringCapacity) {
+    if (this.#size >= this.#growAt || this.#used === this.#ringCapacity) {
       this.#grow()
       s = this.#emptySlot(this.#key[0]!)
     }
     const pos = this.#append(this.#key, 0, value)
     this.#index[2 * s] = this.#key[0]!
     this.#index[2 * s + 1] = pos + 1
-    this.size++
+    this.#size++
   }
 
   /** Where the newest record was written, as `recordIsAt` takes it: its ring position. */
@@ -164,7 +163,7 @@ export class FingerprintTable {
     const index = this.#index
     this.#values[index[2 * handle + 1]! - 1] = 0
     this.#dead++
-    this.size--
+    this.#size--
     const capacity = this.#indexCapacity
     const scale = this.#scale
     let gap = handle
@@ -289,7 +288,7 @@ export class FingerprintTable {
     const full = this.#used === ring
     const bigger = ring < this.#ringTarget ? Math.min(ring * 2, this.#ringTarget) : ring * 2
     let index = this.#indexCapacity
-    if (this.size >= this.#growAt) index = index < this.#indexTarget ? Math.min(index * 2, this.#indexTarget) : index * 2
+    if (this.#size >= this.#growAt) index = index < this.#indexTarget ? Math.min(index * 2, this.#indexTarget) : index * 2
     if (full && (this.#dead >= ring * COMPACT_SHARE || this.#head !== 0)) {
       this.#rebuild(this.#dead >= ring * COMPACT_SHARE ? ring : bigger, index)
       return

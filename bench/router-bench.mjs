@@ -4,7 +4,8 @@
 // fingerprints alone; the store's claim and done mark alone). Each case is timed in CPU time
 // (process.cpuUsage) over deliveries whose events are all new (own seed in every event's
 // `reason`, built before the sample, outside the timed region), round-robin within one process,
-// so the shared machine's drift hits every case alike. Figures are medians over the repetitions.
+// so the shared machine's drift hits every case alike. Figures are medians over the repetitions;
+// the last column is the main thread's garbage-collection pauses within the samples.
 // `--cases text,hash` split the fingerprints: their canonical texts alone (flattened, as the
 // hash reads them), and the SHA-256 calls alone on those texts built beforehand.
 //
@@ -20,6 +21,7 @@
 import crypto from 'node:crypto'
 import path from 'node:path'
 import { pathToFileURL } from 'node:url'
+import { PerformanceObserver } from 'node:perf_hooks'
 import { parseArgs } from 'node:util'
 import { makeBody } from './lib/fixtures.mjs'
 
@@ -44,12 +46,13 @@ const REPS = Number(args.reps)
 const libs = args.lib.split(',').map((d) => path.resolve(d))
 const wanted = args.cases.split(',')
 // Fingerprints written into each memory store before timing: a store filled as a long-running
-// receiver's is (1,000,000, the default max, is a full one).
+// receiver's is (1,000,000, the default max, is a full one). They look as real ones do (SHA-256,
+// 43 characters of base64url), so a store that reads fingerprints as such is measured full.
 const PREFILL = Number(args.prefill)
 async function filled (store) {
   const fps = Array.from({ length: 10_000 }, (_, i) => i)
   for (let n = 0; n < PREFILL; n += fps.length) {
-    const batch = fps.map((i) => `prefill-${(n + i).toString(36).padStart(36, '0')}`)
+    const batch = fps.map((i) => crypto.hash('sha256', `prefill-${n + i}`, 'base64url'))
     await store.complete(await store.claim(batch, 30))
   }
   return store
@@ -102,14 +105,26 @@ for (const lib of libs) {
   }
 }
 
+// Garbage-collection pauses (main thread, as PerformanceObserver reports them) within each sample.
+// Entries arrive some time after their pause: each is counted in the sample its start falls in.
+const gcPauses = []
+new PerformanceObserver((list) => { for (const e of list.getEntries()) gcPauses.push(e) }).observe({ entryTypes: ['gc'] })
+const settle = async () => { await new Promise((resolve) => setTimeout(resolve, 20)) }
+const gcWithin = (from, to) => gcPauses.reduce((sum, e) => e.startTime >= from && e.startTime < to ? sum + e.duration : sum, 0)
+const gcSamples = new Map()
 const median = (xs) => { const s = [...xs].sort((a, b) => a - b); const k = s.length >> 1; return s.length % 2 ? s[k] : (s[k - 1] + s[k]) / 2 }
 const samples = new Map(cases.map((c) => [c.name, []]))
 async function sample (c) {
   const ds = c.prepare()
   globalThis.gc?.()
+  const from = performance.now()
   const t0 = process.cpuUsage()
   await c.run(ds, c.state)
   const t = process.cpuUsage(t0)
+  const to = performance.now()
+  await settle()
+  if (!gcSamples.has(c.name)) gcSamples.set(c.name, [])
+  gcSamples.get(c.name).push(gcWithin(from, to) * 1000 / N)
   return (t.user + t.system) / N
 }
 for (const c of cases) await sample(c) // warm-up: JIT, lazy initialisation
@@ -119,8 +134,10 @@ for (let r = 0; r < REPS; r++) {
   process.stderr.write(`  rep ${r + 1}/${REPS} done\n`)
 }
 console.log(`\n${EVENTS.toLocaleString('en')} events per delivery, ${N} deliveries per sample, ${REPS} reps, memory stores prefilled with ${PREFILL.toLocaleString('en')} fingerprints, CPU µs per delivery (median, min–max); Node ${process.version}${globalThis.gc ? ', gc before each sample' : ''}\n`)
-console.log('| case | CPU µs / delivery | range | µs / event |')
-console.log('|---|---|---|---|')
+console.log('| case | CPU µs / delivery | range | µs / event | GC pauses µs / delivery |')
+console.log('|---|---|---|---|---|')
 for (const [name, xs] of samples) {
-  console.log(`| ${name} | ${median(xs).toFixed(0)} | ${Math.min(...xs).toFixed(0)}–${Math.max(...xs).toFixed(0)} | ${(median(xs) / EVENTS).toFixed(2)} |`)
+  // The warm-up sample is the first of gcSamples: left out, as from the CPU figures.
+  const gcs = gcSamples.get(name).slice(1)
+  console.log(`| ${name} | ${median(xs).toFixed(0)} | ${Math.min(...xs).toFixed(0)}–${Math.max(...xs).toFixed(0)} | ${(median(xs) / EVENTS).toFixed(2)} | ${median(gcs).toFixed(0)} |`)
 }

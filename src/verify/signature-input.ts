@@ -102,7 +102,8 @@ export function parseSignatureStrict (signatureInput: string, signatureHeader: s
       default:
         throw malformed(`Signature-Input has a parameter this profile does not allow ("${key.slice(0, 32)}").`)
     }
-    serialized += typeof value === 'number' ? `;${key}=${value}` : `;${key}="${(value as string).replace(/[\\"]/g, '\\$&')}"`
+    // JSON escapes a String of visible ASCII as RFC 9651 does: `"` and `\` only.
+    serialized += `;${key}=${typeof value === 'number' ? value : JSON.stringify(value)}`
   }
   if (created === undefined) throw malformed('Signature-Input has no "created" parameter.')
   if (keyId === undefined) throw malformed('Signature-Input has no "keyid" parameter.')

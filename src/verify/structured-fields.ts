@@ -136,11 +136,11 @@ function innerList (): InnerList {
 
 /** Parses `field` as the Dictionary field `fieldName`. Throws `malformed_header` for anything outside the grammar. */
 export function parseDictionaryField (field: string, fieldName: string): Dictionary {
-  for (let i = 0; i < field.length; i++) {
-    const c = field.charCodeAt(i)
-    if ((c < 32 && c !== 9) || c > 126) {
-      throw malformed(`The ${fieldName} header contains a character outside visible ASCII (U+${c.toString(16).toUpperCase().padStart(4, '0')}); only SP and HTAB may separate its parts.`)
-    }
+  // A regular expression scans faster than a loop of charCodeAt.
+  const bad = field.search(/[^\t -~]/)
+  if (bad !== -1) {
+    const c = field.charCodeAt(bad)
+    throw malformed(`The ${fieldName} header contains a character outside visible ASCII (U+${c.toString(16).toUpperCase().padStart(4, '0')}); only SP and HTAB may separate its parts.`)
   }
   value = field
   pos = 0

@@ -109,12 +109,12 @@ function headerValue (v: unknown, name: (typeof NAMES)[number]): string {
 /** True when a key other than the lower-case one names a signature field (e.g. both `signature` and `Signature`). */
 function hasMixedCaseSignatureKey (rec: Record<string, unknown>): boolean {
   for (const key of Object.keys(rec)) {
-    const c = key.charCodeAt(0)
-    // Only names starting with C/c or S/s can be one of ours; skip the rest cheaply
-    // (a lower-case first letter does not make the rest lower case: 'sIGNATURE').
-    if (c !== 67 && c !== 83 && c !== 99 && c !== 115) continue
+    const n = key.length
+    // Only a name of our lengths that is not already ours can be another spelling of one: the
+    // usual headers are skipped without a `toLowerCase`.
+    if ((n !== 9 && n !== 14 && n !== 15) || key === 'signature' || key === 'content-digest' || key === 'signature-input') continue
     const lower = key.toLowerCase()
-    if (lower !== key && (lower === 'content-digest' || lower === 'signature-input' || lower === 'signature')) return true
+    if (lower === 'content-digest' || lower === 'signature-input' || lower === 'signature') return true
   }
   return false
 }

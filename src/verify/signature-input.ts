@@ -71,6 +71,12 @@ export function parseSignatureStrict (signatureInput: string, signatureHeader: s
   let created: number | undefined
   let expires: number | undefined
   let keyId: string | undefined
+  // The canonical `@signature-params` (RFC 9421 §2.3, RFC 9651 §4.1), written as the parameters
+  // are checked: the profile leaves only Integers and Strings of visible ASCII (the parser refused
+  // the rest), in the order received. Written here rather than with a general serializer, which is
+  // most of its size in a Worker bundle; the tests sign with structured-headers' serializer, so the
+  // two are checked against each other.
+  let serialized = '("content-digest")'
   for (const [key, value] of params) {
     switch (key) {
       case 'created':
@@ -96,6 +102,8 @@ export function parseSignatureStrict (signatureInput: string, signatureHeader: s
       default:
         throw malformed(`Signature-Input has a parameter this profile does not allow ("${key.slice(0, 32)}").`)
     }
+    // JSON escapes a String of visible ASCII as RFC 9651 does: `"` and `\` only.
+    serialized += `;${key}=${typeof value === 'number' ? value : JSON.stringify(value)}`
   }
   if (created === undefined) throw malformed('Signature-Input has no "created" parameter.')
   if (keyId === undefined) throw malformed('Signature-Input has no "keyid" parameter.')
@@ -114,21 +122,7 @@ export function parseSignatureStrict (signatureInput: string, signatureHeader: s
     keyId,
     created,
     expires,
-    params: serializeParams(params as Map<string, string | number>),
+    params: serialized,
     signature: sigValue,
   }
-}
-
-/**
- * The canonical `@signature-params` (RFC 9421 §2.3, RFC 9651 §4.1): the profile leaves only
- * Integers and Strings of visible ASCII (the parser refused the rest), in the order received.
- * Written here rather than with a general serializer, which is most of its size in a Worker
- * bundle; the tests sign with structured-headers' serializer, so the two are checked against each other.
- */
-function serializeParams (params: Map<string, string | number>): string {
-  let out = '("content-digest")'
-  for (const [key, value] of params) {
-    out += `;${key}=${typeof value === 'number' ? String(value) : `"${value.replace(/[\\"]/g, '\\$&')}"`}`
-  }
-  return out
 }

@@ -89,3 +89,29 @@ t.test('on any string: accepted here => accepted by structured-headers with the 
   )
   t.ok(outcomes.both > 0 && outcomes.profile > 0 && outcomes.neither > 0, `every branch was exercised: ${JSON.stringify(outcomes)}`)
 })
+
+// Byte Sequences are decoded with the port's base64 decoder (Node's Buffer accepts misplaced
+// padding), so which padding is allowed is decided by the parser alone: exactly what atob, the
+// WHATWG forgiving-base64 decode, accepts (row C5).
+t.test('a Byte Sequence is accepted exactly when atob accepts its base64, with the same bytes', async (t) => {
+  const outcomes = { accepted: 0, refused: 0 }
+  await check(t,
+    fc.property(fc.string({ unit: fc.constantFrom('Q', 'B', 'z', '9', '+', '/', '=', '='), maxLength: 14 }), (b64) => {
+      let expected: string | null = null
+      try { expected = Buffer.from(atob(b64), 'latin1').toString('base64') } catch {}
+      let ours: Dictionary
+      try {
+        ours = parseDictionaryField(`a=:${b64}:`, 'X')
+      } catch (err) {
+        if (!(err instanceof VerificationError) || err.type !== 'malformed_header') throw err
+        outcomes.refused++
+        return expected === null && /not :base64:/.test(err.message)
+      }
+      outcomes.accepted++
+      const bytes = ours.get('a')![0]
+      return expected !== null && bytes instanceof Uint8Array && Buffer.from(bytes).toString('base64') === expected
+    }),
+    4000,
+  )
+  t.ok(outcomes.accepted > 100 && outcomes.refused > 100, `both outcomes were exercised: ${JSON.stringify(outcomes)}`)
+})

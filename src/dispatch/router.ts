@@ -714,18 +714,25 @@ function report (events: readonly WebhookEvent[], status: Uint8Array, fingerprin
     }
   }
   let outcomes: EventOutcome[] | undefined
-  const result = { outcomes: undefined as unknown as readonly EventOutcome[], handled, skipped, unhandled, deferred, failed, ok: deferred === 0 && failed === 0 }
-  Object.defineProperty(result, 'outcomes', {
-    enumerable: true,
-    configurable: true,
-    get: () => (outcomes ??= Array.from(events, (event, i): EventOutcome => {
-      const s = status[i]!
-      // A status never set is a bug caught by dispatch's fallback; reported failed, never lost.
-      return s === HANDLED || s === SKIPPED || s === UNHANDLED || s === DEFERRED
-        ? { status: STATUS_NAMES[s], event, fingerprint: fingerprints[i]! }
-        : { status: 'failed', event, fingerprint: fingerprints[i]!, error: errors?.[i] }
-    })),
-  })
+  // `outcomes` is an own enumerable getter, built on first read: a receiver that answers 200
+  // never reads it. Written in the literal (defineProperty on a built object cost ~2 µs a delivery).
+  const result: DispatchReport = {
+    get outcomes () {
+      return (outcomes ??= Array.from(events, (event, i): EventOutcome => {
+        const s = status[i]!
+        // A status never set is a bug caught by dispatch's fallback; reported failed, never lost.
+        return s === HANDLED || s === SKIPPED || s === UNHANDLED || s === DEFERRED
+          ? { status: STATUS_NAMES[s], event, fingerprint: fingerprints[i]! }
+          : { status: 'failed', event, fingerprint: fingerprints[i]!, error: errors?.[i] }
+      }))
+    },
+    handled,
+    skipped,
+    unhandled,
+    deferred,
+    failed,
+    ok: deferred === 0 && failed === 0,
+  }
   return result
 }
 

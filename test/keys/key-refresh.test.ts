@@ -94,7 +94,11 @@ t.test('a flood of unknown key ids does not starve the refresh of the real key (
 
 t.test('clear() during a fetch gives key_unavailable, not an untyped error', async (t) => {
   const a = generateSigningKeyPair()
+  // clear() runs once the key server holds the request: the fetch is in flight, whatever the machine's load.
+  let arrived!: () => void
+  const requested = new Promise<void>((resolve) => { arrived = resolve })
   const s = await startKeyServer(async (id) => {
+    arrived()
     await new Promise((resolve) => setTimeout(resolve, 100))
     return serveKeys({ mckey: a.publicKey })(id, undefined as never)
   })
@@ -102,7 +106,7 @@ t.test('clear() during a fetch gives key_unavailable, not an untyped error', asy
   const store = new KeyStore({ baseUrl: s.baseUrl })
   const d = signWebhook({ payload: body, privateKey: a.privateKey, keyId: 'mckey' })
   const pending = Webhooks.verify({ payload: d.body, headers: d.headers, keyStore: store })
-  await new Promise((resolve) => setTimeout(resolve, 20))
+  await requested
   store.clear()
   assertRejected(t, await pending, 'key_unavailable', 503)
 })

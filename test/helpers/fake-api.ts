@@ -119,11 +119,17 @@ export async function startFakeApi (options: { apiKey?: string } = {}): Promise<
       await new Promise<void>((resolve) => server.close(() => resolve()))
     },
   }
+  const closedSockets = new WeakMap<object, Promise<void>>()
   const server = http.createServer((req, res) => {
     const url = req.url ?? '/'
     const q = url.indexOf('?')
     const socket = req.socket
-    const socketClosed = socket.destroyed ? Promise.resolve() : new Promise<void>((resolve) => socket.once('close', () => resolve()))
+    // One 'close' listener per socket, whatever number of requests it carries (keep-alive).
+    let socketClosed = closedSockets.get(socket)
+    if (socketClosed === undefined) {
+      socketClosed = socket.destroyed ? Promise.resolve() : new Promise<void>((resolve) => socket.once('close', () => resolve()))
+      closedSockets.set(socket, socketClosed)
+    }
     const record: RecordedRequest = { method: req.method ?? '', url, query: q === -1 ? '' : url.slice(q + 1), headers: { ...req.headers }, body: '', at: performance.now(), socketClosed }
     req.setEncoding('utf8')
     req.on('data', (chunk: string) => { record.body += chunk })

@@ -35,10 +35,12 @@ export function checkTransport (
   if (contentEncoding !== undefined && contentEncoding !== null && !isIdentity(contentEncoding)) {
     return new VerificationError('unsupported_media_type', `Content-Encoding ${describeValue(contentEncoding)} is not supported: send the body uncompressed (no Content-Encoding, or identity).`)
   }
-  if (contentLength !== undefined && contentLength !== null && Number(contentLength) > bodyLimit) {
-    return tooLarge(bodyLimit)
-  }
-  return null
+  return checkContentLength(contentLength, bodyLimit)
+}
+
+/** 413 `payload_too_large` when the declared `Content-Length` is over `bodyLimit` (the body itself is counted as it is read). */
+export function checkContentLength (contentLength: HeaderValue, bodyLimit: number): VerificationError | null {
+  return contentLength !== undefined && contentLength !== null && Number(contentLength) > bodyLimit ? tooLarge(bodyLimit) : null
 }
 
 /** The message of the 413 answered for a body over `bodyLimit` (the inspector's receiver answers it too). */

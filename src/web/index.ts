@@ -5,7 +5,7 @@ import type { Result } from '../errors.js'
 import type { WebhookEvent } from '../events/types.js'
 import type { Logger } from '../logger.js'
 import { errorReply, resolveBodyLimit, type WebhookReceiverOptions } from '../receiver/index.js'
-import { tooLarge } from '../receiver/transport.js'
+import { checkContentLength } from '../receiver/transport.js'
 import { createWebFlow } from '../receiver/web/flow.js'
 import { readBodyAtMost } from '../receiver/web/read-body.js'
 import { replyResponse } from '../receiver/web/reply.js'
@@ -63,8 +63,8 @@ export async function verifyWebhookRequest (request: Request, options: VerifyWeb
     const at = readClock(now)
     // The receivers' Content-Length check alone (checkTransport's last step): media type and
     // encoding are left to the digest, as `verify` does.
-    const declared = request.headers.get('content-length')
-    if (declared !== null && Number(declared) > bodyLimit) throw tooLarge(bodyLimit)
+    const declared = checkContentLength(request.headers.get('content-length'), bodyLimit)
+    if (declared !== null) throw declared
     const body = await readBodyAtMost(request, bodyLimit)
     const delivery = await verifyFields(config, body, readFetchSignatureFields(request.headers), at)
     return { data: delivery.events, error: null }

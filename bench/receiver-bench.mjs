@@ -19,30 +19,14 @@
 import { EventEmitter } from 'node:events'
 import path from 'node:path'
 import { pathToFileURL } from 'node:url'
-import { parseArgs } from 'node:util'
+import { buildsBenchArgs } from './lib/args.mjs'
 import { CUSTOMER_HANDLE, contentDigest, makeBody, makeKeyPair, signedHeaders } from './lib/fixtures.mjs'
 
-const { values: args } = parseArgs({
-  options: {
-    lib: { type: 'string', default: 'dist' },
-    events: { type: 'string', default: '4' },
-    deliveries: { type: 'string', default: '3000' },
-    reps: { type: 'string', default: '7' },
-    pool: { type: 'string', default: 'auto' },
-    fill: { type: 'string', default: '100000' },
-    cases: { type: 'string', default: 'express-replay,express-noreplay,receive-replay,receive-noreplay' },
-    help: { type: 'boolean', default: false },
-  },
-})
-if (args.help) {
-  console.log('node bench/receiver-bench.mjs [--lib dist[,other/dist]] [--events 4] [--deliveries 3000] [--reps 7] [--pool auto|false] [--fill 100000] [--cases express-replay,express-noreplay,receive-replay,receive-noreplay]')
-  process.exit(0)
-}
-const EVENTS = Number(args.events)
-const N = Number(args.deliveries)
-const REPS = Number(args.reps)
-const libs = args.lib.split(',').map((d) => path.resolve(d))
-const wanted = args.cases.split(',')
+const { args, events: EVENTS, deliveries: N, reps: REPS, libs, cases: wanted } = buildsBenchArgs(
+  'node bench/receiver-bench.mjs [--lib dist[,other/dist]] [--events 4] [--deliveries 3000] [--reps 7] [--pool auto|false] [--fill 100000] [--cases express-replay,express-noreplay,receive-replay,receive-noreplay]',
+  { events: '4', deliveries: '3000', cases: 'express-replay,express-noreplay,receive-replay,receive-noreplay' },
+  { pool: { type: 'string', default: 'auto' }, fill: { type: 'string', default: '100000' } },
+)
 const FILL = Number(args.fill)
 
 const { privateKey, spkiB64 } = makeKeyPair()

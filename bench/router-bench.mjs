@@ -22,29 +22,14 @@ import crypto from 'node:crypto'
 import path from 'node:path'
 import { pathToFileURL } from 'node:url'
 import { PerformanceObserver } from 'node:perf_hooks'
-import { parseArgs } from 'node:util'
+import { buildsBenchArgs } from './lib/args.mjs'
 import { makeBody } from './lib/fixtures.mjs'
 
-const { values: args } = parseArgs({
-  options: {
-    lib: { type: 'string', default: 'dist' },
-    events: { type: 'string', default: '1000' },
-    deliveries: { type: 'string', default: '60' },
-    reps: { type: 'string', default: '7' },
-    cases: { type: 'string', default: 'fingerprints,store,router-nostore,router-memory' },
-    prefill: { type: 'string', default: '0' },
-    help: { type: 'boolean', default: false },
-  },
-})
-if (args.help) {
-  console.log('node bench/router-bench.mjs [--lib dist[,other/dist]] [--events 1000] [--deliveries 60] [--reps 7] [--prefill 0] [--cases fingerprints,store,router-nostore,router-memory (also: text,hash)]')
-  process.exit(0)
-}
-const EVENTS = Number(args.events)
-const N = Number(args.deliveries)
-const REPS = Number(args.reps)
-const libs = args.lib.split(',').map((d) => path.resolve(d))
-const wanted = args.cases.split(',')
+const { args, events: EVENTS, deliveries: N, reps: REPS, libs, cases: wanted } = buildsBenchArgs(
+  'node bench/router-bench.mjs [--lib dist[,other/dist]] [--events 1000] [--deliveries 60] [--reps 7] [--prefill 0] [--cases fingerprints,store,router-nostore,router-memory (also: text,hash)]',
+  { events: '1000', deliveries: '60', cases: 'fingerprints,store,router-nostore,router-memory' },
+  { prefill: { type: 'string', default: '0' } },
+)
 // Fingerprints written into each memory store before timing: a store filled as a long-running
 // receiver's is (1,000,000, the default max, is a full one). They look as real ones do (SHA-256,
 // 43 characters of base64url), so a store that reads fingerprints as such is measured full.

@@ -77,6 +77,16 @@ t.test('import() and require() by package name resolve every subpath', async (t)
 })
 
 /** Static and dynamic import specifiers of an emitted ES module. */
+/** `tsc -p <dir>/tsconfig.json`: its exit code and everything it printed. */
+function typeCheck (dir: string): { code: number, output: string } {
+  try {
+    return { code: 0, output: execFileSync(tsc, ['-p', path.join(dir, 'tsconfig.json')], { cwd: dir, encoding: 'utf8', stdio: 'pipe' }) }
+  } catch (err) {
+    const e = err as { status: number, stdout: string, stderr: string }
+    return { code: e.status, output: `${e.stdout}${e.stderr}` }
+  }
+}
+
 function specifiers (code: string): string[] {
   // Block comments hold TSDoc examples (`import { … } from 'mailchannels-webhooks'`), not imports.
   const source = code.replace(/\/\*[\s\S]*?\*\//g, '')
@@ -193,15 +203,7 @@ export async function run (): Promise<string[]> {
     compilerOptions: { module: 'nodenext', moduleResolution: 'nodenext', target: 'es2022', strict: true, noEmit: true, types: ['node'], typeRoots: [path.join(root, 'node_modules/@types')], skipLibCheck: true },
     files: ['consumer.ts'],
   }))
-  let output = ''
-  let code = 0
-  try {
-    output = execFileSync(tsc, ['-p', path.join(dir, 'tsconfig.json')], { cwd: dir, encoding: 'utf8', stdio: 'pipe' })
-  } catch (err) {
-    const e = err as { status: number, stdout: string, stderr: string }
-    code = e.status
-    output = `${e.stdout}${e.stderr}`
-  }
+  const { code, output } = typeCheck(dir)
   t.equal(code, 0, `tsc --noEmit exits 0${output ? `:\n${output}` : ''}`)
 })
 
@@ -231,15 +233,7 @@ export default {
     compilerOptions: { module: 'esnext', moduleResolution: 'bundler', target: 'es2022', lib: ['es2022', 'dom', 'dom.iterable'], types: [], strict: true, noEmit: true, skipLibCheck: false },
     files: ['worker.ts'],
   }))
-  let output = ''
-  let code = 0
-  try {
-    output = execFileSync(tsc, ['-p', path.join(dir, 'tsconfig.json')], { cwd: dir, encoding: 'utf8', stdio: 'pipe' })
-  } catch (err) {
-    const e = err as { status: number, stdout: string, stderr: string }
-    code = e.status
-    output = `${e.stdout}${e.stderr}`
-  }
+  const { code, output } = typeCheck(dir)
   // Errors inside hono's own declarations are hono's business; ours must be clean.
   const ours = output.split('\n').filter((line) => line.trim() !== '' && !line.includes('node_modules/hono/'))
   t.equal(code === 0 ? 0 : ours.length, 0, `no type errors from the package or the consumer:\n${ours.join('\n')}`)

@@ -18,7 +18,7 @@ export function buildReceiver (options: { customerHandles: string[], baseUrl?: s
     customerHandles: options.customerHandles, // required: whose deliveries you accept
     baseUrl: options.baseUrl, // where signing keys come from; leave it out in production
   }), (req, res) => {
-    const events = req.webhookEvents
+    const events = req.webhookEvents ?? []
     const bounces = events.filter((e) => e.event === 'hard-bounced' || e.event === 'soft-bounced')
     console.log(`${events.length} events, ${bounces.length} bounces`)
     res.json({ received: events.length })

@@ -23,6 +23,8 @@ const captured = new WeakMap<object, Uint8Array>()
  * (MailChannels delivers with POST), out of sight (not a property of the request); the middleware
  * lets go of it once it has read it. body-parser inflates a gzip or deflate body before calling
  * `verify`: the middleware refuses any `Content-Encoding` from the request header all the same.
+ * The app's parser runs first, so its own refusals answer first (a body that is not valid JSON:
+ * its 400; one over its `limit`, 100 kB by default: its 413), and the webhook handler never runs.
  */
 export function captureRawBody (req: IncomingMessage, _res: unknown, buf: Buffer): void {
   if (req.method === 'POST' && buf instanceof Uint8Array) captured.set(req, buf)

@@ -1,4 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http'
+import { VerificationError } from '../errors.js'
 import type { WebhookEvent } from '../events/types.js'
 import type { Logger } from '../logger.js'
 import { createWebhookFlow, type AcceptedOutcome, type SettleHandler, type WebhookIO, type WebhookReceiverOptions } from '../receiver/index.js'
@@ -98,10 +99,6 @@ function markUnverified (req: IncomingMessage): void {
 /** One request as the flow sees it. */
 interface ExpressContext { req: WebhookRequest, res: ServerResponse, next: (err?: unknown) => void }
 
-/** The `readBody` port: where the exact bytes come from on Node (../receiver/node/raw-body.ts). */
-function bodyOf ({ req }: ExpressContext, limit: number): Uint8Array | Promise<Uint8Array> {
-  return readNodeBody(req, limit)
-}
 
 /**
  * The handler's outcome in Express is the status it answers with: the first `res.end()`
@@ -124,9 +121,8 @@ function settleOnEnd (res: ServerResponse, outcome: AcceptedOutcome, settle: Set
 }
 
 /** Express's request and response, translated for the flow. */
-const IO: WebhookIO<ExpressContext, void> = {
+const IO: Omit<WebhookIO<ExpressContext, void>, 'readBody'> = {
   headers: ({ req }) => req.headers,
-  readBody: bodyOf,
   reply ({ res }, reply) {
     // Something else already answered (a timeout middleware, say): end the connection rather than answer twice.
     if (res.headersSent) res.destroy()
@@ -172,7 +168,23 @@ const IO: WebhookIO<ExpressContext, void> = {
  * Throws a `TypeError` naming the option when an option is invalid; `customerHandles` is required.
  */
 export function mailchannelsWebhooks (options: MailChannelsWebhooksOptions): WebhookMiddleware {
-  const flow = createWebhookFlow(options, IO)
+  let told = false
+  const flow = createWebhookFlow(options, {
+    ...IO,
+    // The readBody port: where the exact bytes come from on Node (../receiver/node/raw-body.ts).
+    // A body a parser consumed is refused on every delivery; the line that fixes it is logged once.
+    readBody ({ req }, limit) {
+      try {
+        return readNodeBody(req, limit)
+      } catch (err) {
+        if (!told && err instanceof VerificationError && err.type === 'configuration_error') {
+          told = true
+          flow.log.error({}, `mailchannels webhook: ${err.message}`)
+        }
+        throw err
+      }
+    },
+  })
   // One function per middleware, not a closure per request.
   const failed = (err: unknown): void => { flow.log.error({ err }, 'mailchannels webhook: failed after verification') }
   let serverChecked = false

@@ -9,7 +9,7 @@ import t, { type Test } from 'tap'
 import { captureRawBody, mailchannelsWebhooks, type MailChannelsWebhooksOptions } from '../../src/express/index.js'
 import { MemoryReplayStore } from '../../src/replay/memory-store.js'
 import type { WebhookEvent } from '../../src/events/types.js'
-import { conformance, delivery, event, EXPRESS_VERSIONS, HANDLE, KEYS, OTHER_KEYS, post, serve, type Express, type Reply } from './helpers/server.js'
+import { conformance, delivery, event, EXPRESS_VERSIONS, HANDLE, KEYS, OTHER_KEYS, post, recordingLogger, serve, type Express, type Reply } from './helpers/server.js'
 
 let express: Express = EXPRESS_VERSIONS[0]![1]
 const { test, run } = conformance((e) => { express = e })
@@ -140,6 +140,16 @@ test('without the pattern: 500 configuration_error naming the line that fixes it
   }
   const h = await app(t, (a) => { a.use(express.json()) })
   t.same((await post(h.port, '/api/echo', { 'content-type': 'application/json' }, Buffer.from('{"a":1}'))).json(), { body: { a: 1 } })
+})
+
+test('without the pattern: the logger gets the line that fixes it once, and every refusal', async (t) => {
+  const { logger, entries } = recordingLogger()
+  const h = await app(t, (a) => { a.use(express.json()) }, { logger })
+  for (let i = 0; i < 3; i++) t.equal((await hook(h.port, delivery())).status, 500)
+  const fix = entries.filter((e) => e.msg?.includes(PATTERN) === true)
+  t.equal(fix.length, 1, 'told once')
+  t.equal(fix[0]?.level, 'error')
+  t.equal(entries.filter((e) => e.msg === 'mailchannels webhook rejected').length, 3, 'each refusal logged as before')
 })
 
 /** NestJS's `rawBody: true`: its global parsers get body-parser's verify setting `req.rawBody` to the Buffer (platform-express get-body-parser-options.util.ts). */

@@ -76,7 +76,7 @@ test('with the pattern: forged and tampered deliveries are refused, the handler 
   t.equal(h.handled.length, 0)
 })
 
-test('with the pattern: any Content-Encoding is refused, though body-parser inflated the body before verify saw it', async (t) => {
+test("F3 behind the app's global parsers: any Content-Encoding is refused, though body-parser inflated the body before verify saw it", async (t) => {
   const h = await app(t, withPattern)
   const d = delivery()
   // Signed over the plain bytes and sent gzipped: what body-parser hands to verify matches the digest.

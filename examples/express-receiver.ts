@@ -2,14 +2,18 @@
 // Run as is, a local sandbox delivers three batches to it, then everything closes.
 import express from 'express'
 import type { Server } from 'node:http'
-import { mailchannelsWebhooks } from 'mailchannels-webhooks/express'
+import { captureRawBody, mailchannelsWebhooks } from 'mailchannels-webhooks/express'
 import { createSandbox } from 'mailchannels-webhooks/testing'
 
 export function buildReceiver (options: { customerHandles: string[], baseUrl?: string }): express.Express {
   const app = express()
-  // The middleware reads the raw body itself, whatever its media type: no express.json() in
-  // front of this route. It verifies POST requests only, so app.use('/webhooks', mailchannelsWebhooks(...))
-  // would work too and leave GET routes alone.
+  // The app's global parsers stay where they are: verify: captureRawBody keeps the exact bytes
+  // the signature covers for the webhook middleware (the same option for urlencoded() and text()).
+  app.use(express.json({ verify: captureRawBody }))
+  app.post('/api/notes', (req, res) => { res.status(201).json({ saved: req.body }) }) // parsed as before
+
+  // It verifies POST requests only, so app.use('/webhooks', mailchannelsWebhooks(...)) would work
+  // too and leave GET routes alone.
   app.post('/webhooks', mailchannelsWebhooks({
     customerHandles: options.customerHandles, // required: whose deliveries you accept
     baseUrl: options.baseUrl, // where signing keys come from; leave it out in production

@@ -1,4 +1,5 @@
-export { mailchannelsWebhooks } from './middleware.js'
+export { mailchannelsWebhooks, webhookEventsOf } from './middleware.js'
+export { captureRawBody } from '../receiver/node/raw-body.js'
 export type { MailChannelsWebhooksOptions, WebhookLocals, WebhookMiddleware, WebhookRequest } from './middleware.js'
 export type { WebhookReceiverOptions } from '../receiver/options.js'
 export type { WebhookErrorBody } from '../receiver/receiver.js'

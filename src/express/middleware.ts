@@ -3,7 +3,7 @@ import { VerificationError } from '../errors.js'
 import type { WebhookEvent } from '../events/types.js'
 import type { Logger } from '../logger.js'
 import { createWebhookFlow, type AcceptedOutcome, type SettleHandler, type WebhookIO, type WebhookReceiverOptions } from '../receiver/index.js'
-import { readStream } from '../receiver/node/read-stream.js'
+import { readNodeBody, type NodeBodyRequest } from '../receiver/node/raw-body.js'
 import { writeReply } from '../receiver/node/reply.js'
 
 declare const verifiedLocals: unique symbol
@@ -24,7 +24,10 @@ declare global {
        * The verified, typed events of a MailChannels delivery; set by `mailchannelsWebhooks()`
        * only after verification succeeded. A `WebhookEvent[]` in a handler that follows the
        * middleware on its route (`app.post(path, mailchannelsWebhooks(options), handler)`),
-       * possibly undefined anywhere else.
+       * possibly undefined anywhere else. On a request the middleware let through unverified
+       * (any method but POST, as with `app.all(path, mailchannelsWebhooks(options), handler)`)
+       * reading it throws an `Error` saying why, so a handler never goes on without verified
+       * events. `webhookEventsOf(req)` never throws.
        */
       webhookEvents: this extends { res?: { locals: WebhookLocals } } ? WebhookEvent[] : WebhookEvent[] | undefined
     }
@@ -43,7 +46,7 @@ export interface MailChannelsWebhooksOptions extends WebhookReceiverOptions {
 }
 
 /** The request as the middleware sees it (Express's `Request` fits). */
-export type WebhookRequest = IncomingMessage & { body?: unknown, _body?: boolean, webhookEvents?: WebhookEvent[] }
+export type WebhookRequest = NodeBodyRequest & { webhookEvents?: WebhookEvent[] }
 
 /**
  * A connect-style middleware; fits `app.post(path, mailchannelsWebhooks(...), handler)` in
@@ -56,29 +59,46 @@ export interface WebhookMiddleware {
   (req: IncomingMessage, res: ServerResponse & { locals: Record<string, any> & WebhookLocals }, next: (err?: unknown) => void): void
 }
 
-const CONSUMED_MESSAGE = 'The request body was already consumed by a body parser (such as a global express.json()), so the exact bytes needed to verify the signature are gone. ' +
-  'Mount mailchannelsWebhooks() before any body parser for this route, or use express.raw({ type: "*/*", inflate: false }) on it.'
+/**
+ * Requests a mailchannelsWebhooks() already verified, with their events. A WeakMap, not a mark on
+ * the request: Express gives every request and response a prototype of its own app
+ * (`Object.setPrototypeOf`), after which V8 shares no hidden class between them, so each property
+ * added to one builds a new hidden class (about 1 µs, and garbage). The middleware adds one
+ * (`req.webhookEvents`) and writes `res.end` once.
+ */
+const verifiedRequests = new WeakMap<object, WebhookEvent[]>()
 
 /**
- * Requests a mailchannelsWebhooks() already verified. A WeakSet, not a mark on the request: Express
- * gives every request and response a prototype of its own app (`Object.setPrototypeOf`), after
- * which V8 shares no hidden class between them, so each property added to one builds a new hidden
- * class (about 1 µs, and garbage). The middleware adds one (`req.webhookEvents`) and writes `res.end` once.
+ * The verified events of a request, or `undefined` when no `mailchannelsWebhooks()` verified it
+ * (never throws, unlike reading `req.webhookEvents` on a request the middleware let through).
  */
-const verifiedRequests = new WeakSet<object>()
+export function webhookEventsOf (req: IncomingMessage): WebhookEvent[] | undefined {
+  return verifiedRequests.get(req)
+}
+
+/** Why `req.webhookEvents` is not set on a request the middleware let through. */
+function notVerified (this: IncomingMessage): never {
+  throw new Error(`req.webhookEvents is not set: mailchannelsWebhooks() verifies POST requests only and let this ${String(this.method)} request through unverified, ` +
+    'so it carries no verified delivery. Declare the webhook route with app.post(path, mailchannelsWebhooks(options), handler) rather than app.all() or app.use(), ' +
+    'or use webhookEventsOf(req) where the events may be absent.')
+}
+
+/** Assigning it anyway (the app's own value) replaces the throwing getter with a plain property. */
+function assignEvents (this: IncomingMessage, value: unknown): void {
+  Object.defineProperty(this, 'webhookEvents', { value, writable: true, enumerable: true, configurable: true })
+}
+
+/**
+ * Marks a request let through unverified: reading `req.webhookEvents` throws, saying why. Not
+ * enumerable, so loggers, `JSON.stringify` and `util.inspect` never call it.
+ */
+function markUnverified (req: IncomingMessage): void {
+  Object.defineProperty(req, 'webhookEvents', { get: notVerified, set: assignEvents, enumerable: false, configurable: true })
+}
 
 /** One request as the flow sees it. */
 interface ExpressContext { req: WebhookRequest, res: ServerResponse, next: (err?: unknown) => void }
 
-/**
- * The `readBody` port: the Buffer of a route-level express.raw() (exact bytes: Content-Encoding
- * was refused; the flow refuses one over the limit), else the stream.
- */
-function bodyOf ({ req }: ExpressContext, limit: number): Uint8Array | Promise<Uint8Array> {
-  if (Buffer.isBuffer(req.body)) return req.body
-  if (req._body === true || req.readableEnded) throw new VerificationError('configuration_error', CONSUMED_MESSAGE)
-  return readStream(req, limit)
-}
 
 /**
  * The handler's outcome in Express is the status it answers with: the first `res.end()`
@@ -101,16 +121,15 @@ function settleOnEnd (res: ServerResponse, outcome: AcceptedOutcome, settle: Set
 }
 
 /** Express's request and response, translated for the flow. */
-const IO: WebhookIO<ExpressContext, void> = {
+const IO: Omit<WebhookIO<ExpressContext, void>, 'readBody'> = {
   headers: ({ req }) => req.headers,
-  readBody: bodyOf,
   reply ({ res }, reply) {
     // Something else already answered (a timeout middleware, say): end the connection rather than answer twice.
     if (res.headersSent) res.destroy()
     else writeReply(res, reply)
   },
   run ({ req, res, next }, outcome, settle) {
-    verifiedRequests.add(req)
+    verifiedRequests.set(req, outcome.events)
     req.webhookEvents = outcome.events
     // Even when the client has gone: the delivery is verified and claimed, so it is handled and its answer settles the claim.
     if (outcome.claim !== null) settleOnEnd(res, outcome, settle)
@@ -119,13 +138,15 @@ const IO: WebhookIO<ExpressContext, void> = {
 }
 
 /**
- * The MailChannels webhook middleware for Express 4 and 5 (or a bare `node:http` server). Put
- * it on the webhook route with no body parser before it: `app.post(path, mailchannelsWebhooks(options), handler)`.
- * It reads the exact raw bytes itself, whatever the media type (with `bodyLimit`, and never
- * decompressing), or reuses the Buffer of a route-level `express.raw({ type: '*\/*', inflate: false })`.
- * After verification the typed events are on `req.webhookEvents` (never `req.body`) and the next
- * handler runs; on any failure it answers `{ statusCode, code, error, message }` with 400, 401,
- * 403, 413, 415, 500 `configuration_error` (body already consumed) or 503 + Retry-After.
+ * The MailChannels webhook middleware for Express 4 and 5 (or a bare `node:http` server), on the
+ * webhook route: `app.post(path, mailchannelsWebhooks(options), handler)`. It reads the exact raw
+ * bytes itself, whatever the media type (with `bodyLimit`, and never decompressing); behind an
+ * app's global body parsers it verifies the bytes they kept with
+ * `app.use(express.json({ verify: captureRawBody }))` (or NestJS's `req.rawBody`, or a
+ * route-level `express.raw()` Buffer). After verification the typed events are on
+ * `req.webhookEvents` and the next handler runs; on any failure it answers
+ * `{ statusCode, code, error, message }` with 400, 401, 403, 413, 415, 500 `configuration_error`
+ * (a body parser read the body without keeping its bytes: the message names the fix) or 503 + Retry-After.
  * An exact resend is answered `200 { duplicate: true }` without calling `next`.
  *
  * With `handlers` (a `WebhookEventRouter`) or `enqueue`, the middleware answers the delivery
@@ -136,6 +157,8 @@ const IO: WebhookIO<ExpressContext, void> = {
  * Only POST requests are verified; any other method goes to `next()` untouched, so
  * `app.use('/webhooks', mailchannelsWebhooks(options))` verifies every POST under that path and
  * leaves the rest alone (mounted with `app.use` at the root, it verifies every POST of the app).
+ * Reading `req.webhookEvents` on such a request throws (`app.all(path, mailchannelsWebhooks(options), handler)`
+ * on a GET): a handler never runs on as if a delivery had been verified.
  *
  * The handler's own answer settles the replay claim: the first `res.end()` (behind `res.json`,
  * `res.send`, Express' error handler...) with a 2xx status completes it, any other status
@@ -145,7 +168,23 @@ const IO: WebhookIO<ExpressContext, void> = {
  * Throws a `TypeError` naming the option when an option is invalid; `customerHandles` is required.
  */
 export function mailchannelsWebhooks (options: MailChannelsWebhooksOptions): WebhookMiddleware {
-  const flow = createWebhookFlow(options, IO)
+  let told = false
+  const flow = createWebhookFlow(options, {
+    ...IO,
+    // The readBody port: where the exact bytes come from on Node (../receiver/node/raw-body.ts).
+    // A body a parser consumed is refused on every delivery; the line that fixes it is logged once.
+    readBody ({ req }, limit) {
+      try {
+        return readNodeBody(req, limit)
+      } catch (err) {
+        if (!told && err instanceof VerificationError && err.type === 'configuration_error') {
+          told = true
+          flow.log.error({}, `mailchannels webhook: ${err.message}`)
+        }
+        throw err
+      }
+    },
+  })
   // One function per middleware, not a closure per request.
   const failed = (err: unknown): void => { flow.log.error({ err }, 'mailchannels webhook: failed after verification') }
   let serverChecked = false
@@ -155,7 +194,13 @@ export function mailchannelsWebhooks (options: MailChannelsWebhooksOptions): Web
     // MailChannels delivers with POST only: anything else passes through untouched (GET /health
     // under app.use(mailchannelsWebhooks(...))). A request another mailchannelsWebhooks() already
     // verified (mounted app-wide and on the route) goes on as it is: its body is consumed and its claim made.
-    if (req.method !== 'POST' || verifiedRequests.has(req)) {
+    if (verifiedRequests.has(req)) {
+      next()
+      return
+    }
+    if (req.method !== 'POST') {
+      // Its handler may read req.webhookEvents (app.all): that throws, saying why, never undefined.
+      markUnverified(req)
       next()
       return
     }

@@ -5,7 +5,7 @@
 import http from 'node:http'
 import express from 'express'
 import express4 from 'express4'
-import { mailchannelsWebhooks, type WebhookEvent } from '../../src/express/index.js'
+import { captureRawBody, mailchannelsWebhooks, webhookEventsOf, type WebhookEvent } from '../../src/express/index.js'
 
 type Equal<A, B> = (<T>() => T extends A ? 1 : 2) extends (<T>() => T extends B ? 1 : 2) ? true : false
 const assertType = <T extends true>(_: T): void => {}
@@ -43,6 +43,21 @@ app4.post('/webhooks/mailchannels', mailchannelsWebhooks({ customerHandles: ['ab
 app4.post('/other', (req, res) => {
   // @ts-expect-error possibly undefined: no mailchannelsWebhooks() on this route
   res.json({ received: req.webhookEvents.length })
+})
+
+// captureRawBody fits body-parser's verify option of every parser, under both majors' types.
+app.use(express.json({ verify: captureRawBody }))
+app.use(express.urlencoded({ extended: false, verify: captureRawBody }))
+app.use(express.text({ verify: captureRawBody }))
+app.use(express.raw({ verify: captureRawBody }))
+app4.use(express4.json({ verify: captureRawBody }))
+app4.use(express4.urlencoded({ extended: false, verify: captureRawBody }))
+app4.use(express4.text({ verify: captureRawBody }))
+
+// webhookEventsOf never throws and says the events may be absent.
+app.all('/any', mailchannelsWebhooks({ customerHandles: ['abc123'] }), (req, res) => {
+  assertType<Equal<ReturnType<typeof webhookEventsOf>, WebhookEvent[] | undefined>>(true)
+  res.json({ received: webhookEventsOf(req)?.length ?? 0 })
 })
 
 // A bare node:http server.

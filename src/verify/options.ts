@@ -25,7 +25,9 @@ export type Clock = Date | number | (() => Date | number)
 /** How a delivery is verified: everything but the delivery itself. Validated once. */
 export interface VerifyConfig {
   /**
-   * The signing key, as PEM or base64 SPKI DER (what the public-key endpoint serves), a
+   * The signing key, as PEM or base64 SPKI DER (what the public-key endpoint serves; a PEM whose
+   * line breaks are written `\n`, as in a .env file, and a raw 32-byte key as base64 or 64 hex
+   * digits are taken too), a
    * WebCrypto `CryptoKey` (Ed25519, public, with the `verify` usage), or on Node a `KeyObject`.
    * When set, no key is fetched.
    * @default undefined (fetch the key named by `keyid`)
@@ -168,7 +170,7 @@ function importConfiguredKey (material: string | CryptoKeyLike | KeyObjectLike):
   let key = importedKeys.get(material)
   if (key === undefined) {
     try {
-      key = importEd25519PublicKey(material)
+      key = importEd25519PublicKey(material, { lenient: true })
     } catch (err) {
       throw new TypeError(`publicKey is not usable: ${err instanceof KeyRejectedError ? err.message : 'not an Ed25519 SPKI key'}`)
     }

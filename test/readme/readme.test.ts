@@ -134,8 +134,10 @@ t.test('installing from a clone: the commands build the package and install the 
   t.equal(lines[0]!.argv[2], pkg.repository.url.replace(/^git\+/, ''), 'the clone URL is package.json\'s repository')
   t.match(pkg.scripts.prepack, /npm run build/, 'npm pack builds dist/ first (prepack)')
   // What `npm pack` names its tarball (--dry-run: nothing is built or written).
-  const dry = await run(t, ROOT, { env: {}, argv: ['npm', 'pack', '--dry-run', '--json', '--ignore-scripts'], text: 'npm pack --dry-run' }, 60_000)
-  const filename = (JSON.parse(dry.output.slice(dry.output.indexOf('['))) as Array<{ filename: string }>)[0]?.filename
+  const scratch = mkdtempSync(path.join(tmpdir(), 'mcw-readme-pack-'))
+  t.teardown(() => rmSync(scratch, { recursive: true, force: true }))
+  const dry = spawnSync('npm', ['pack', '--dry-run', '--json', '--ignore-scripts'], { cwd: ROOT, env: terminalEnv(scratch), encoding: 'utf8', timeout: 60_000 })
+  const filename = (JSON.parse(dry.stdout.slice(dry.stdout.indexOf('['))) as Array<{ filename: string }>)[0]?.filename
   t.equal(filename, tarball, 'npm pack writes the file the README installs')
   t.equal(path.basename(lines[5]!.argv[2]!), tarball, `npm install ${tarball}`)
   t.match(packs[0]!.body, `# builds dist/, writes ${tarball}`, 'the comment names it too')

@@ -8,6 +8,15 @@ import { KEY_ID_RULE, isKeyId } from '../keys/key-id.js'
 
 export const DEFAULT_MAX_AGE = 300
 export const DEFAULT_CLOCK_SKEW = 60
+/**
+ * The largest `maxAge` accepted: one day. MailChannels signs each attempt afresh (a retry or a
+ * resend is re-signed, docs/replay.md), so a signature needs only to outlive its journey; a queued
+ * delivery is verified later with its receipt time as `now`. A bigger value is most likely
+ * milliseconds given for seconds (`300000` would be 3.5 days).
+ */
+export const MAX_MAX_AGE = 86_400
+/** The largest `clockSkew` accepted: one hour of clock drift (`60000`, milliseconds by mistake, is refused). */
+export const MAX_CLOCK_SKEW = 3_600
 export const DEFAULT_MAX_EVENTS = 10_000
 
 /** A clock: a `Date`, milliseconds since the epoch, or a function returning either. */
@@ -16,7 +25,9 @@ export type Clock = Date | number | (() => Date | number)
 /** How a delivery is verified: everything but the delivery itself. Validated once. */
 export interface VerifyConfig {
   /**
-   * The signing key, as PEM or base64 SPKI DER (what the public-key endpoint serves), a
+   * The signing key, as PEM or base64 SPKI DER (what the public-key endpoint serves; a PEM whose
+   * line breaks are written `\n`, as in a .env file, and a raw 32-byte key as base64 or 64 hex
+   * digits are taken too), a
    * WebCrypto `CryptoKey` (Ed25519, public, with the `verify` usage), or on Node a `KeyObject`.
    * When set, no key is fetched.
    * @default undefined (fetch the key named by `keyid`)
@@ -44,12 +55,13 @@ export interface VerifyConfig {
    */
   customerHandles?: readonly (string | undefined)[] | ((customerHandle: string) => boolean)
   /**
-   * Seconds a signature stays valid after its `created` time.
+   * Seconds a signature stays valid after its `created` time, at most 86400 (one day): a bigger
+   * value is refused as most likely milliseconds.
    * @default 300 (seconds)
    */
   maxAge?: number
   /**
-   * Seconds a `created` time may lie in the future (clock drift).
+   * Seconds a `created` time may lie in the future (clock drift), at most 3600 (one hour).
    * @default 60 (seconds)
    */
   clockSkew?: number
@@ -158,7 +170,7 @@ function importConfiguredKey (material: string | CryptoKeyLike | KeyObjectLike):
   let key = importedKeys.get(material)
   if (key === undefined) {
     try {
-      key = importEd25519PublicKey(material)
+      key = importEd25519PublicKey(material, { lenient: true })
     } catch (err) {
       throw new TypeError(`publicKey is not usable: ${err instanceof KeyRejectedError ? err.message : 'not an Ed25519 SPKI key'}`)
     }
@@ -182,10 +194,14 @@ function checkedBaseUrl (value: unknown): string {
   return url
 }
 
-function seconds (value: unknown, name: string, fallback: number, allowZero: boolean): number {
+function seconds (value: unknown, name: string, fallback: number, allowZero: boolean, max: number): number {
   if (value === undefined) return fallback
   if (typeof value !== 'number' || !Number.isFinite(value) || value < 0 || (!allowZero && value === 0)) {
     throw new TypeError(`${name} must be a ${allowZero ? 'non-negative' : 'positive'} number of seconds`)
+  }
+  if (value > max) {
+    const ms = value >= 1000 && value / 1000 <= max ? ` (${value / 1000} s if ${value} was meant as milliseconds)` : ''
+    throw new TypeError(`${name} is ${value} seconds, more than the ${max} s allowed: ${name} is in seconds, not milliseconds${ms}; the default is ${fallback} s`)
   }
   return value
 }
@@ -240,8 +256,8 @@ export function resolveVerifyConfig (config: VerifyConfig): ResolvedVerifyConfig
     freshStorePerCall: publicKey === null && config.keyStore === undefined && !cache ? { baseUrl } : null,
     allowCustomer,
     keyIds,
-    maxAge: seconds(config.maxAge, 'maxAge', DEFAULT_MAX_AGE, false),
-    clockSkew: seconds(config.clockSkew, 'clockSkew', DEFAULT_CLOCK_SKEW, true),
+    maxAge: seconds(config.maxAge, 'maxAge', DEFAULT_MAX_AGE, false, MAX_MAX_AGE),
+    clockSkew: seconds(config.clockSkew, 'clockSkew', DEFAULT_CLOCK_SKEW, true, MAX_CLOCK_SKEW),
     maxEvents,
     logger,
   }

@@ -6,7 +6,7 @@
 // it. The sandbox must report the delivery accepted, the example must print a line for each
 // verified event, and a tampered delivery must be refused.
 import { execFileSync } from 'node:child_process'
-import { existsSync } from 'node:fs'
+import { existsSync, readFileSync } from 'node:fs'
 import type { AddressInfo } from 'node:net'
 import path from 'node:path'
 import { serve } from '@hono/node-server'
@@ -34,8 +34,18 @@ async function sandboxFor (t: Test, cwd: string, flow: ReadmeFlow): Promise<Runn
   return sandbox
 }
 
-/** Enrolls `target` in the sandbox, then waits for its sender's deliveries; `printed` reads the example's event lines. */
-async function deliverAndCheck (t: Test, sandbox: RunningSandbox, target: string, printed: () => string[]): Promise<void> {
+/** The status the example's README says the sandbox prints for each delivery ("The sandbox prints `204 accepted`"). */
+function readmeStatus (folder: string): string | undefined {
+  return /The sandbox prints `(\d{3}) accepted`/.exec(readFileSync(path.join(ROOT, 'examples', folder, 'README.md'), 'utf8'))?.[1]
+}
+
+/**
+ * Enrolls `target` in the sandbox, then waits for its sender's deliveries; `printed` reads the
+ * example's event lines. The sandbox's attempt lines show the status the README says they do.
+ */
+async function deliverAndCheck (t: Test, sandbox: RunningSandbox, target: string, printed: () => string[], folder: string): Promise<void> {
+  const status = readmeStatus(folder)
+  t.ok(status !== undefined, `examples/${folder}/README.md says what the sandbox prints for each delivery`)
   const headers = { 'x-api-key': sandbox.apiKey }
   const enrolled = await fetch(`${sandbox.url}/tx/v1/webhook?endpoint=${encodeURIComponent(target)}`, { method: 'POST', headers, signal: AbortSignal.timeout(15_000) })
   t.equal(enrolled.status, 201, `the example's endpoint is enrolled (${target})`)
@@ -45,6 +55,8 @@ async function deliverAndCheck (t: Test, sandbox: RunningSandbox, target: string
   const all = (): boolean => WEBHOOK_EVENT_TYPES.every((type) => printed().includes(`received ${type} event`))
   t.ok(await waitForOutput(() => printed().join('\n'), all), `a line for each verified event: ${printed().join(', ')}`)
   t.notMatch(attempts(sandbox.output(), Infinity), /\b(rejected|failed|no response)\b/, 'no attempt refused or unanswered')
+  const shown = [...new Set((attempts(sandbox.output(), Infinity).match(/\b2\d\d accepted\b/g) ?? []))]
+  t.strictSame(shown, [`${status} accepted`], `the sandbox printed what examples/${folder}/README.md says`)
   const res = await fetch(`${sandbox.url}/sandbox/deliver?tamper=body`, { method: 'POST', headers, signal: AbortSignal.timeout(15_000) })
   const tampered = await res.json() as { status_code: number | null }
   t.equal(tampered.status_code, 401, 'a tampered delivery is refused')
@@ -69,7 +81,7 @@ function flowTest (folder: string, flow: ReadmeFlow, name: string): void {
     // workerd takes its port from workerd.capnp (8000): made free here, and reported on a control fd.
     const extra = runtime === 'workerd' ? ['--socket-addr=http=127.0.0.1:0', '--control-fd=3'] : []
     const example = await startServe(t, cwd, flow.serve, { MAILCHANNELS_BASE_URL: sandbox.url, PORT: '0' }, pathPrefix, extra)
-    await deliverAndCheck(t, sandbox, `${example.url}${flow.targetPath}`, () => received(example.output()))
+    await deliverAndCheck(t, sandbox, `${example.url}${flow.targetPath}`, () => received(example.output()), folder)
   })
 }
 
@@ -108,7 +120,7 @@ t.test('Next.js route (examples/nextjs) on the Node.js runtime', async (t) => {
   await new Promise<void>((resolve) => server.once('listening', () => resolve()))
   t.teardown(() => new Promise<void>((resolve) => { server.close(() => resolve()) }))
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}${flow!.targetPath}`
-  await deliverAndCheck(t, sandbox, url, () => received(logs.calls.map((c) => String(c.args[0])).join('\n')))
+  await deliverAndCheck(t, sandbox, url, () => received(logs.calls.map((c) => String(c.args[0])).join('\n')), 'nextjs')
 })
 
 t.test('Next.js route (examples/nextjs) in Vercel\'s edge-runtime', { skip: unavailableReason('edge-runtime') ?? false }, async (t) => {
@@ -119,5 +131,5 @@ t.test('Next.js route (examples/nextjs) in Vercel\'s edge-runtime', { skip: unav
   const logs = t.capture(console, 'log')
   const server = await startEdgeRuntime({ entry: 'test/examples/helpers/nextjs-route-worker.ts', define })
   t.teardown(() => server.close())
-  await deliverAndCheck(t, sandbox, `${server.url}${flow!.targetPath}`, () => received(logs.calls.map((c) => String(c.args[0])).join('\n')))
+  await deliverAndCheck(t, sandbox, `${server.url}${flow!.targetPath}`, () => received(logs.calls.map((c) => String(c.args[0])).join('\n')), 'nextjs')
 })

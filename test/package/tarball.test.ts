@@ -1,7 +1,7 @@
 // The published package, as a user gets it: `npm pack` on a copy of the sources (so the
-// `prepare` script builds dist/ the way a git install does), installed into an empty project
-// with no network, then imported, required, type-checked under every moduleResolution a
-// user may have, and its CLI run through node_modules/.bin.
+// `prepack` script builds dist/ the way `npm publish` and a git install do), installed into an
+// empty project with no network and scripts allowed, then imported, required, type-checked under
+// every moduleResolution a user may have, and its CLI run through node_modules/.bin.
 import { execFile, spawn } from 'node:child_process'
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -36,16 +36,17 @@ const source = path.join(work, 'source')
 const consumer = path.join(work, 'consumer')
 let tarball = ''
 let packedFiles: string[] = []
+let installOutput = { stdout: '', stderr: '' }
 
 t.before(async () => {
   // A copy of what a git checkout holds (no dist/), with the repository's node_modules for the build.
   mkdirSync(source)
-  for (const entry of ['src', 'scripts', 'package.json', 'tsconfig.json', 'tsconfig.build.json', 'README.md', 'LICENSE']) {
+  for (const entry of ['src', 'scripts', 'package.json', 'tsconfig.json', 'tsconfig.build.json', 'README.md', 'LICENSE', 'CHANGELOG.md']) {
     cpSync(path.join(root, entry), path.join(source, entry), { recursive: true })
   }
   symlinkSync(path.join(root, 'node_modules'), path.join(source, 'node_modules'), 'dir')
   const { stdout } = await run(npm, ['pack', '--json', '--pack-destination', work], { cwd: source, env, timeout: 120_000, maxBuffer: 16 << 20 })
-  // npm prints the prepare script's output before the JSON.
+  // npm prints the prepack script's output before the JSON.
   const info = JSON.parse(stdout.slice(stdout.indexOf('[\n'))) as Array<{ filename: string, files: Array<{ path: string }> }>
   tarball = path.join(work, info[0]!.filename)
   packedFiles = info[0]!.files.map((f) => f.path)
@@ -57,7 +58,7 @@ t.before(async () => {
   for (const dep of Object.keys(pkg.dependencies)) {
     cpSync(path.join(root, 'node_modules', dep), path.join(consumer, 'node_modules', dep), { recursive: true })
   }
-  await run(npm, ['install', '--offline', '--no-save', '--ignore-scripts', tarball], { cwd: consumer, env, timeout: 120_000 })
+  installOutput = await run(npm, ['install', '--offline', '--no-save', tarball], { cwd: consumer, env, timeout: 120_000 })
   // Peers and type packages a user would have installed for the subpaths they use.
   for (const peer of ['fastify', 'express', 'hono', 'bullmq', 'ioredis', '@types/node', '@types/express']) {
     const target = path.join(consumer, 'node_modules', peer)
@@ -67,16 +68,24 @@ t.before(async () => {
 })
 
 t.test('the tarball holds the built package, its licence and the sources its maps point to', async (t) => {
-  t.ok(packedFiles.includes('dist/index.js'), 'dist/ is built by the prepare script')
+  t.ok(packedFiles.includes('dist/index.js'), 'dist/ is built by the prepack script')
   t.ok(packedFiles.includes('dist/index.d.ts'), 'type declarations')
   t.ok(packedFiles.includes('LICENSE'), 'LICENSE')
   t.ok(packedFiles.includes('README.md'), 'README.md')
   t.notOk(packedFiles.some((f) => f.startsWith('test/') || f.startsWith('bench/') || f.startsWith('examples/')), 'no tests, benches or examples')
   t.match(readFileSync(path.join(root, 'LICENSE'), 'utf8'), /^MIT License/, `LICENSE matches "license": "${pkg.license}"`)
   t.equal(pkg.license, 'MIT')
-  t.match(pkg.scripts.prepare, /scripts\/prepare\.mjs/, 'installing from git builds dist/ (scripts/prepare.mjs)')
+  t.notOk(packedFiles.some((f) => f.startsWith('scripts/') || f.startsWith('.ci/') || /\.test\.[cm]?[jt]s$/.test(f) || f.endsWith('.tsbuildinfo')), 'no scripts, CI, test files or build state')
+  t.strictSame(packedFiles.filter((f) => !/^(dist|src)\//.test(f)).sort(), ['CHANGELOG.md', 'LICENSE', 'README.md', 'package.json'], 'beside dist/ and src/: the changelog, licence, README and package.json')
+  t.match(pkg.scripts.prepack, /npm run build/, 'publishing (and installing from git) builds dist/ first')
 
   const installed = path.join(consumer, 'node_modules', pkg.name)
+  // The tarball ships dist/: it has nothing to run at install, so npm 11 lists nothing under
+  // "install scripts not yet covered by allowScripts" (a `prepare` script was listed there).
+  const { scripts = {}, bin } = JSON.parse(readFileSync(path.join(installed, 'package.json'), 'utf8')) as { scripts?: Record<string, string>, bin?: Record<string, string> }
+  t.strictSame(['preinstall', 'install', 'postinstall', 'prepare'].filter((s) => s in scripts), [], 'no install-time script in the published package.json')
+  t.notMatch(installOutput.stderr, /install scripts|allowScripts/, `npm install of the tarball warns of no install script\n${installOutput.stderr}`)
+  t.strictSame(bin, { [pkg.name]: 'dist/cli.js' }, 'bin as npm normalises it (npm publish would otherwise say it "auto-corrected" package.json)')
   const maps = packedFiles.filter((f) => f.endsWith('.map'))
   t.ok(maps.length > 0, 'source maps are shipped')
   const missing: string[] = []
@@ -236,5 +245,5 @@ t.test('the installed sandbox serves its inspector page and script', async (t) =
 t.test('the installed package needs nothing outside it', async (t) => {
   const installed = path.join(consumer, 'node_modules', pkg.name)
   const top = readdirSync(installed).sort()
-  t.strictSame(top, ['LICENSE', 'README.md', 'dist', 'package.json', 'src'])
+  t.strictSame(top, ['CHANGELOG.md', 'LICENSE', 'README.md', 'dist', 'package.json', 'src'])
 })

@@ -1,7 +1,9 @@
 // README.md, pasted in order into a fresh project, works as written. Every fenced block of the
 // README carries a marker on the line before it, so a new block cannot go untested silently:
+//   <!-- readme-test: pack -->                    installing from a clone: `npm pack`, then the tarball
 //   <!-- readme-test: install -->                 `npm install` lines: the packages the project gets
-//   <!-- readme-test: typecheck [file=NAME] -->   TypeScript, type-checked in the fresh project (as NAME)
+//   <!-- readme-test: typecheck [file=NAME] -->   TypeScript, type-checked in the fresh project (as NAME),
+//                                                 then run against a sandbox (see "every program")
 //   <!-- readme-test: quickstart -->              the "Try it with no account" commands, run in order
 //   <!-- readme-test: skip (why) -->              not run here, with the reason
 // The fresh project is a temp folder whose node_modules holds exactly the packages the install
@@ -15,13 +17,17 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, 
 import net from 'node:net'
 import { tmpdir } from 'node:os'
 import path from 'node:path'
+import pg from 'pg'
 import t, { type Test } from 'tap'
 import { ROOT } from '../runtimes/helpers/runtimes.js'
 import { waitForOutput } from '../examples/helpers/readme-flow.js'
+import { startPostgres, postgresBinDir } from '../helpers/postgres.js'
+import { startRedisServer } from '../replay/helpers/redis-server.js'
 
 t.setTimeout(300_000)
 
 const README = readFileSync(path.join(ROOT, 'README.md'), 'utf8')
+const PACKAGE = JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { name: string, version: string, repository: { url: string }, scripts: Record<string, string> }
 
 /** Names the README's snippets leave to the reader ("`suppress` and `track` are yours to write"). */
 const PRELUDE = `// The functions README.md leaves to its reader ("Handle events": yours to write).
@@ -35,7 +41,7 @@ export {}
 const PRELUDE_NAMES = ['suppress', 'track']
 
 interface Block {
-  kind: 'install' | 'typecheck' | 'quickstart' | 'skip'
+  kind: 'pack' | 'install' | 'typecheck' | 'quickstart' | 'skip'
   lang: string
   body: string
   /** `file=NAME` of a typecheck block. */
@@ -56,7 +62,7 @@ function readmeBlocks (text: string): { blocks: Block[], unmarked: number[] } {
     if (end === -1) throw new Error(`README.md line ${i + 1}: a code block that never closes`)
     let m = i - 1
     while (m >= 0 && lines[m]!.trim() === '') m--
-    const marker = m >= 0 ? /^<!-- readme-test: (install|typecheck|quickstart|skip)\b(.*?)-->\s*$/.exec(lines[m]!) : null
+    const marker = m >= 0 ? /^<!-- readme-test: (pack|install|typecheck|quickstart|skip)\b(.*?)-->\s*$/.exec(lines[m]!) : null
     if (marker === null) unmarked.push(i + 1)
     else {
       const file = /\bfile=(\S+)/.exec(marker[2]!)?.[1]
@@ -119,13 +125,36 @@ t.test('every link of README.md to a file of the repository opens, at a heading 
   }
 })
 
+t.test('installing from a clone: the commands build the package and install the tarball npm pack writes', async (t) => {
+  const packs = blocks.filter((b) => b.kind === 'pack')
+  t.equal(packs.length, 1, 'one block says how to install from a clone')
+  const lines = commandLines(packs[0]!.body)
+  const pkg = PACKAGE
+  const tarball = `${pkg.name}-${pkg.version}.tgz`
+  t.strictSame(lines.map((l) => l.argv.slice(0, 2).join(' ')), ['git clone', 'cd mailchannels-webhooks', 'npm ci', 'npm pack'], 'clone, build and pack')
+  t.equal(lines[0]!.argv[2], pkg.repository.url.replace(/^git\+/, ''), 'the clone URL is package.json\'s repository')
+  t.match(pkg.scripts.prepack, /npm run build/, 'npm pack builds dist/ first (prepack)')
+  // What `npm pack` names its tarball (--dry-run: nothing is built or written).
+  const scratch = mkdtempSync(path.join(tmpdir(), 'mcw-readme-pack-'))
+  t.teardown(() => rmSync(scratch, { recursive: true, force: true }))
+  const dry = spawnSync('npm', ['pack', '--dry-run', '--json', '--ignore-scripts'], { cwd: ROOT, env: terminalEnv(scratch), encoding: 'utf8', timeout: 60_000 })
+  const filename = (JSON.parse(dry.stdout.slice(dry.stdout.indexOf('['))) as Array<{ filename: string }>)[0]?.filename
+  t.equal(filename, tarball, 'npm pack writes the file the README installs')
+  const first = blocks.find((b) => b.kind === 'install')!
+  t.equal(path.basename(commandLines(first.body)[0]!.argv[2]!), tarball, `the first install block installs ${tarball}`)
+  t.equal(blocks.indexOf(packs[0]!) < blocks.indexOf(first), true, 'after building it')
+  t.match(packs[0]!.body, `# builds dist/, writes ${tarball}`, 'the comment names it too')
+  // That the tarball installs, imports and runs its CLI with no install script: test/package/tarball.test.ts.
+})
+
 /** The packages the README's install blocks name, in order. */
 function installedPackages (): string[] {
   const names: string[] = []
   for (const b of blocks.filter((b) => b.kind === 'install')) {
     for (const line of commandLines(b.body)) {
       if (line.argv[0] !== 'npm' || (line.argv[1] !== 'install' && line.argv[1] !== 'i')) throw new Error(`README.md line ${b.line}: an install block holds '${line.text}'`)
-      names.push(...line.argv.slice(2).filter((w) => !w.startsWith('-')))
+      // The tarball `npm pack` writes in a clone ("Install"): the package itself.
+      names.push(...line.argv.slice(2).filter((w) => !w.startsWith('-')).map((w) => w.endsWith('.tgz') ? PACKAGE.name : w))
     }
   }
   return names
@@ -158,7 +187,7 @@ function freshProject (t: Test): string {
 
 /** A terminal in the project: this process's environment less tap's, npm offline, state files here. */
 function terminalEnv (dir: string, extra: Record<string, string> = {}): NodeJS.ProcessEnv {
-  const env: NodeJS.ProcessEnv = { ...process.env, ...extra }
+  const env: NodeJS.ProcessEnv = { ...process.env }
   delete env.NODE_OPTIONS
   for (const k of Object.keys(env)) if (k.startsWith('TAP') || k.startsWith('npm_')) delete env[k]
   return {
@@ -169,6 +198,7 @@ function terminalEnv (dir: string, extra: Record<string, string> = {}): NodeJS.P
     npm_config_update_notifier: 'false',
     npm_config_fund: 'false',
     npm_config_cache: path.join(dir, '.npm'),
+    ...extra,
   }
 }
 
@@ -234,8 +264,11 @@ t.test('README.md in a fresh project', async (t) => {
     writeFileSync(path.join(dir, b.file ?? `snippet-${i + 1}.ts`), `${b.body}\nexport {}\n`)
   })
   writeFileSync(path.join(dir, 'readme-prelude.d.ts'), PRELUDE)
+  // The three parts below share the project read-only and use ports and state folders of their
+  // own: side by side, the file takes as long as its longest part (most of the time is waiting).
+  t.jobs = 3
 
-  await t.test('the TypeScript snippets type-check, with Node\'s types and with the DOM\'s', async (t) => {
+  void t.test('the TypeScript snippets type-check, with Node\'s types and with the DOM\'s', async (t) => {
     const base = { target: 'es2022', module: 'nodenext', moduleResolution: 'nodenext', strict: true, skipLibCheck: true, noEmit: true, types: ['node'] }
     writeFileSync(path.join(dir, 'tsconfig.json'), JSON.stringify({ compilerOptions: { ...base, lib: ['es2023'] }, include: ['*.ts'] }))
     writeFileSync(path.join(dir, 'tsconfig.dom.json'), JSON.stringify({ compilerOptions: { ...base, lib: ['es2023', 'dom', 'dom.iterable'] }, include: ['*.ts'] }))
@@ -246,7 +279,7 @@ t.test('README.md in a fresh project', async (t) => {
     })
   })
 
-  await t.test('"Try it with no account": the sandbox, the receiver, deliveries', async (t) => {
+  void t.test('"Try it with no account": the sandbox, the receiver, deliveries', async (t) => {
     const quick = blocks.find((b) => b.kind === 'quickstart')!
     const lines = commandLines(quick.body)
     t.equal(lines.length, 3, 'three commands')
@@ -291,10 +324,107 @@ t.test('README.md in a fresh project', async (t) => {
     t.ok(await waitForOutput(receiver.output, () => handled().length >= events, 10_000), `the receiver's handlers saw every event of the accepted deliveries (${events})\n${receiver.output()}`)
     t.match(receiver.output(), /^bounced: \S+@\S+/m, 'the hard-bounced handler ran with the recipients')
 
+    // A refused delivery shows in the receiver's terminal (Fastify's logger): a POST with no signature.
+    const refused = await fetch(`http://127.0.0.1:${receiverPort}${readmeTarget.pathname}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '[]' })
+    t.ok(refused.status >= 400 && refused.status < 500, `an unsigned POST is refused (${refused.status})`)
+    t.ok(await waitForOutput(receiver.output, (o) => o.includes(`"statusCode":${refused.status}`), 10_000), `terminal 2 shows the refused request with its status\n${receiver.output().slice(-2000)}`)
+
     // Ctrl-C in terminal 1 reaches the terminal's process group: npx ends by the signal, the
     // sandbox under it closes and sums up.
     process.kill(-sandbox.child.pid!, 'SIGINT')
     t.ok([0, 'SIGINT'].includes((await sandbox.exited)!), 'the sandbox stops on Ctrl-C')
     t.match(sandbox.output(), /summary: sent \d+ batch(es)? .*?[^0-9]([2-9]|\d\d+) accepted/, `the summary counts the accepted batches\n${sandbox.output()}`)
+  })
+
+  void t.test('every program of the README runs against one sandbox, as "Try it with no account" says to run it', async (t) => {
+    const quick = commandLines(blocks.find((b) => b.kind === 'quickstart')!.body)
+    const quickFile = quick[1]!.argv.at(-1)!
+    const files = snippets.map((b, i) => ({ block: b, file: b.file ?? `snippet-${i + 1}.ts` }))
+    const importedBy = (file: string): string | undefined => files.find((f) => f.block.body.includes(`from './${file.replace(/\.ts$/, '.js')}'`))?.file
+    const programs: Array<{ file: string, entry: string, block: Block }> = []
+    for (const { block, file } of files) {
+      if (file === quickFile) continue // run by the quick start above
+      if (/\.listen\(/.test(block.body)) programs.push({ file, entry: file, block })
+      else if (/^export const handler = createWebhookHandler\(/m.test(block.body)) {
+        // A Fetch API handler: served on Node as a platform would serve it.
+        mkdirSync(path.join(dir, 'run'), { recursive: true })
+        const entry = `run/serve-${file}`
+        writeFileSync(path.join(dir, entry), `import { serve } from ${JSON.stringify(import.meta.resolve('@hono/node-server'))}\nimport { handler } from '../${file.replace(/\.ts$/, '.js')}'\nserve({ fetch: handler, hostname: '127.0.0.1', port: Number(process.env.PORT) })\n`)
+        programs.push({ file, entry, block })
+      } else {
+        t.ok(importedBy(file) !== undefined, `README.md line ${block.line} (${file}): a program that listens, a Fetch handler, or a module another snippet imports, so it runs`)
+      }
+    }
+    t.ok(programs.length >= 4, `programs: ${programs.map((p) => p.file).join(', ')}`)
+
+    // What each program reads from its environment, given as terminal 2 would.
+    const uses = (name: string): boolean => programs.some((p) => p.block.body.includes(name) || (p.block.body.match(/from '\.\/([\w-]+)\.js'/g) ?? []).some((m) => files.find((f) => m.includes(f.file.replace(/\.ts$/, '')))?.block.body.includes(name)))
+    const [redis, postgres] = await Promise.all([
+      uses('REDIS_URL') ? startRedisServer() : undefined,
+      uses('DATABASE_URL') && postgresBinDir() !== undefined ? startPostgres() : undefined,
+    ])
+    t.teardown(async () => { await Promise.all([redis?.close(), postgres?.close()]) })
+    if (uses('DATABASE_URL')) t.ok(postgres !== undefined, 'PostgreSQL is installed (CONTRIBUTING.md: apt-get install postgresql)')
+
+    const sandboxPort = await freePort()
+    // A state folder of its own: the quick start's sandbox runs beside this one.
+    const ownState = { XDG_STATE_HOME: path.join(dir, '.state-programs') }
+    const sandbox = start(t, dir, { env: ownState, argv: ['npx', 'mailchannels-webhooks', 'sandbox', '--port', String(sandboxPort)], text: 'sandbox' })
+    t.ok(await waitForOutput(sandbox.output, (o) => /API key\s+\S+/.test(o) && /customer handle\s+\S+/.test(o), 30_000), `the sandbox starts\n${sandbox.output()}`)
+    const apiKey = /API key\s+(\S+)/.exec(sandbox.output())![1]!
+    const handle = /customer handle\s+(\S+)/.exec(sandbox.output())![1]!
+    const sandboxUrl = `http://127.0.0.1:${sandboxPort}`
+
+    // The functions README.md leaves to its reader, at run time: a line each, so the test sees them run.
+    mkdirSync(path.join(dir, 'run'), { recursive: true })
+    writeFileSync(path.join(dir, 'run', 'yours.mjs'), 'globalThis.suppress = async (recipients, reason) => { console.log(`suppress ${recipients.length} ${reason}`) }\nglobalThis.track = async (event) => { console.log(`track ${event.event}`) }\n')
+
+    const running = await Promise.all(programs.map(async (p) => {
+      const port = await freePort()
+      const env: Record<string, string> = { ...ownState, PORT: String(port), MAILCHANNELS_BASE_URL: sandboxUrl, MAILCHANNELS_CUSTOMER_HANDLE: handle, NODE_OPTIONS: '--import ./run/yours.mjs' }
+      if (redis !== undefined) env.REDIS_URL = `redis://127.0.0.1:${redis.port}`
+      if (postgres !== undefined) env.DATABASE_URL = await postgres.createDatabase()
+      const proc = start(t, dir, { env, argv: ['npx', 'tsx', p.entry], text: `npx tsx ${p.entry}` })
+      return { ...p, port, proc, env, endpoint: `http://127.0.0.1:${port}/webhooks/mailchannels` }
+    }))
+    for (const r of running) {
+      t.ok(await listening(r.port, 60_000), `${r.file} listens\n${r.proc.output()}`)
+      const enrolled = await fetch(`${sandboxUrl}/tx/v1/webhook?endpoint=${encodeURIComponent(r.endpoint)}`, { method: 'POST', headers: { 'x-api-key': apiKey } })
+      t.equal(enrolled.status, 201, `${r.file} enrolled`)
+    }
+
+    // The sandbox's own record of its deliveries to each program: two accepted, none refused.
+    const batches = async (endpoint: string): Promise<Array<{ status: string, status_code: number | null }>> => {
+      const res = await fetch(`${sandboxUrl}/tx/v1/webhook-batch?webhook=${encodeURIComponent(endpoint)}&limit=500`, { headers: { 'x-api-key': apiKey } })
+      return ((await res.json()) as { webhook_batches: Array<{ status: string, status_code: number | null }> }).webhook_batches
+    }
+    for (const r of running) {
+      let seen: Array<{ status: string, status_code: number | null }> = []
+      const accepted = async (): Promise<boolean> => { seen = await batches(r.endpoint); return seen.filter((b) => b.status === '2xx_response').length >= 2 }
+      const end = Date.now() + 60_000
+      while (!(await accepted()) && Date.now() < end) await new Promise((resolve) => setTimeout(resolve, 200))
+      t.ok(seen.filter((b) => b.status === '2xx_response').length >= 2, `${r.file}: deliveries accepted\n${JSON.stringify(seen)}\n${r.proc.output().slice(-3000)}`)
+      t.strictSame(seen.filter((b) => b.status !== '2xx_response'), [], `${r.file}: no delivery refused or unanswered`)
+    }
+
+    // What each one did with the events.
+    for (const r of running) {
+      const out = r.proc.output
+      if (r.file === 'verify.ts') t.ok(await waitForOutput(out, (o) => /^received hard-bounced event$/m.test(o), 10_000), `${r.file}: a line per verified event`)
+      if (r.file === 'queue.ts') t.ok(await waitForOutput(out, (o) => /^suppress \d+ /m.test(o) && /^track (open|click)$/m.test(o), 30_000), `${r.file}: the workers ran the router's handlers (suppress, track)\n${out().slice(-3000)}`)
+      if (r.file === 'fetch-handler.ts') t.ok(await waitForOutput(out, (o) => /^\d+ events$/m.test(o), 10_000), `${r.file}: onEvents ran`)
+      if (r.file === 'inbox.ts') {
+        const pool = new pg.Pool({ connectionString: r.env.DATABASE_URL, max: 1 })
+        t.teardown(() => pool.end())
+        const { rows } = await pool.query<{ n: string, reasons: string[] }>('SELECT count(*) AS n, array_agg(DISTINCT reason) AS reasons FROM suppressions')
+        t.ok(Number(rows[0]!.n) > 0, `${r.file}: suppressions written in the events' transactions (${rows[0]!.n}: ${rows[0]!.reasons?.join(', ')})`)
+      }
+      // A refused delivery shows in its terminal (Fastify's logger, or the line verify.ts prints).
+      if (/Fastify\(\{ logger: true/.test(r.block.body) || r.file === 'verify.ts') {
+        const refused = await fetch(r.endpoint, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '[]' })
+        t.ok(refused.status >= 400 && refused.status < 500, `${r.file}: an unsigned POST is refused (${refused.status})`)
+        t.ok(await waitForOutput(out, (o) => o.includes(`"statusCode":${refused.status}`) || /^refused: [a-z_]+$/m.test(o), 10_000), `${r.file}: the refusal shows in its terminal\n${out().slice(-2000)}`)
+      }
+    }
   })
 })

@@ -10,8 +10,8 @@ const base = { payload: d.body, headers: d.headers, publicKey: TEST_PUBLIC_KEY }
 const rsaPem = crypto.generateKeyPairSync('rsa', { modulusLength: 1024 }).publicKey.export({ format: 'pem', type: 'spki' }).toString()
 
 const bad: Record<string, unknown[]> = {
-  maxAge: [-1, 0, Number.NaN, Infinity, '300', null],
-  clockSkew: [-1, Number.NaN, Infinity, '60', null],
+  maxAge: [-1, 0, Number.NaN, Infinity, '300', null, 300_000, 86_401],
+  clockSkew: [-1, Number.NaN, Infinity, '60', null, 60_000, 3_601],
   customerHandles: [[], [''], 'acct_1', [1], [null], {}, 42],
   keyIds: [[], ['bad id'], ['k'.repeat(65)], 'mckey', [''], [42]],
   maxEvents: [0, -1, 1.5, '10', Number.NaN, Infinity, 2 ** 60],
@@ -30,6 +30,17 @@ for (const [option, values] of Object.entries(bad)) {
     }
   })
 }
+
+t.test('maxAge / clockSkew given in milliseconds by mistake: refused at start-up, the message names the unit', async (t) => {
+  const r = await Webhooks.verify({ ...base, maxAge: 300_000 })
+  assertRejected(t, r, 'validation_error')
+  t.equal(r.error?.message, 'maxAge is 300000 seconds, more than the 86400 s allowed: maxAge is in seconds, not milliseconds (300 s if 300000 was meant as milliseconds); the default is 300 s')
+  const skew = await Webhooks.verify({ ...base, clockSkew: 60_000 })
+  t.match(skew.error?.message, /^clockSkew is 60000 seconds, more than the 3600 s allowed: clockSkew is in seconds, not milliseconds \(60 s if 60000 was meant as milliseconds\)/)
+  // Too big to be milliseconds of an allowed value either: no guess offered.
+  const huge = await Webhooks.verify({ ...base, maxAge: 1e9 })
+  t.match(huge.error?.message, /^maxAge is 1000000000 seconds, more than the 86400 s allowed: maxAge is in seconds, not milliseconds; the default is 300 s$/)
+})
 
 t.test('bad baseUrl -> validation_error naming baseUrl', async (t) => {
   const { publicKey: _, ...noKey } = base
@@ -80,6 +91,8 @@ t.test('good options are accepted (boundaries)', async (t) => {
   for (const extra of [
     { maxAge: 1 },
     { maxAge: 0.5 + 300 },
+    { maxAge: 86_400 },
+    { clockSkew: 3_600 },
     { clockSkew: 0 },
     { maxEvents: 1 },
     { customerHandles: ['acct_1'] },

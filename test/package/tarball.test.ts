@@ -10,6 +10,10 @@ import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
 import t from 'tap'
 
+// npm pack runs prepack (a full build), then tsc under five moduleResolution settings: minutes of
+// CPU on a busy 2-core machine. A deadline for hangs only; every step has its own bound below.
+t.setTimeout(300_000)
+
 const run = promisify(execFile)
 const root = fileURLToPath(new URL('../../', import.meta.url))
 const pkg = JSON.parse(readFileSync(path.join(root, 'package.json'), 'utf8')) as {
@@ -102,7 +106,7 @@ t.test('the tarball holds the built package, its licence and the sources its map
 const SUBPATHS: Record<string, string[]> = {
   '': ['Webhooks', 'MailChannels', 'KeyStore', 'HTTP_STATUS_BY_TYPE', 'MemoryReplayStore', 'RedisReplayStore', 'WebhookEventRouter', 'RedisSeenEventsStore', 'DELIVERY_CHANNEL'],
   '/fastify': ['default', 'mailchannelsWebhooks', 'batchesRoute'],
-  '/express': ['mailchannelsWebhooks', 'batchesRouter'],
+  '/express': ['mailchannelsWebhooks', 'captureRawBody', 'webhookEventsOf', 'batchesRouter'],
   '/testing': ['generateSigningKeyPair', 'signWebhook', 'createSandbox'],
   '/web': ['createWebhookHandler', 'verifyWebhookRequest', 'MemoryReplayStore'],
   '/hono': ['mailchannelsWebhooks'],

@@ -242,11 +242,17 @@ type Outcome<R> = { ok: true, value: R } | { ok: false, error: unknown } | typeo
  * commits). Failures reject with `ReplayStoreError`.
  */
 export class SqliteSeenEventsStore implements SeenEventsStore {
-  /** Your database (`database`), or the store's connection to the file it opened (`path`). */
+  /**
+   * Your database (`database`), or a connection to the file it opened (`path`): for your own setup,
+   * reads and writes. With `transactional` and a file, a second connection, never the one handlers'
+   * transactions run on (`context.db`).
+   */
   readonly database: SqliteDatabaseLike
   /** The store's own connection: claims, marks and handlers' transactions run on it, never on yours. */
   readonly #db: SqliteDatabaseLike
   readonly #owned: boolean
+  /** Whether `database` is a second connection the store opened from `path` (closed with the store). */
+  readonly #ownsDatabase: boolean
   readonly #wal: boolean
   readonly #table: string
   readonly #ttlMs: number
@@ -309,7 +315,10 @@ export class SqliteSeenEventsStore implements SeenEventsStore {
         this.#db = database!
         this.#owned = false
       }
-      this.database = database ?? this.#db
+      // A transactional store's connection is in an event's transaction while its handlers await:
+      // with path, your code gets a second connection to the file, so it is never inside one.
+      this.database = database ?? (transactional && file !== undefined ? openDatabase(path!) : this.#db)
+      this.#ownsDatabase = database === undefined && this.database !== this.#db
       // Lock waits happen on timers (#whenFree), never inside SQLite, which would block the event loop.
       if (this.#owned) this.#db.exec('PRAGMA busy_timeout = 0')
     } catch (err) {
@@ -393,6 +402,7 @@ export class SqliteSeenEventsStore implements SeenEventsStore {
       if (this.#closed) return
       this.#closed = true
       if (this.#owned) this.#db.close()
+      if (this.#ownsDatabase) this.database.close()
     })
   }
 

@@ -231,6 +231,9 @@ class HandlerConnection {
   }
 }
 
+/** The store's statements, prepared once: SQLite parses each only once. */
+type Statements = Record<'get' | 'insert' | 'done' | 'release' | 'extend' | 'delete' | 'mark' | 'purge' | 'begin' | 'commit' | 'rollback' | 'savepoint' | 'releaseSavepoint', SqliteStatementLike>
+
 const TIMED_OUT = Symbol('timed out')
 type Outcome<R> = { ok: true, value: R } | { ok: false, error: unknown } | typeof TIMED_OUT
 
@@ -260,7 +263,7 @@ export class SqliteSeenEventsStore implements SeenEventsStore {
   readonly #handlerTimeout: number
   readonly #purgeMs: number
   readonly #savepoint = `mcwh_inbox_${randomBytes(6).toString('hex')}`
-  #sql: Record<'get' | 'insert' | 'done' | 'release' | 'extend' | 'delete' | 'mark' | 'purge', SqliteStatementLike> | undefined
+  #sql: Statements | undefined
   /** Claims whose transaction a handler ended: never released (the router releases a failed event's claim), they expire on their own. */
   readonly #kept = new Set<string>()
   #lastPurge = 0
@@ -427,11 +430,12 @@ export class SqliteSeenEventsStore implements SeenEventsStore {
     return await this.#enqueue(async () => {
       this.assertOpen('transaction')
       const db = this.#db
+      let sql: Statements
       try {
-        await this.#whenFree(() => { this.#setup(); db.exec('BEGIN IMMEDIATE') })
+        sql = await this.#whenFree(() => { const prepared = this.#setup(); prepared.begin.run(); return prepared })
         // A savepoint of the store's own inside it: a handler that ends the transaction and opens
         // another one (ROLLBACK; BEGIN) leaves a transaction open, but not this savepoint.
-        db.exec(`SAVEPOINT "${this.#savepoint}"`)
+        sql.savepoint.run()
       } catch (err) {
         this.#rollback()
         throw new ReplayStoreError('transaction', `SQLite could not open a transaction: ${this.#describe(err)}`, { cause: err })
@@ -469,7 +473,7 @@ export class SqliteSeenEventsStore implements SeenEventsStore {
         if (!this.markInTransaction(claim)) {
           throw new ReplayStoreError('complete', 'The claim on this event expired and another caller took it: this transaction was rolled back, the other one decides.')
         }
-        await this.#whenFree(() => db.exec('COMMIT'))
+        await this.#whenFree(() => sql.commit.run())
         return outcome.value
       } catch (err) {
         this.#rollback()
@@ -486,7 +490,7 @@ export class SqliteSeenEventsStore implements SeenEventsStore {
   }
 
   /** Creates the table and prepares the statements, on first use (it may wait for the file's lock). */
-  #setup (): Record<'get' | 'insert' | 'done' | 'release' | 'extend' | 'delete' | 'mark' | 'purge', SqliteStatementLike> {
+  #setup (): Statements {
     if (this.#sql !== undefined) return this.#sql
     const db = this.#db
     const t = `"${this.#table}"`
@@ -503,6 +507,11 @@ export class SqliteSeenEventsStore implements SeenEventsStore {
       delete: db.prepare(`DELETE FROM ${t} WHERE fingerprint = ?`),
       mark: db.prepare(`UPDATE ${t} SET done = 1, expires_at = ? WHERE fingerprint = ? AND token = ? AND done = 0`),
       purge: db.prepare(`DELETE FROM ${t} WHERE fingerprint IN (SELECT fingerprint FROM ${t} WHERE expires_at < ? LIMIT ${PURGE_LIMIT})`),
+      begin: db.prepare('BEGIN IMMEDIATE'),
+      commit: db.prepare('COMMIT'),
+      rollback: db.prepare('ROLLBACK'),
+      savepoint: db.prepare(`SAVEPOINT "${this.#savepoint}"`),
+      releaseSavepoint: db.prepare(`RELEASE "${this.#savepoint}"`),
     }
     return this.#sql
   }
@@ -532,7 +541,7 @@ export class SqliteSeenEventsStore implements SeenEventsStore {
   #releaseSavepoint (): boolean {
     if (transactionOpen(this.#db) === false) return false
     try {
-      this.#db.exec(`RELEASE "${this.#savepoint}"`)
+      this.#sql!.releaseSavepoint.run()
       return true
     } catch {
       return false
@@ -541,7 +550,7 @@ export class SqliteSeenEventsStore implements SeenEventsStore {
 
   #rollback (): void {
     if (transactionOpen(this.#db) === false) return
-    try { this.#db.exec('ROLLBACK') } catch {}
+    try { (this.#sql?.rollback ?? { run: () => this.#db.exec('ROLLBACK') }).run() } catch {}
   }
 
   #maybePurge (): void {
@@ -558,18 +567,17 @@ export class SqliteSeenEventsStore implements SeenEventsStore {
     return { done: Number(row.done) === 1 }
   }
 
-  async #run<R> (operation: string, write: boolean, work: (sql: Record<'get' | 'insert' | 'done' | 'release' | 'extend' | 'delete' | 'mark' | 'purge', SqliteStatementLike>) => R): Promise<R> {
+  async #run<R> (operation: string, write: boolean, work: (sql: Statements) => R): Promise<R> {
     return await this.#enqueue(async () => {
       this.assertOpen(operation)
-      const db = this.#db
       try {
         return await this.#whenFree(() => {
           const sql = this.#setup()
           if (!write) return work(sql)
-          db.exec('BEGIN IMMEDIATE')
+          sql.begin.run()
           try {
             const result = work(sql)
-            db.exec('COMMIT')
+            sql.commit.run()
             return result
           } catch (err) {
             this.#rollback()

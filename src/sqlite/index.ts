@@ -217,6 +217,8 @@ class HandlerConnection {
       get (obj, prop) {
         // The real object as receiver: native getters (node:sqlite) check it.
         const value: unknown = Reflect.get(obj, prop, obj)
+        // A statement's `database` (better-sqlite3) is the guarded connection too.
+        if (value === connection.db) return connection.proxy
         if (typeof value !== 'function' || prop === 'constructor') return value
         return function (this: unknown, ...args: unknown[]) {
           return connection.#call(obj, value as (...a: unknown[]) => unknown, args, prop)
@@ -314,6 +316,9 @@ export class SqliteSeenEventsStore implements SeenEventsStore {
         // A connection of the store's own to your database's file, with your database's driver.
         this.#db = new (database!.constructor as new (file: string) => SqliteDatabaseLike)(file)
         this.#owned = true
+        // Foreign keys are enforced per connection: as on yours, so handlers' writes are checked alike.
+        const keys = database!.prepare('PRAGMA foreign_keys').all()[0] as { foreign_keys?: unknown } | undefined
+        if (Number(keys?.foreign_keys) === 1) this.#db.exec('PRAGMA foreign_keys = ON')
       } else {
         this.#db = database!
         this.#owned = false

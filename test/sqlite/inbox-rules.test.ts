@@ -119,7 +119,7 @@ t.test('context.db refuses every call after the handler settled, naming the even
       const tx = db.transaction(() => { stmt.run('tx') })
       stmt.run('in time')
       setTimeout(() => {
-        for (const call of [() => stmt.run('late'), () => db.prepare('INSERT INTO effects VALUES (1)'), () => db.exec('DELETE FROM effects'), () => tx(), () => stmt.all()]) {
+        for (const call of [() => stmt.run('late'), () => db.prepare('INSERT INTO effects VALUES (1)'), () => db.exec('DELETE FROM effects'), () => tx(), () => stmt.all(), () => stmt.database.exec('DELETE FROM effects')]) {
           try { call() } catch (err) { late.push(err) }
         }
         done()
@@ -128,8 +128,8 @@ t.test('context.db refuses every call after the handler settled, naming the even
   const report = await router.dispatch([ev('hard-bounced', 1)])
   t.same(statuses(report), ['handled'])
   await finished
-  t.equal(late.length, 5, 'each late call threw')
-  t.match(late, Array(5).fill({ name: 'InboxTransactionError', reason: 'used_after_handler', fingerprint: report.outcomes[0]!.fingerprint }))
+  t.equal(late.length, 6, 'each late call threw (a statement\'s database too)')
+  t.match(late, Array(6).fill({ name: 'InboxTransactionError', reason: 'used_after_handler', fingerprint: report.outcomes[0]!.fingerprint }))
   t.match((late[0] as Error).message, new RegExp(`event ${report.outcomes[0]!.fingerprint}`))
   t.same((store.database.prepare('SELECT v FROM effects').all() as Array<{ v: string }>).map((r) => r.v), ['in time'], 'nothing written late')
 })
@@ -167,6 +167,29 @@ t.test('the app\'s own connection (database: db): a handler failing after 100 ms
   const reopened = new Database(f)
   cleanups.push(() => reopened.close())
   t.equal(count(reopened, 'orders'), 1, 'committed on the file')
+})
+
+t.test('the app\'s connection with a blocking busy timeout: its write while a handler awaits fails loudly, never succeeds and vanishes', async (t) => {
+  const f = file()
+  const db = new Database(f, { timeout: 200 })
+  cleanups.push(() => db.close())
+  db.exec('PRAGMA foreign_keys = ON; CREATE TABLE orders (id INTEGER PRIMARY KEY, item TEXT NOT NULL); CREATE TABLE lines (order_id INTEGER NOT NULL REFERENCES orders (id))')
+  const store = track(sqliteSeenEvents({ database: db, transactional: true }))
+  let inHandler!: () => void
+  const handlerWaiting = new Promise<void>((resolve) => { inHandler = resolve })
+  const router = new WebhookEventRouter({ seenEvents: store })
+    .on('hard-bounced', async (_event, { db: tx }) => {
+      t.throws(() => tx.prepare('INSERT INTO lines VALUES (42)').run(), { code: 'SQLITE_CONSTRAINT_FOREIGNKEY' }, 'the app\'s foreign_keys setting holds on the inbox\'s connection')
+      inHandler()
+      await sleep(50)
+      throw new Error('fails after its await')
+    })
+  const dispatched = router.dispatch([ev('hard-bounced', 1)])
+  await handlerWaiting
+  t.throws(() => db.prepare('INSERT INTO orders (item) VALUES (?)').run('book'), { code: 'SQLITE_BUSY' }, 'the app\'s write reports the busy file')
+  t.same(statuses(await dispatched), ['failed'])
+  db.prepare('INSERT INTO orders (item) VALUES (?)').run('book')
+  t.equal(count(db, 'orders'), 1, 'written once the event\'s transaction ended')
 })
 
 t.test('a handler that never returns: rolled back at handlerTimeout, 503, claim released, later deliveries work, its late calls refused', async (t) => {

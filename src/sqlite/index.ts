@@ -213,17 +213,22 @@ class HandlerConnection {
 
   #wrap (target: object): unknown {
     const connection = this
-    const proxy = new Proxy(target, {
-      get (obj, prop) {
+    // Objects are proxied through a stand-in with their prototype, not themselves: a proxy must
+    // return a non-configurable property's own value (better-sqlite3's statement.database is one).
+    const standIn = typeof target === 'function' ? target : Object.create(Object.getPrototypeOf(target) as object | null) as object
+    const proxy = new Proxy(standIn, {
+      get (_standIn, prop) {
         // The real object as receiver: native getters (node:sqlite) check it.
-        const value: unknown = Reflect.get(obj, prop, obj)
+        const value: unknown = Reflect.get(target, prop, target)
         // A statement's `database` (better-sqlite3) is the guarded connection too.
         if (value === connection.db) return connection.proxy
         if (typeof value !== 'function' || prop === 'constructor') return value
         return function (this: unknown, ...args: unknown[]) {
-          return connection.#call(obj, value as (...a: unknown[]) => unknown, args, prop)
+          return connection.#call(target, value as (...a: unknown[]) => unknown, args, prop)
         }
       },
+      set (_standIn, prop, value) { return Reflect.set(target, prop, value, target) },
+      has (_standIn, prop) { return Reflect.has(target, prop) },
       apply (fn, thisArg, args) {
         return connection.#call(thisArg, fn as (...a: unknown[]) => unknown, args)
       },

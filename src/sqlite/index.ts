@@ -99,7 +99,10 @@ function fileOf (db: SqliteDatabaseLike): string | undefined {
       return undefined
     }
   }
-  if (d.memory === true || typeof d.name !== 'string' || isMemoryPath(d.name)) return undefined
+  if (typeof d.name !== 'string') {
+    throw new TypeError('sqliteSeenEvents cannot tell which file database is (better-sqlite3 has db.name, node:sqlite db.location() from Node 22.16): give path, the file\'s name, instead')
+  }
+  if (d.memory === true || isMemoryPath(d.name)) return undefined
   return d.name
 }
 

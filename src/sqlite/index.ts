@@ -315,14 +315,15 @@ export class SqliteSeenEventsStore implements SeenEventsStore {
     this.#handlerTimeout = handlerTimeout
     this.#purgeMs = purgeInterval * 1000
     this.#wal = path !== undefined && file !== undefined
+    let opened: SqliteDatabaseLike | undefined
     try {
       if (path !== undefined) {
         if (file !== undefined) createPrivately(file)
-        this.#db = openDatabase(path)
+        this.#db = opened = openDatabase(path)
         this.#owned = true
       } else if (file !== undefined) {
         // A connection of the store's own to your database's file, with your database's driver.
-        this.#db = new (database!.constructor as new (file: string) => SqliteDatabaseLike)(file)
+        this.#db = opened = new (database!.constructor as new (file: string) => SqliteDatabaseLike)(file)
         this.#owned = true
         // Foreign keys are enforced per connection: as on yours, so handlers' writes are checked alike.
         const keys = database!.prepare('PRAGMA foreign_keys').all()[0] as { foreign_keys?: unknown } | undefined
@@ -338,6 +339,8 @@ export class SqliteSeenEventsStore implements SeenEventsStore {
       // Lock waits happen on timers (#whenFree), never inside SQLite, which would block the event loop.
       if (this.#owned) this.#db.exec('PRAGMA busy_timeout = 0')
     } catch (err) {
+      // A connection opened before the failure is closed, not leaked.
+      try { opened?.close() } catch {}
       if (err instanceof TypeError && err.message.startsWith('sqliteSeenEvents needs')) throw err
       throw new ReplayStoreError('open', `The SQLite database could not be opened: ${message(err)}`, { cause: err })
     }

@@ -352,6 +352,8 @@ async function validate (c: Context): Promise<number> {
       x.result === 'passed' ? 'passed' : 'failed',
       x.response === null ? '---' : String(x.response.status),
       terminalText(x.webhook),
+      // A passing endpoint's answer is shown in short; a failing one's in full below it.
+      x.result === 'passed' && x.response !== null ? oneLine(x.response.body, 60) : '',
     ])
     // Colour codes add invisible characters: align on the plain text, then paint.
     const lines = table(plain)

@@ -31,7 +31,7 @@ async function run (argv: string[], env: NodeJS.ProcessEnv = {}): Promise<{ code
 
 t.test('inspect: help and usage errors', async (t) => {
   const top = await run(['--help'])
-  t.match(top.out, /\n {2}inspect {6}Receive deliveries, verify them with this library/)
+  t.match(top.out, /\n {2}inspect {9}Receive deliveries, verify them with this library/)
   const help = await run(['inspect', '--help'])
   t.equal(help.code, 0)
   t.match(help.out, /^Usage: mailchannels-webhooks inspect \[options\]/)

@@ -61,7 +61,7 @@ t.test('--help: the commands, and each command its own options', async (t) => {
   t.equal((await run(['sandbox', '-h'])).stdout, sandbox.stdout, '-h is --help')
   t.equal((await run(['-h', 'sandbox'])).stdout, sandbox.stdout, 'also before the command')
   t.match((await run(['batches', '--help'])).stdout, /^Usage: mailchannels-webhooks batches \[options\]\n[^]*--status <list>[^]*--limit <n>[^]*--sandbox[^]*--json/)
-  t.match((await run(['rotate-key', '--help'])).stdout, /^Usage: mailchannels-webhooks rotate-key\n/)
+  t.match((await run(['rotate-key', '--help'])).stdout, /^Usage: mailchannels-webhooks rotate-key \[options\]\n/)
   for (const text of [top.stdout, sandbox.stdout]) citesOnlyOpenable(t, text, 'help')
 })
 

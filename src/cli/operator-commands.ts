@@ -348,37 +348,34 @@ async function validate (c: Context): Promise<number> {
   if (c.json) {
     printJson(c, r.data)
   } else {
-    const plain = r.data.results.map((x) => [
+    // A JSON answer's code and message are shown in full (bounded) on a line of their own; any
+    // other answer, in short on the endpoint's row.
+    const said = r.data.results.map((x) => (x.response === null ? null : endpointAnswer(x.response.body)))
+    const plain = r.data.results.map((x, i) => [
       x.result === 'passed' ? 'passed' : 'failed',
       x.response === null ? '---' : String(x.response.status),
       terminalText(x.webhook),
-      // A passing endpoint's answer is shown in short; a failing one's in full below it.
-      x.result === 'passed' && x.response !== null ? oneLine(x.response.body, 60) : '',
+      x.response === null ? '(no answer)' : x.result === 'passed' || said[i] === null ? oneLine(x.response.body, 60) : '',
     ])
     // Colour codes add invisible characters: align on the plain text, then paint.
     const lines = table(plain)
     r.data.results.forEach((x, i) => {
       const line = lines[i]!
       c.io.out(x.result === 'passed' ? line.replace('passed', c.paint(GREEN, 'passed')) : line.replace('failed', c.paint(RED, 'failed')))
-      // What a failing endpoint said, in full (bounded), on its own line under it.
-      if (x.result !== 'passed') c.io.out(`  ${x.response === null ? 'no answer' : answerLine(x.response.body)}`)
+      if (x.result !== 'passed' && said[i] != null) c.io.out(`  ${answerText(said[i]!)}`)
     })
     const failed = r.data.results.filter((x) => x.result !== 'passed')
     if (failed.length === 0) {
       c.io.out(`all ${plural(r.data.results.length, 'endpoint')} answered 2xx`)
     } else {
-      c.io.out(`${failed.length} of ${plural(r.data.results.length, 'endpoint')} did not answer 2xx:`)
-      for (const hint of validateHints(failed, conn)) c.io.out(`  ${hint}`)
+      c.io.out(`${failed.length} of ${plural(r.data.results.length, 'endpoint')} did not answer 2xx: ${validateHint(failed)}`)
+      const codes = new Set(failed.map((x) => (x.response === null ? null : endpointAnswer(x.response.body)?.code ?? null)))
+      if (conn.sandbox && (codes.has('key_unavailable') || codes.has('unknown_key'))) {
+        c.io.out(`  The receiver could not get the sandbox's signing key: give its verifier baseUrl: '${conn.baseUrl}'.`)
+      }
     }
   }
   return r.data.allPassed ? 0 : 1
-}
-
-/** An endpoint's answer to a validation on one line: its JSON error code and message, or the start of its body. */
-function answerLine (body: string): string {
-  const answer = endpointAnswer(body)
-  if (answer !== null) return answerText(answer)
-  return body.trim() === '' ? '(empty body)' : oneLine(body, 300)
 }
 
 const isLocal = (webhook: string): boolean => {
@@ -390,19 +387,11 @@ const isLocal = (webhook: string): boolean => {
 }
 
 /** What to check about endpoints that failed a validation, worded by where they are. */
-function validateHints (failed: WebhookValidationResult[], conn: Connection): string[] {
-  const hints: string[] = []
-  const codes = new Set(failed.map((x) => (x.response === null ? null : endpointAnswer(x.response.body)?.code ?? null)))
-  if (conn.sandbox && (codes.has('key_unavailable') || codes.has('unknown_key'))) {
-    hints.push(`The receiver could not get the sandbox's signing key: give its verifier baseUrl: '${conn.baseUrl}'.`)
-  }
-  if (failed.some((x) => isLocal(x.webhook))) {
-    hints.push('On this machine: check that the receiver runs and listens at that address, and answers 2xx to a verified delivery.')
-  }
-  if (failed.some((x) => !isLocal(x.webhook))) {
-    hints.push('Check that the receiver runs, is reachable from the internet at that URL, and answers 2xx to a verified delivery.')
-  }
-  return hints
+function validateHint (failed: WebhookValidationResult[]): string {
+  const local = failed.filter((x) => isLocal(x.webhook)).length
+  if (local === 0) return 'check that the receiver runs, is reachable from the internet, and answers 2xx to a verified delivery'
+  if (local === failed.length) return 'check that the receiver runs on this machine, listens at that address, and answers 2xx to a verified delivery'
+  return 'check that each receiver runs (those on this machine at their address, the others reachable from the internet) and answers 2xx to a verified delivery'
 }
 
 const DURATION = /^(\d{1,5})([dhm])$/

@@ -85,7 +85,7 @@ MailChannels (--sandbox-port <n> picks one when several run), --base-url <url>
 for another API origin, and --json for scripts.
 
 Options:
-${optionsHelp([['-h, --help', 'Show this help; after a command, that command\'s options'], ['-v, --version', 'Show the version']])}
+${optionsHelp([['-h, --help', 'Show this help; after a command, that command\'s options'], ['-v, --version', 'Show the version']], COLUMN)}
 
 Run '${BIN} <command> --help' for a command's options.
 Exit codes: 0 success, 1 the operation failed, 2 a usage error.

@@ -48,15 +48,17 @@ deliveries (retries included) are settled`],
   ['--customer-handle <h>', 'customer_handle of the events (default sandbox)'],
   ['--api-key <key>', 'X-Api-Key the sandbox API requires (default: a new random key)'],
   ['--tamper-every <n>', `Make every n-th delivery a tampered one: body, signature and
-expired in turn; your receiver should reject them (default 0: never)`],
+expired in turn; your receiver should reject them
+(default 0: never)`],
   ['-h, --help', 'Show this help'],
 ])}
 
 Each run signs with a new key id, so a receiver still holding the key of an earlier
 run fetches the new one at once. The API key is printed, and kept while the sandbox
-runs in ${stateFilePath(env)} (readable by you only; one file per
-sandbox, by its port), where the other commands find it (with --sandbox, and
---sandbox-port <n> when several sandboxes run), '${BIN} trigger' and
+runs in a file readable by you only, one per sandbox (by its port):
+  ${stateFilePath(env)}
+where the other commands find it (with --sandbox, and --sandbox-port <n> when
+several sandboxes run), '${BIN} trigger' and
 '${BIN} rotate-key' too.
 The API answers only requests addressed to 127.0.0.1, localhost or [::1].
 

@@ -25,9 +25,11 @@ Has the running sandbox deliver one batch of <event-type> events now, signed as
 MailChannels signs them, to its first enrolled endpoint, in one attempt (no retry),
 and prints what the endpoint answered: its status and, for a failure, the error code
 and message of its JSON answer. The batch is recorded like the others: list it with
-'${BIN} batches --sandbox', deliver it again with '${BIN} resend <id> --sandbox'.
+'${BIN} batches --sandbox', deliver it again with
+'${BIN} resend <id> --sandbox'.
 
-Event types: ${WEBHOOK_EVENT_TYPES.join(', ')}
+Event types: ${WEBHOOK_EVENT_TYPES.slice(0, 6).join(', ')},
+${WEBHOOK_EVENT_TYPES.slice(6).join(', ')}
 
 Options:
 ${optionsHelp([

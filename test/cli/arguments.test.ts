@@ -22,7 +22,8 @@ t.test('arguments are checked before the API key: the argument is named, not the
   ]
   for (const [i, [args, message]] of cases.entries()) {
     // Without a key every time; with one for the first two (the same check, the same message).
-    for (const key of i < 2 ? [{}, { MAILCHANNELS_API_KEY: 'a-key-that-is-never-used' }] : [{}]) {
+    const keys: Array<Record<string, string>> = i < 2 ? [{}, { MAILCHANNELS_API_KEY: 'a-key-that-is-never-used' }] : [{}]
+    for (const key of keys) {
       const run = await runCli(args, { ...env, ...key })
       const what = `${args.join(' ')}${'MAILCHANNELS_API_KEY' in key ? ' (with a key)' : ''}`
       t.equal(run.code, 2, `${what}: exit 2`)

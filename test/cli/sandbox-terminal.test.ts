@@ -1,8 +1,9 @@
 import t, { type Test } from 'tap'
+import { spawnSync } from 'node:child_process'
 import http from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { closedPort } from '../helpers/closed-port.js'
-import { ensureBuilt, runCli, startCli, stateDir } from './helpers/cli.js'
+import { ensureBuilt, runCli, runCliOnTty, startCli, stateDir } from './helpers/cli.js'
 
 // What the sandbox's terminal says when deliveries fail (the endpoint's own code and message,
 // escaped; one line for a run of refused connections), that --count keeps the sandbox serving,
@@ -65,6 +66,15 @@ t.test('a receiver that refuses connections: one line for the run of refusals, w
   t.match(refused[0], /^batch \d +attempt 1 +--- no response +1 events +\d+ ms {2}ECONNREFUSED, will retry in 1 s$/)
   t.match(refused[1], /^ {2}ECONNREFUSED: 8 more attempts without response \(batch 1 to 3\)$/)
   t.match(run.stdout, '\nsummary: sent 3 batches (3 events) in 9 attempts: 0 accepted, 0 rejected, 3 without response\n')
+})
+
+t.test('on a terminal, the count of a run of refusals is redrawn in place', { skip: process.platform === 'linux' && spawnSync('script', ['--version']).status === 0 ? false : 'util-linux script is not available' }, async (t) => {
+  const dir = stateDir(t)
+  const url = `http://127.0.0.1:${await closedPort()}/webhooks`
+  const out = await runCliOnTty(['sandbox', '--target', url, '--rate', '50', '--batch-size', '1', '--exit-after', '3'], { XDG_STATE_HOME: dir, NO_COLOR: '1' })
+  t.match(out, /\r\u001b\[K {2}ECONNREFUSED: 1 more attempt without response \(batch \d( to \d)?\)\r\u001b\[K/, 'the count line, rewritten as it grows')
+  t.match(out, /\r\u001b\[K {2}ECONNREFUSED: 8 more attempts without response \(batch 1 to 3\)\r?\nsummary: sent 3 batches/, 'its last state kept, then the summary on a line of its own')
+  t.equal(out.split('\n').filter((l) => l.includes('ECONNREFUSED')).length, 2, 'two lines on the screen')
 })
 
 t.test('the run of refusals ends with a response: its count line comes before the next line', async (t) => {

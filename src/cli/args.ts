@@ -125,3 +125,23 @@ export function numeric (value: string | boolean | undefined, flag: string, comm
   if (value.trim() === '' || !Number.isFinite(n)) throw new UsageError(`--${flag} must be a number, got '${value}'.`, command)
   return n
 }
+
+/**
+ * The options of a help text, aligned: each flag, then its text from one column for every
+ * row (the widest flag's, or `minWidth`, plus two spaces); a text's further lines (`\n`) start
+ * at that column.
+ */
+export function optionsHelp (rows: ReadonlyArray<readonly [string, string]>, minWidth = 0): string {
+  const width = Math.max(minWidth, ...rows.map(([flag]) => flag.length))
+  const pad = ' '.repeat(2 + width + 2)
+  return rows.map(([flag, text]) => `  ${flag.padEnd(width)}  ${text.split('\n').join(`\n${pad}`)}`).join('\n')
+}
+
+/** `--<flag> <n>` as an integer from `min` to `max`, or a usage error naming the flag. */
+export function integer (value: string | boolean | undefined, flag: string, command: string, min: number, max: number): number | undefined {
+  const n = numeric(value, flag, command)
+  if (n !== undefined && (!Number.isSafeInteger(n) || n < min || n > max)) {
+    throw new UsageError(`--${flag} must be an integer from ${min} to ${max}, got '${String(value)}'.`, command)
+  }
+  return n
+}

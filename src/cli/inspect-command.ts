@@ -2,9 +2,9 @@
 // with its verdict, on a local page (and one line per delivery here).
 import { DEFAULT_BASE_URL } from '../base-url.js'
 import { createInspector, type Inspector, type InspectedSummary } from '../testing/inspector/index.js'
-import { BIN, HELP_OPTION, numeric, UsageError, type CommandSpec } from './args.js'
+import { BIN, HELP_OPTION, numeric, optionsHelp, UsageError, type CommandSpec } from './args.js'
 import { BOLD, DIM, GREEN, oneLine, painter, RED, YELLOW, type CliIo } from './io.js'
-import { portInUse, runningSandbox } from './sandbox-commands.js'
+import { findSandbox, portInUse, SANDBOX_PORT_HELP, SANDBOX_PORT_OPTION, sandboxPort } from './sandbox-commands.js'
 import { terminalText } from '../terminal-text.js'
 
 export const INSPECT_COMMANDS: Record<string, CommandSpec> = {
@@ -14,6 +14,7 @@ export const INSPECT_COMMANDS: Record<string, CommandSpec> = {
       'public-key': { type: 'string', value: '<key>' },
       'base-url': { type: 'string', value: '<url>' },
       sandbox: { type: 'boolean' },
+      ...SANDBOX_PORT_OPTION,
       'customer-handle': { type: 'string', value: '<h>' },
       ...HELP_OPTION,
     },
@@ -26,14 +27,17 @@ body, the signature base and the reason of a rejection. Point the sandbox at it,
 the real service through a tunnel; deliveries are taken on any path.
 
 Options:
-  --port <n>               Port on 127.0.0.1 (default 0: any free port)
-  --public-key <key>       Verify with this key (base64 SPKI, as the public-key endpoint
-                           serves it); no key is fetched
-  --base-url <url>         Fetch signing keys from this origin
-                           (default ${DEFAULT_BASE_URL})
-  --sandbox                Fetch keys from the running sandbox, and accept its customer
-  --customer-handle <h>    Accept only these customers (comma-separated; default: any)
-  -h, --help               Show this help
+${optionsHelp([
+  ['--port <n>', 'Port on 127.0.0.1 (default 0: any free port)'],
+  ['--public-key <key>', `Verify with this key (base64 SPKI, as the public-key endpoint
+serves it); no key is fetched`],
+  ['--base-url <url>', `Fetch signing keys from this origin
+(default ${DEFAULT_BASE_URL})`],
+  ['--sandbox', 'Fetch keys from the running sandbox, and accept its customer'],
+  SANDBOX_PORT_HELP,
+  ['--customer-handle <h>', 'Accept only these customers (comma-separated; default: any)'],
+  ['-h, --help', 'Show this help'],
+])}
 
 The page is for this machine's browser only: it answers requests addressed to
 127.0.0.1, localhost or [::1] that no proxy relayed, and its data needs the key in
@@ -45,13 +49,16 @@ the printed link (new for each run). Ctrl-C stops it and prints a summary.`,
 export async function runInspect (values: Record<string, string | boolean>, io: CliIo, env: NodeJS.ProcessEnv): Promise<void> {
   const paint = painter(io.color === true)
   const str = (name: string): string | undefined => values[name] as string | undefined
+  const port = sandboxPort(values, 'inspect')
+  // --sandbox-port <n> is --sandbox for the sandbox on that port.
+  if (port !== undefined) values = { ...values, sandbox: true }
   const sources = ['public-key', 'base-url', 'sandbox'].filter((name) => values[name] !== undefined)
   if (sources.length > 1) throw new UsageError(`give one of --public-key, --base-url and --sandbox, not ${sources.map((s) => `--${s}`).join(' and ')}.`, 'inspect')
   let baseUrl = str('base-url')
   let handles = str('customer-handle')?.split(',').map((h) => h.trim())
   if (handles !== undefined && handles.some((h) => h === '')) throw new UsageError('--customer-handle must be a comma-separated list of customer handles, e.g. --customer-handle acme,globex.', 'inspect')
   if (values.sandbox === true) {
-    const state = runningSandbox(env)
+    const state = findSandbox(env, port, 'inspect')
     baseUrl = state.baseUrl
     handles ??= [state.customerHandle]
   }

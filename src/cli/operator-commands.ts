@@ -1,16 +1,18 @@
 // The commands that operate a webhook through the MailChannels API (or a sandbox standing in
 // for it): enroll, list, delete, validate, batches, resend, reconcile. The API key comes from
 // MAILCHANNELS_API_KEY only and is never printed.
-import { DEFAULT_MAX_BATCHES, parseUtcDate, type WebhooksBatch, type WebhooksBatchStatus } from '../client/batches.js'
+import { isLoopbackHost, parseBaseUrl } from '../base-url.js'
+import { endpointAnswer } from '../testing/sandbox/answer.js'
+import { buildBatchesQuery, DEFAULT_MAX_BATCHES, parseUtcDate, type WebhooksBatch, type WebhooksBatchStatus } from '../client/batches.js'
 import { isTimeoutError } from '../client/http.js'
 import { MailChannels, MailChannelsError } from '../client/mailchannels.js'
-import type { ReconcileBatchResult, ReconcileOptions, ReconcileReport, ReconcileSettled, ReconcileSkipReason } from '../client/reconcile.js'
-import type { ResentBatch } from '../client/webhooks.js'
+import { checkReconcileOptions, type ReconcileBatchResult, type ReconcileOptions, type ReconcileReport, type ReconcileSettled, type ReconcileSkipReason } from '../client/reconcile.js'
+import { checkCustomerHandle, checkEndpoint, checkRequestId, type ResentBatch, type WebhookValidationResult } from '../client/webhooks.js'
 import type { ErrorResponse } from '../errors.js'
-import { BIN, HELP_OPTION, numeric, UsageError, type CommandSpec, type OptionSpec } from './args.js'
+import { BIN, HELP_OPTION, numeric, optionsHelp, UsageError, type CommandSpec, type OptionSpec } from './args.js'
 import { BOLD, DIM, GREEN, oneLine, painter, plural, RED, table, YELLOW, type CliIo } from './io.js'
 import { readReconcileState, StateFileError, writeReconcileState } from './reconcile-state.js'
-import { runningSandbox } from './sandbox-commands.js'
+import { answerText, findSandbox, SANDBOX_PORT_HELP, SANDBOX_PORT_OPTION, sandboxPort } from './sandbox-commands.js'
 import { terminalJson, terminalText } from '../terminal-text.js'
 
 const DEFAULT_BASE_URL = 'https://api.mailchannels.net'
@@ -18,29 +20,35 @@ const DEFAULT_BASE_URL = 'https://api.mailchannels.net'
 const CONNECTION: Record<string, OptionSpec> = {
   'base-url': { type: 'string', value: '<url>' },
   sandbox: { type: 'boolean' },
+  ...SANDBOX_PORT_OPTION,
   json: { type: 'boolean' },
   ...HELP_OPTION,
 }
 
-const CONNECTION_HELP = `  --base-url <url>    The API (default ${DEFAULT_BASE_URL}); http: only
-                      for a loopback host, e.g. a sandbox's http://127.0.0.1:8787
-  --sandbox           Use the running sandbox (its address and API key)
-  --json              Print { "data": ..., "error": ... } as JSON, for scripts
-  -h, --help          Show this help`
+const CONNECTION_HELP: Array<[string, string]> = [
+  ['--base-url <url>', `The API (default ${DEFAULT_BASE_URL}); http: only
+for a loopback host, e.g. a sandbox's http://127.0.0.1:8787`],
+  ['--sandbox', 'Use the running sandbox (its address and API key)'],
+  SANDBOX_PORT_HELP,
+  ['--json', 'Print { "data": ..., "error": ... } as JSON, for scripts'],
+  ['-h, --help', 'Show this help'],
+]
 
 const KEY_HELP = `The API key is read from the MAILCHANNELS_API_KEY environment variable (never from
 a flag, so it stays out of your shell history) and never printed.`
 
 /** The window and filter flags of `batches` and `reconcile`. */
-const windowHelp = (since: string, status: string): string => `  --since <n>d|h|m    Created in the last n days, hours or minutes, at most 31d
-                      (${since})
-  --after <date>      Or: created at or after this date (UTC),
-                      YYYY-MM-DD or YYYY-MM-DDTHH:MM:SSZ
-  --before <date>     Created before this date (same formats), at most 31 days
-                      after the start
-  --status <list>     ${status}, comma-separated from
-                      1xx, 2xx, 3xx, 4xx, 5xx, no_response
-  --webhook <url>     Only batches sent to this endpoint URL (exactly as enrolled)`
+const windowHelp = (since: string, status: string): Array<[string, string]> => [
+  ['--since <n>d|h|m', `Created in the last n days, hours or minutes, at most 31d
+(${since})`],
+  ['--after <date>', `Or: created at or after this date (UTC),
+YYYY-MM-DD or YYYY-MM-DDTHH:MM:SSZ`],
+  ['--before <date>', `Created before this date (same formats), at most 31 days
+after the start`],
+  ['--status <list>', `${status}, comma-separated from
+1xx, 2xx, 3xx, 4xx, 5xx, no_response`],
+  ['--webhook <url>', 'Only batches sent to this endpoint URL (exactly as enrolled)'],
+]
 
 const WINDOW_OPTIONS: Record<string, OptionSpec> = {
   since: { type: 'string', value: '<n>d|h|m' },
@@ -60,7 +68,7 @@ Enrolls an endpoint to receive your account's email events: an https: URL (http:
 on a loopback host, for local testing), at most 8,000 characters.
 
 Options:
-${CONNECTION_HELP}
+${optionsHelp(CONNECTION_HELP)}
 
 ${KEY_HELP}`,
   },
@@ -71,7 +79,7 @@ ${KEY_HELP}`,
 Lists the enrolled endpoints, one per line.
 
 Options:
-${CONNECTION_HELP}
+${optionsHelp(CONNECTION_HELP)}
 
 ${KEY_HELP}`,
   },
@@ -83,8 +91,7 @@ Removes EVERY enrolled endpoint (the API has no way to remove just one): your
 receivers get no more events until you enroll again.
 
 Options:
-  --yes               Confirm: without it nothing is removed
-${CONNECTION_HELP}
+${optionsHelp([['--yes', 'Confirm: without it nothing is removed'], ...CONNECTION_HELP])}
 
 ${KEY_HELP}`,
   },
@@ -93,13 +100,16 @@ ${KEY_HELP}`,
     help: () => `Usage: ${BIN} validate [options]
 
 Has MailChannels POST a signed 'test' event to each enrolled endpoint, and prints what
-each answered (status and the start of the body). Exit code 0 only when every
+each answered: its status and, for a failure, the error code and message of its
+answer (or the start of a body that is not JSON). Exit code 0 only when every
 endpoint answered 2xx.
 
 Options:
-  --request-id <id>   request_id of the test event, at most 28 characters (default: one
-                      made up by the service)
-${CONNECTION_HELP}
+${optionsHelp([
+  ['--request-id <id>', `request_id of the test event, at most 28 characters (default: one
+made up by the service)`],
+  ...CONNECTION_HELP,
+])}
 
 ${KEY_HELP}`,
   },
@@ -112,10 +122,12 @@ endpoint), every page: one row per delivery attempt, so a batch tried three time
 three rows.
 
 Options:
-${windowHelp('default: the last 3 days', 'Delivery results (default all)')}
-  --limit <n>         At most n entries (default: every page; a listing that repeats
-                      a page, or goes past ${DEFAULT_MAX_BATCHES} entries, stops with an error)
-${CONNECTION_HELP}
+${optionsHelp([
+  ...windowHelp('default: the last 3 days', 'Delivery results (default all)'),
+  ['--limit <n>', `At most n entries (default: every page; a listing that repeats
+a page, or goes past ${DEFAULT_MAX_BATCHES} entries, stops with an error)`],
+  ...CONNECTION_HELP,
+])}
 
 Failed deliveries: ${BIN} batches --status 4xx,5xx,no_response
 
@@ -130,9 +142,11 @@ Has MailChannels deliver each batch again, signed afresh, and prints what your e
 answered. Exit code 0 only when every endpoint answered 2xx.
 
 Options:
-  --customer-handle <h>   Sent as X-Customer-Handle: the (sub-)account the batches
-                          belong to
-${CONNECTION_HELP}
+${optionsHelp([
+  ['--customer-handle <h>', `Sent as X-Customer-Handle: the (sub-)account the batches
+belong to`],
+  ...CONNECTION_HELP,
+])}
 
 To resend every failed batch of a window once, use '${BIN} reconcile'.
 
@@ -157,17 +171,19 @@ events it already handled (a seen-events store), since a batch may have been
 delivered in part, or resent before.
 
 Options:
-${windowHelp('default: --since 3d', 'Failed results (default 4xx,5xx,no_response)')}
-  --dry-run           List what would be resent; resend nothing
-  --yes               Resend without asking (needed when not on a terminal)
-  --concurrency <n>   Resends in flight at once, 1 to 16 (default 1)
-  --rate <n>          Resends started per second at most (default 3)
-  --state <file>      Remember the batches resent in this file and skip those it
-                      lists: a rerun after a crash or Ctrl-C resends nothing twice
-  --max-batches <n>   List at most n entries (one per delivery attempt); a listing
-                      longer than that stops with an error, nothing resent
-                      (default ${DEFAULT_MAX_BATCHES})
-${CONNECTION_HELP}
+${optionsHelp([
+  ...windowHelp('default: --since 3d', 'Failed results (default 4xx,5xx,no_response)'),
+  ['--dry-run', 'List what would be resent; resend nothing'],
+  ['--yes', 'Resend without asking (needed when not on a terminal)'],
+  ['--concurrency <n>', 'Resends in flight at once, 1 to 16 (default 1)'],
+  ['--rate <n>', 'Resends started per second at most (default 3)'],
+  ['--state <file>', `Remember the batches resent in this file and skip those it
+lists: a rerun after a crash or Ctrl-C resends nothing twice`],
+  ['--max-batches <n>', `List at most n entries (one per delivery attempt); a listing
+longer than that stops with an error, nothing resent
+(default ${DEFAULT_MAX_BATCHES})`],
+  ...CONNECTION_HELP,
+])}
 
 Every listed batch is checked against the window, --status and --webhook before it
 is resent; one that does not match (the API ignored the query) is skipped.
@@ -198,10 +214,18 @@ const API_KEY = /^[\x21-\x7e]+$/
 
 /** The client: `--sandbox` (the running sandbox's address and key) or `--base-url` with MAILCHANNELS_API_KEY. */
 function connect (c: Context): Connection {
-  if (c.values.sandbox === true) {
+  const port = sandboxPort(c.values, c.command)
+  if (c.values.sandbox === true || port !== undefined) {
     if (c.values['base-url'] !== undefined) throw new UsageError('give --sandbox or --base-url, not both: --sandbox uses the running sandbox\'s address.', c.command)
-    const state = runningSandbox(c.env)
+    const state = findSandbox(c.env, port, c.command)
     return { client: new MailChannels(state.apiKey, { baseUrl: state.baseUrl }), baseUrl: state.baseUrl, sandbox: true }
+  }
+  // What the user typed is checked before the key: a wrong flag is named even without a key.
+  const baseUrl = typeof c.values['base-url'] === 'string' ? c.values['base-url'] : DEFAULT_BASE_URL
+  try {
+    parseBaseUrl(baseUrl)
+  } catch (err) {
+    throw new UsageError(`--base-url ${(err as Error).message.replace(/^baseUrl /, '')}.`, c.command)
   }
   const key = (c.env.MAILCHANNELS_API_KEY ?? '').trim()
   if (key === '') {
@@ -209,7 +233,6 @@ function connect (c: Context): Connection {
   }
   // The message never quotes the key.
   if (!API_KEY.test(key)) throw new UsageError('MAILCHANNELS_API_KEY must be printable ASCII without spaces or control characters; check what it is set to.', c.command)
-  const baseUrl = typeof c.values['base-url'] === 'string' ? c.values['base-url'] : DEFAULT_BASE_URL
   try {
     return { client: new MailChannels(key, { baseUrl }), baseUrl, sandbox: false }
   } catch (err) {
@@ -257,7 +280,7 @@ const FLAG_NAMES: Array<[RegExp, string]> = [
 ]
 
 /** Reports a failed call; returns the exit code (2 for what the user typed, 1 otherwise). */
-function fail (c: Context, conn: Connection, error: ErrorResponse): number {
+function fail (c: Context, conn: Connection | null, error: ErrorResponse): number {
   if (error.type === 'validation_error') {
     const message = FLAG_NAMES.reduce((m, [from, to]) => m.replace(from, to), error.message)
     if (c.json) c.io.out(terminalJson(JSON.stringify({ data: null, error: { ...error, message } }, null, 2)))
@@ -265,7 +288,7 @@ function fail (c: Context, conn: Connection, error: ErrorResponse): number {
     return 2
   }
   if (c.json) c.io.out(terminalJson(JSON.stringify({ data: null, error }, null, 2)))
-  const todo = advice(error, conn, c.command)
+  const todo = conn === null ? null : advice(error, conn, c.command)
   let message = error.message
   if (error.type === 'listing_limit_reached') {
     // The library's advice names its option; the advice line below names the flags.
@@ -281,6 +304,8 @@ function printJson (c: Context, data: unknown): void {
 }
 
 async function enroll (c: Context): Promise<number> {
+  const checked = checkEndpoint(c.args[0])
+  if (checked.error !== null) return fail(c, null, checked.error)
   const conn = connect(c)
   const r = await conn.client.webhooks.enroll(c.args[0]!)
   if (r.error !== null) return fail(c, conn, r.error)
@@ -312,26 +337,61 @@ async function remove (c: Context): Promise<number> {
 }
 
 async function validate (c: Context): Promise<number> {
-  const conn = connect(c)
   const requestId = c.values['request-id'] as string | undefined
+  if (requestId !== undefined) {
+    const checked = checkRequestId(requestId)
+    if (checked.error !== null) return fail(c, null, checked.error)
+  }
+  const conn = connect(c)
   const r = await conn.client.webhooks.validate(requestId)
   if (r.error !== null) return fail(c, conn, r.error)
   if (c.json) {
     printJson(c, r.data)
   } else {
-    const rows = r.data.results.map((x) => [
-      x.result === 'passed' ? c.paint(GREEN, 'passed') : c.paint(RED, 'failed'),
+    // A JSON answer's code and message are shown in full (bounded) on a line of their own; any
+    // other answer, in short on the endpoint's row.
+    const said = r.data.results.map((x) => (x.response === null ? null : endpointAnswer(x.response.body)))
+    const plain = r.data.results.map((x, i) => [
+      x.result === 'passed' ? 'passed' : 'failed',
       x.response === null ? '---' : String(x.response.status),
       terminalText(x.webhook),
-      x.response === null ? '(no answer)' : oneLine(x.response.body, 60),
+      x.response === null ? '(no answer)' : x.result === 'passed' || said[i] === null ? oneLine(x.response.body, 60) : '',
     ])
-    for (const line of table(rows)) c.io.out(line)
-    const failed = r.data.results.filter((x) => x.result !== 'passed').length
-    c.io.out(failed === 0
-      ? `all ${plural(r.data.results.length, 'endpoint')} answered 2xx`
-      : `${failed} of ${plural(r.data.results.length, 'endpoint')} did not answer 2xx: check that the receiver runs, is reachable from the internet, and answers 2xx to a verified delivery`)
+    // Colour codes add invisible characters: align on the plain text, then paint.
+    const lines = table(plain)
+    r.data.results.forEach((x, i) => {
+      const line = lines[i]!
+      c.io.out(x.result === 'passed' ? line.replace('passed', c.paint(GREEN, 'passed')) : line.replace('failed', c.paint(RED, 'failed')))
+      if (x.result !== 'passed' && said[i] != null) c.io.out(`  ${answerText(said[i]!)}`)
+    })
+    const failed = r.data.results.filter((x) => x.result !== 'passed')
+    if (failed.length === 0) {
+      c.io.out(`all ${plural(r.data.results.length, 'endpoint')} answered 2xx`)
+    } else {
+      c.io.out(`${failed.length} of ${plural(r.data.results.length, 'endpoint')} did not answer 2xx: ${validateHint(failed)}`)
+      const codes = new Set(failed.map((x) => (x.response === null ? null : endpointAnswer(x.response.body)?.code ?? null)))
+      if (conn.sandbox && (codes.has('key_unavailable') || codes.has('unknown_key'))) {
+        c.io.out(`  The receiver could not get the sandbox's signing key: give its verifier baseUrl: '${conn.baseUrl}'.`)
+      }
+    }
   }
   return r.data.allPassed ? 0 : 1
+}
+
+const isLocal = (webhook: string): boolean => {
+  try {
+    return isLoopbackHost(new URL(webhook).hostname)
+  } catch {
+    return false
+  }
+}
+
+/** What to check about endpoints that failed a validation, worded by where they are. */
+function validateHint (failed: WebhookValidationResult[]): string {
+  const local = failed.filter((x) => isLocal(x.webhook)).length
+  if (local === 0) return 'check that the receiver runs, is reachable from the internet, and answers 2xx to a verified delivery'
+  if (local === failed.length) return 'check that the receiver runs on this machine, listens at that address, and answers 2xx to a verified delivery'
+  return 'check that each receiver runs (those on this machine at their address, the others reachable from the internet) and answers 2xx to a verified delivery'
 }
 
 const DURATION = /^(\d{1,5})([dhm])$/
@@ -388,6 +448,8 @@ async function batches (c: Context): Promise<number> {
   const limit = numeric(c.values.limit, 'limit', c.command)
   if (limit !== undefined && (!Number.isSafeInteger(limit) || limit < 1)) throw new UsageError('--limit must be a positive integer.', c.command)
   const options = windowOptions(c)
+  const query = buildBatchesQuery({ ...options, limit: Math.min(limit ?? 500, 500) })
+  if (query.error !== null) return fail(c, null, query.error)
   const conn = connect(c)
   const found: WebhooksBatch[] = []
   try {
@@ -431,8 +493,12 @@ async function resend (c: Context): Promise<number> {
     if (!/^[1-9]\d{0,15}$/.test(raw) || !Number.isSafeInteger(Number(raw))) throw new UsageError(`'${oneLine(raw, 40)}' is not a batch id: ids are positive integers, as '${BIN} batches' lists them.`, c.command)
     return Number(raw)
   })
-  const conn = connect(c)
   const handle = c.values['customer-handle'] as string | undefined
+  if (handle !== undefined) {
+    const checked = checkCustomerHandle(handle)
+    if (checked.error !== null) return fail(c, null, checked.error)
+  }
+  const conn = connect(c)
   const results: Array<{ batchId: number, resend: ResentBatch | null, error: ErrorResponse | null }> = []
   let code = 0
   for (const id of ids) {
@@ -525,8 +591,10 @@ async function reconcile (c: Context): Promise<number> {
       throw err
     }
   }
-  const conn = connect(c)
   const base: ReconcileOptions = { ...window, exclude, ...(concurrency !== undefined ? { concurrency } : {}), ...(rate !== undefined ? { rate } : {}), ...(maxBatches !== undefined ? { maxBatches } : {}) }
+  const invalid = checkReconcileOptions(base)
+  if (invalid !== null) return fail(c, null, invalid)
+  const conn = connect(c)
 
   if (!dryRun && c.values.yes !== true) {
     // On a terminal without --yes: list first, then ask.

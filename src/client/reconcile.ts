@@ -189,6 +189,15 @@ interface Plan {
 
 const wire = (ms: number): string => new Date(ms).toISOString().replace(/\.\d{3}Z$/, 'Z')
 
+/**
+ * The error `reconcile(options)` would answer for these options before any request (the same
+ * `validation_error`), or `null` when they are valid: for a caller that checks what it was
+ * given before it has a client (the CLI checks its flags before the API key).
+ */
+export function checkReconcileOptions (options: unknown): ErrorResponse | null {
+  return plan(options, Date.now()).error
+}
+
 /** Validates the options once and fixes the window (so batches failing during the run do not shift the pages). */
 function plan (options: unknown, now: number): { plan: Plan, error: null } | { plan: null, error: ErrorResponse } {
   const bad = (message: string): { plan: null, error: ErrorResponse } => ({ plan: null, error: localError('validation_error', message) })

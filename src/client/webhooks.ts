@@ -128,7 +128,16 @@ export function checkBatchId (batchId: unknown): Checked<number> {
   return { value: n, error: null }
 }
 
-function checkCustomerHandle (handle: unknown): Checked<string> {
+/** Checks a validation's `requestId`: 1 to 28 characters, no control characters. */
+export function checkRequestId (requestId: unknown): Checked<string> {
+  if (typeof requestId !== 'string' || requestId === '' || requestId.length > MAX_REQUEST_ID_CHARS || /[\u0000-\u001f\u007f]/.test(requestId)) {
+    return invalid(`The requestId must be a string of 1 to ${MAX_REQUEST_ID_CHARS} characters without control characters.`)
+  }
+  return { value: requestId, error: null }
+}
+
+/** Checks a customer handle: 1 to 255 printable ASCII characters without spaces. */
+export function checkCustomerHandle (handle: unknown): Checked<string> {
   if (typeof handle !== 'string' || !/^[\x21-\x7e]+$/.test(handle) || handle.length > MAX_CUSTOMER_HANDLE_CHARS) {
     return invalid(`The customerHandle must be 1 to ${MAX_CUSTOMER_HANDLE_CHARS} printable ASCII characters without spaces.`)
   }
@@ -191,8 +200,9 @@ export function createWebhookLifecycle (transport: (withKey: boolean) => Transpo
     },
 
     async validate (requestId, request) {
-      if (requestId !== undefined && (typeof requestId !== 'string' || requestId === '' || requestId.length > MAX_REQUEST_ID_CHARS || /[\u0000-\u001f\u007f]/.test(requestId))) {
-        return { data: null, error: localError('validation_error', `The requestId must be a string of 1 to ${MAX_REQUEST_ID_CHARS} characters without control characters.`) }
+      if (requestId !== undefined) {
+        const checked = checkRequestId(requestId)
+        if (checked.error !== null) return { data: null, error: checked.error }
       }
       return call('validate the webhook endpoints', request, (retry) => ({
         method: 'POST',

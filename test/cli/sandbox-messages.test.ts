@@ -22,7 +22,7 @@ async function listen (t: Test, status: number): Promise<{ url: string, port: nu
 
 t.test('the sandbox summary counts a batch answered 503 as failed, as its lines say', async (t) => {
   const receiver = await listen(t, 503)
-  const run = await runCli(['sandbox', '--target', receiver.url, '--rate', '50', '--batch-size', '1', '--count', '1'], { XDG_STATE_HOME: dir })
+  const run = await runCli(['sandbox', '--target', receiver.url, '--rate', '50', '--batch-size', '1', '--exit-after', '1'], { XDG_STATE_HOME: dir })
   t.equal(run.code, 0, run.stderr)
   const lines = run.stdout.split('\n').filter((l) => l.startsWith('batch '))
   t.equal(lines.length, 3, 'three attempts')

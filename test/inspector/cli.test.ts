@@ -31,7 +31,7 @@ async function run (argv: string[], env: NodeJS.ProcessEnv = {}): Promise<{ code
 
 t.test('inspect: help and usage errors', async (t) => {
   const top = await run(['--help'])
-  t.match(top.out, /\n {2}inspect {6}Receive deliveries, verify them with this library/)
+  t.match(top.out, /\n {2}inspect {9}Receive deliveries, verify them with this library/)
   const help = await run(['inspect', '--help'])
   t.equal(help.code, 0)
   t.match(help.out, /^Usage: mailchannels-webhooks inspect \[options\]/)
@@ -64,7 +64,7 @@ t.test('sandbox prints its inspector link', async (t) => {
   const sandboxLike = await createSandbox()
   t.teardown(() => sandboxLike.close())
   const receiver = await libraryReceiver(t, { baseUrl: sandboxLike.baseUrl, customerHandles: ['sandbox'] })
-  const res = await run(['sandbox', '--target', receiver.url, '--count', '1', '--rate', '50'], { XDG_STATE_HOME: dir })
+  const res = await run(['sandbox', '--target', receiver.url, '--exit-after', '1', '--rate', '50'], { XDG_STATE_HOME: dir })
   t.equal(res.code, 0)
   t.match(res.out, /\n {2}inspector page {3}http:\/\/127\.0\.0\.1:\d+\/#key=[A-Za-z0-9_-]{32} {2}\(open it in a browser on this machine\)\n/)
 })
@@ -73,7 +73,7 @@ t.test('inspect --sandbox: verifies what the sandbox sends, one line per deliver
   const dir = stateDir(t)
   const sandbox = await createSandbox({ retryDelay: 5, maxAttempts: 1, customerHandle: 'acme' })
   t.teardown(() => sandbox.close())
-  writeState(stateFilePath({ XDG_STATE_HOME: dir }), { baseUrl: sandbox.baseUrl, apiKey: sandbox.apiKey, customerHandle: 'acme', pid: process.pid })
+  writeState(stateFilePath({ XDG_STATE_HOME: dir }, Number(new URL(sandbox.baseUrl).port)), { baseUrl: sandbox.baseUrl, apiKey: sandbox.apiKey, customerHandle: 'acme', pid: process.pid })
 
   const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !['NODE_OPTIONS', 'FORCE_COLOR', 'NO_COLOR'].includes(k))) as Record<string, string>
   const child = spawn(process.execPath, ['--conditions=mcwh-source', '--import', 'tsx', 'src/cli.ts', 'inspect', '--port', '0', '--sandbox'], {

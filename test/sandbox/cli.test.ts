@@ -54,14 +54,14 @@ t.test('--help: the commands, and each command its own options', async (t) => {
   const sandbox = await run(['sandbox', '--help'])
   t.equal(sandbox.code, 0)
   t.match(sandbox.stdout, /^Usage: mailchannels-webhooks sandbox \[options\]\n/)
-  for (const flag of ['--target <url>', '--port <n>', '--rate <n>', '--batch-size <n>', '--count <n>', '--customer-handle <h>', '--api-key <key>', '--tamper-every <n>', '-h, --help']) {
+  for (const flag of ['--target <url>', '--port <n>', '--rate <n>', '--batch-size <n>', '--count <n>', '--exit-after <n>', '--customer-handle <h>', '--api-key <key>', '--tamper-every <n>', '-h, --help']) {
     t.match(sandbox.stdout, `\n  ${flag}`, flag)
   }
-  t.match(sandbox.stdout, path.join(STATE, 'default', 'mailchannels-webhooks', 'sandbox.json'), 'says where the API key is kept')
+  t.match(sandbox.stdout, path.join(STATE, 'default', 'mailchannels-webhooks', '<port>.sandbox.json'), 'says where the API key is kept')
   t.equal((await run(['sandbox', '-h'])).stdout, sandbox.stdout, '-h is --help')
   t.equal((await run(['-h', 'sandbox'])).stdout, sandbox.stdout, 'also before the command')
   t.match((await run(['batches', '--help'])).stdout, /^Usage: mailchannels-webhooks batches \[options\]\n[^]*--status <list>[^]*--limit <n>[^]*--sandbox[^]*--json/)
-  t.match((await run(['rotate-key', '--help'])).stdout, /^Usage: mailchannels-webhooks rotate-key\n/)
+  t.match((await run(['rotate-key', '--help'])).stdout, /^Usage: mailchannels-webhooks rotate-key \[options\]\n/)
   for (const text of [top.stdout, sandbox.stdout]) citesOnlyOpenable(t, text, 'help')
 })
 
@@ -91,9 +91,10 @@ t.test('usage errors: a plain message, a hint to --help, exit 2', async (t) => {
     [['sandbox', '--target', 'http://example.com/hooks'], /--target must be an http: URL on a loopback host/],
     [['sandbox', '--batch-size', 'ten'], /--batch-size must be a number, got 'ten'\./],
     [['sandbox', '--batch-size', '5000'], /--batch-size must be an integer from 1 to 1000\./],
-    [['sandbox', '--count', '0', '--target', 'http://127.0.0.1:9/x'], /--count must be a positive integer\./],
-    [['sandbox', '--count', '2.5', '--target', 'http://127.0.0.1:9/x'], /--count must be a positive integer\./],
-    [['sandbox', '--count', '5'], /--count needs --target/],
+    [['sandbox', '--count', '0', '--target', 'http://127.0.0.1:9/x'], /--count must be an integer from 1 to \d+, got '0'\./],
+    [['sandbox', '--count', '2.5', '--target', 'http://127.0.0.1:9/x'], /--count must be an integer from 1 to \d+, got '2\.5'\./],
+    [['sandbox', '--exit-after', '0'], /--exit-after must be an integer from 1 to \d+, got '0'\./],
+    [['sandbox', '--count', '5', '--exit-after', '5'], /give --count or --exit-after, not both/],
     [['batches', '--limit'], /^mailchannels-webhooks batches: --limit needs a value/],
   ]
   for (const [args, message] of cases) {
@@ -109,13 +110,13 @@ t.test('usage errors: a plain message, a hint to --help, exit 2', async (t) => {
   t.equal(spawned.stderr, "mailchannels-webhooks sandbox: --port needs a value: --port <n>.\nRun 'mailchannels-webhooks sandbox --help' for the usage.\n")
 })
 
-t.test('--count n sends exactly n events, whatever the batch size', async (t) => {
+t.test('--exit-after n sends exactly n events, whatever the batch size, then exits', async (t) => {
   for (const [count, size] of [[7, 3], [10, 5], [1, 10], [12, 10], [3, 1]] as const) {
     const receiver = await startReceiver(t, () => 204)
-    const { code, stdout } = await run(['sandbox', '--target', receiver.url, '--rate', '50', '--batch-size', String(size), '--count', String(count)])
+    const { code, stdout } = await run(['sandbox', '--target', receiver.url, '--rate', '50', '--batch-size', String(size), '--exit-after', String(count)])
     t.equal(code, 0)
     const sizes = eventsIn(receiver.received)
-    t.equal(sizes.reduce((a, b) => a + b, 0), count, `--count ${count} --batch-size ${size}: ${count} events arrived`)
+    t.equal(sizes.reduce((a, b) => a + b, 0), count, `--exit-after ${count} --batch-size ${size}: ${count} events arrived`)
     t.equal(sizes.length, Math.ceil(count / size), 'in as few deliveries as the batch size allows')
     t.match(stdout, `Delivering ${count} ${count === 1 ? 'event' : 'events'}, to ${receiver.url}.`)
     const batches = sizes.length
@@ -136,13 +137,13 @@ t.test('sandbox output: one line per attempt, the batch number kept on retries, 
     }
     return 204
   })
-  const { code, stdout, stderr } = await run(['sandbox', '--target', receiver.url, '--rate', '20', '--batch-size', '2', '--count', '6', '--tamper-every', '3', '--customer-handle', 'acme'])
+  const { code, stdout, stderr } = await run(['sandbox', '--target', receiver.url, '--rate', '20', '--batch-size', '2', '--exit-after', '6', '--tamper-every', '3', '--customer-handle', 'acme'])
   t.equal(code, 0, stderr)
   t.equal(stderr, '')
   t.match(stdout, /^MailChannels sandbox listening on http:\/\/127\.0\.0\.1:\d+\n/)
   t.match(stdout, /\n {2}customer handle {2}acme\n/)
   t.match(stdout, /\n {2}signing key id {3}sandbox-[0-9a-f]{16} \(new for each run\)\n/)
-  t.match(stdout, /\n {2}API key {10}[A-Za-z0-9_-]{32} {2}\(kept in .*sandbox\.json while running\)\n/)
+  t.match(stdout, /\n {2}API key {10}[A-Za-z0-9_-]{32} {2}\(kept in .*\d+\.sandbox\.json while running\)\n/)
   const lines = stdout.split('\n').filter((l) => l.startsWith('batch '))
   t.equal(lines.length, 4, 'three deliveries, one retried')
   t.match(lines.find((l) => l.includes('attempt 2')), /^batch 2 +attempt 2 +204 accepted +2 events +\d+ ms$/, 'the retry keeps its batch number')
@@ -156,13 +157,13 @@ t.test('sandbox output: one line per attempt, the batch number kept on retries, 
 
 t.test('a receiver that accepts a tampered delivery is called out', async (t) => {
   const receiver = await startReceiver(t, () => 204)
-  const { stdout } = await run(['sandbox', '--target', receiver.url, '--rate', '50', '--batch-size', '1', '--count', '2', '--tamper-every', '2'])
+  const { stdout } = await run(['sandbox', '--target', receiver.url, '--rate', '50', '--batch-size', '1', '--exit-after', '2', '--tamper-every', '2'])
   t.match(stdout, /\nbatch 2 +attempt 1 +204 accepted .*tampered: body changed after signing, your receiver should have rejected it\n/)
 })
 
 t.test('colour: on a terminal only, never with NO_COLOR', async (t) => {
   const receiver = await startReceiver(t, () => 204)
-  const args = ['sandbox', '--target', receiver.url, '--rate', '50', '--count', '2']
+  const args = ['sandbox', '--target', receiver.url, '--rate', '50', '--exit-after', '2']
   const coloured = await run(args, { color: true })
   t.match(coloured.stdout, /\u001b\[32maccepted/, 'colour when asked (a terminal)')
   t.notMatch((await run(args, { color: false })).stdout, ANSI)
@@ -200,7 +201,6 @@ t.test('the program: API key kept privately while it runs, other commands use it
   const receiver = await startReceiver(t, () => 200)
   const state = path.join(STATE, 'program')
   const env = { XDG_STATE_HOME: state }
-  const file = path.join(state, 'mailchannels-webhooks', 'sandbox.json')
   const child = spawn(process.execPath, ['--import', 'tsx', '--conditions=mcwh-source', CLI, 'sandbox', '--target', receiver.url, '--rate', '20'], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...USER_ENV, ...env } })
   const killer = setTimeout(() => child.kill('SIGKILL'), 30_000)
   t.teardown(() => { clearTimeout(killer); child.kill('SIGKILL') })
@@ -210,6 +210,8 @@ t.test('the program: API key kept privately while it runs, other commands use it
   while (!/\nbatch 2 /.test(stdout) && child.exitCode === null) await sleep(20)
 
   const apiKey = /\n {2}API key {10}(\S+)/.exec(stdout)?.[1]
+  const port = /listening on http:\/\/127\.0\.0\.1:(\d+)/.exec(stdout)![1]!
+  const file = path.join(state, 'mailchannels-webhooks', `${port}.sandbox.json`)
   const saved = JSON.parse(readFileSync(file, 'utf8')) as { apiKey: string, baseUrl: string }
   t.equal(saved.apiKey, apiKey, 'the printed key is the saved key')
   t.equal(saved.baseUrl, /listening on (\S+)/.exec(stdout)?.[1])
@@ -239,13 +241,14 @@ t.test('the program: API key kept privately while it runs, other commands use it
   t.notOk(existsSync(file), 'the saved key is removed on exit')
   const gone = await run(['batches', '--sandbox'], { env })
   t.equal(gone.code, 1)
-  t.match(gone.stderr, /^mailchannels-webhooks batches: no running sandbox found \(.*sandbox\.json does not exist\)\. Start one with: mailchannels-webhooks sandbox\n$/)
+  t.match(gone.stderr, /^mailchannels-webhooks batches: no running sandbox found \(.*<port>\.sandbox\.json does not exist\)\. Start one with: mailchannels-webhooks sandbox\n$/)
 })
 
 t.test('a saved key left by a sandbox that was killed: a clear message', async (t) => {
   const state = path.join(STATE, 'stale')
   const { writeState } = await import('../../src/testing/sandbox/state-file.js')
-  writeState(path.join(state, 'mailchannels-webhooks', 'sandbox.json'), { baseUrl: 'http://127.0.0.1:1', apiKey: 'k', customerHandle: 'sandbox', pid: 1 })
+  // A live process (this one) that is no sandbox: the file is not stale, the address is dead.
+  writeState(path.join(state, 'mailchannels-webhooks', '1.sandbox.json'), { baseUrl: 'http://127.0.0.1:1', apiKey: 'k', customerHandle: 'sandbox', pid: process.pid })
   const res = await run(['rotate-key'], { env: { XDG_STATE_HOME: state } })
   t.equal(res.code, 1)
   t.match(res.stderr, /^mailchannels-webhooks rotate-key: the sandbox at http:\/\/127\.0\.0\.1:1 does not answer; it may have stopped/)

@@ -4,6 +4,7 @@ import type http from 'node:http'
 import { checkBatchId, checkEndpoint, MAX_REQUEST_ID_CHARS } from '../../client/webhooks.js'
 import { WEBHOOK_EVENT_TYPES, type WebhookEventType } from '../../events/types.js'
 import type { Logger } from '../../logger.js'
+import type { EndpointAnswer } from './answer.js'
 import { isInspectorPath, sendInspectorJson, sendPageFile, serveInspectorApi, type InspectorSite } from '../inspector/http.js'
 import { filterBatches, parseBatchQuery, type SandboxBatch } from './batch-query.js'
 import { hasApiKey, isLoopbackHostHeader, isRelayed, isSameOrigin } from './guards.js'
@@ -60,10 +61,11 @@ export interface SandboxCore {
   resend (batchId: number): Promise<SandboxResend | null>
   rotateKey (): { keyId: string, publicKey: string }
   /**
-   * One delivery to the first endpoint (one event of each of `types`, in order, when given);
-   * `null` when none is enrolled. Throws a TypeError for a replay with nothing to copy.
+   * One delivery to the first endpoint (one event of each of `types`, in order, when given), in
+   * at most `attempts` attempts (default: the sandbox's); its last attempt and what the endpoint
+   * said in it (or why there was no response), or `null` when none is enrolled. Throws a TypeError for a replay with nothing to copy.
    */
-  deliverOne (tamper: TamperKind | undefined, types: WebhookEventType[] | undefined): Promise<SandboxBatch | null>
+  deliverOne (tamper: TamperKind | undefined, types: WebhookEventType[] | undefined, attempts?: number): Promise<{ batch: SandboxBatch, answer: EndpointAnswer | null, error: string | null } | null>
   /** The inspector page's data: the journal of attempts and the sandbox's description. */
   readonly inspector: InspectorSite
 }
@@ -221,16 +223,19 @@ const ROUTES: readonly Route[] = [
         }
         types = list as WebhookEventType[]
       }
-      let batch: SandboxBatch | null
+      const attemptsParam = url.searchParams.get('attempts')
+      if (attemptsParam !== null && !/^(?:[1-9]|10)$/.test(attemptsParam)) return errors(res, 400, 'attempts must be an integer from 1 to 10.')
+      let delivered: { batch: SandboxBatch, answer: EndpointAnswer | null, error: string | null } | null
       try {
-        batch = await core.deliverOne(tamper === null ? undefined : tamper as TamperKind, types)
+        delivered = await core.deliverOne(tamper === null ? undefined : tamper as TamperKind, types, attemptsParam === null ? undefined : Number(attemptsParam))
       } catch (err) {
         // A replay with nothing to copy yet.
         if (err instanceof TypeError) return errors(res, 409, `${err.message}.`)
         throw err
       }
-      if (batch === null) return errors(res, 409, 'The sandbox has no endpoint enrolled to deliver to.')
-      sendJson(res, 200, batch)
+      if (delivered === null) return errors(res, 409, 'The sandbox has no endpoint enrolled to deliver to.')
+      // The batch as the listing shows it, and what the endpoint said (its JSON code and message).
+      sendJson(res, 200, { ...delivered.batch, answer: delivered.answer, error: delivered.error })
     },
   },
   {

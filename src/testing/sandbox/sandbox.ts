@@ -7,12 +7,14 @@ import { noopLogger, type Logger } from '../../logger.js'
 import { bodyText, classify, curlCommand, describeDigest, describeSignature, eventsAtAGlance, reasonOf, type InspectedDetail, type InspectedSummary } from '../inspector/describe.js'
 import { Journal } from '../inspector/journal.js'
 import { generateSigningKeyPair, signWebhook, type SignedWebhook, type WireEvent } from '../sign-webhook.js'
+import { endpointAnswer, type EndpointAnswer } from './answer.js'
 import type { SandboxBatch } from './batch-query.js'
 import { createAgents, destroyAgents, parseTarget, postBatch, type PostOutcome } from './delivery.js'
 import { createApiHandler, TAMPER_KINDS, type SandboxCore, type SandboxResend, type SandboxValidation, type TamperKind } from './routes.js'
 import { sampleEvent, sampleEvents } from './sample-events.js'
 
 export { isLoopbackHostHeader } from './routes.js'
+export type { EndpointAnswer } from './answer.js'
 export type { SandboxResend, SandboxValidation, TamperKind } from './routes.js'
 
 /** What `tamperEvery` cycles through (a replay needs an accepted delivery to copy). */
@@ -112,6 +114,12 @@ export interface AttemptDetail {
   error: string | null
   /** True for an attempt made by a resend request (`resend` or the API's resend route). */
   resend: boolean
+  /**
+   * The error code and message the endpoint gave in a JSON answer (e.g. this library's
+   * `{ "code": "key_unavailable", "message": ... }`); `null` when it answered none. Raw text from
+   * the endpoint: escape it before printing.
+   */
+  answer: EndpointAnswer | null
 }
 
 /** Options of one `deliver` call. */
@@ -126,6 +134,11 @@ export interface DeliverOptions {
    * @default none
    */
   tamper?: TamperKind
+  /**
+   * Attempts for this delivery, including the first, 1 to 10 (1: no retry).
+   * @default the sandbox's `maxAttempts`
+   */
+  maxAttempts?: number
 }
 
 /** Requests the sandbox's API server has answered, by endpoint. */
@@ -148,8 +161,8 @@ export interface StartOptions {
    */
   target?: string | URL
   /**
-   * Send exactly this many events in all, then stop by itself (`finished()` resolves once the
-   * last delivery is settled). The last delivery carries what is left when `count` is not a
+   * Send exactly this many events in all, then stop sending by itself (`finished()` resolves
+   * once the last delivery is settled; the API keeps serving until `close()`). The last delivery carries what is left when `count` is not a
    * multiple of `batchSize`.
    * @default no limit (until `stop()` or `close()`)
    */
@@ -483,7 +496,8 @@ export async function createSandbox (options: SandboxOptions = {}): Promise<Sand
     return { batch, error: outcome.error, capture: { signed, outcome, eventTypes: keptBatch.eventTypes } }
   }
 
-  const deliver = async (events?: ReadonlyArray<WebhookEvent | WireEvent>, opts: DeliverOptions = {}, size = batchSize): Promise<SandboxBatch> => {
+  /** One delivery with its retries: the last attempt's record and what the endpoint said in it. */
+  const deliverDetailed = async (events?: ReadonlyArray<WebhookEvent | WireEvent>, opts: DeliverOptions = {}, size = batchSize): Promise<{ batch: SandboxBatch, answer: EndpointAnswer | null, error: string | null }> => {
     if (closing.signal.aborted) throw closedError()
     const target = opts.target !== undefined ? parseTarget(opts.target) : endpoints[0] ?? null
     if (target === null) throw new TypeError('deliver needs a target: createSandbox({ target }), enroll(endpoint) or deliver(events, { target })')
@@ -498,7 +512,8 @@ export async function createSandbox (options: SandboxOptions = {}): Promise<Sand
     }
     const batchEvents = copied?.kept.events ?? list!
     const eventCount = batchEvents.length
-    const attempts = tamper === null ? maxAttempts : 1
+    const attemptsAllowed = opts.maxAttempts === undefined ? maxAttempts : number(opts.maxAttempts, 'maxAttempts', maxAttempts, 1, 10)
+    const attempts = tamper === null ? attemptsAllowed : 1
     // One batch id for the delivery: its retries are the same batch, signed again.
     const batchId = nextBatchId++
     const keptBatch: KeptBatch = { events: [...batchEvents], webhook: target, eventCount, lastCreated: 0, eventTypes: batchEvents.slice(0, 1000).map(wireType) }
@@ -516,8 +531,9 @@ export async function createSandbox (options: SandboxOptions = {}): Promise<Sand
       }
       const willRetry = batch.status !== '2xx_response' && attempt < attempts
       const retryInMs = willRetry ? retryDelay * 2 ** (attempt - 1) : null
-      record(batch, { attempt, willRetry, retryInMs, tamper, error, resend: false }, capture)
-      if (retryInMs === null) return batch
+      const answer = batch.status === '2xx_response' ? null : endpointAnswer(capture.outcome.body)
+      record(batch, { attempt, willRetry, retryInMs, tamper, error, resend: false, answer }, capture)
+      if (retryInMs === null) return { batch, answer, error }
       try {
         await sleep(retryInMs, undefined, { signal: closing.signal })
       } catch {
@@ -525,6 +541,8 @@ export async function createSandbox (options: SandboxOptions = {}): Promise<Sand
       }
     }
   }
+
+  const deliver = async (events?: ReadonlyArray<WebhookEvent | WireEvent>, opts: DeliverOptions = {}): Promise<SandboxBatch> => (await deliverDetailed(events, opts)).batch
 
   const resend = async (batchId: number): Promise<SandboxResend | null> => {
     if (closing.signal.aborted) throw closedError()
@@ -537,7 +555,8 @@ export async function createSandbox (options: SandboxOptions = {}): Promise<Sand
     batch.lastCreated = created
     const { batch: row, error, capture } = await attemptOnce(batchId, batch.webhook, sign(batch.events, created), batch)
     const attempt = batches.filter((b) => b.batch_id === batchId).length + 1
-    record(row, { attempt, willRetry: false, retryInMs: null, tamper: null, error, resend: true }, capture)
+    const answer = row.status === '2xx_response' ? null : endpointAnswer(capture.outcome.body)
+    record(row, { attempt, willRetry: false, retryInMs: null, tamper: null, error, resend: true, answer }, capture)
     return {
       batch_id: batchId,
       customer_handle: customerHandle,
@@ -624,10 +643,10 @@ export async function createSandbox (options: SandboxOptions = {}): Promise<Sand
     validate,
     resend,
     rotateKey,
-    deliverOne: async (tamper, types) => {
+    deliverOne: async (tamper, types, attempts) => {
       if (endpoints.length === 0) return null
       const events = types?.map((type) => sampleEvent(type, customerHandle))
-      return await deliver(events, tamper !== undefined ? { tamper } : {})
+      return await deliverDetailed(events, { ...(tamper !== undefined ? { tamper } : {}), ...(attempts !== undefined ? { maxAttempts: attempts } : {}) })
     },
     inspector: {
       mode: 'sandbox',

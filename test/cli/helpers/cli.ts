@@ -76,3 +76,61 @@ export async function runCliOnTty (args: string[], env: Record<string, string> =
 
 /** An ANSI escape sequence (colour, cursor). */
 export const ANSI = /\u001b\[/
+
+/** A long-running command (`sandbox`) in a child process, read as it prints. */
+export interface RunningCli {
+  /** Everything printed on stdout so far. */
+  stdout: () => string
+  stderr: () => string
+  /**
+   * Resolves with the first match of `pattern` in stdout once it is printed; rejects if the
+   * process exits first (saying what it printed), so a test never waits on a dead process.
+   */
+  waitFor: (pattern: RegExp) => Promise<RegExpMatchArray>
+  /** Sends SIGINT (Ctrl-C) and resolves with the exit code. */
+  interrupt: () => Promise<number | null>
+  exited: Promise<number | null>
+}
+
+/** Starts `mailchannels-webhooks <args>`; killed at teardown (and after 60 s at most). */
+export function startCli (t: Test, args: string[], env: Record<string, string> = {}): RunningCli {
+  const child = spawn(process.execPath, [BIN, ...args], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'], env: { ...INHERITED, ...env } })
+  const killer = setTimeout(() => child.kill('SIGKILL'), 60_000)
+  let stdout = ''
+  let stderr = ''
+  const waiters = new Set<() => void>()
+  let closed = false
+  const exited = new Promise<number | null>((resolve) => child.on('close', (c) => {
+    closed = true
+    clearTimeout(killer)
+    resolve(c)
+    for (const wake of waiters) wake()
+  }))
+  child.stdout.on('data', (c: Buffer) => { stdout += c.toString(); for (const wake of waiters) wake() })
+  child.stderr.on('data', (c: Buffer) => { stderr += c.toString() })
+  t.teardown(() => { clearTimeout(killer); child.kill('SIGKILL') })
+  const waitFor = (pattern: RegExp): Promise<RegExpMatchArray> => new Promise((resolve, reject) => {
+    const check = (): void => {
+      const m = pattern.exec(stdout)
+      if (m !== null) {
+        waiters.delete(check)
+        resolve(m)
+      } else if (closed) {
+        waiters.delete(check)
+        reject(new Error(`exited (${child.exitCode ?? child.signalCode}) before printing ${pattern}:\n${stdout}\n${stderr}`))
+      }
+    }
+    waiters.add(check)
+    check()
+  })
+  return {
+    stdout: () => stdout,
+    stderr: () => stderr,
+    waitFor,
+    interrupt: async () => {
+      child.kill('SIGINT')
+      return await exited
+    },
+    exited,
+  }
+}

@@ -142,17 +142,37 @@ t.test('the rate limit: resends start evenly spaced, also with concurrency', asy
 t.test('concurrency: up to n resends in flight at once', async (t) => {
   let inFlight = 0
   let most = 0
+  // The fake holds the resends and answers them together once `group` are in flight (or every
+  // one still to come is), so the most in flight does not depend on how fast the machine runs.
+  // A limit that lets fewer through would hold them forever: a 10 s deadline answers them, and
+  // the count below fails.
+  let group = 3
+  let left = 9
+  let held: Array<() => void> = []
+  let deadline: NodeJS.Timeout | undefined
+  const answerHeld = (): void => {
+    clearTimeout(deadline)
+    const now = held
+    held = []
+    left -= now.length
+    for (const answer of now) answer()
+  }
   api.always = onResend((req, res) => {
     inFlight++
     most = Math.max(most, inFlight)
     res.once('close', () => { inFlight-- })
-    delayed(150, api.answer)(req, res)
+    held.push(() => { api.answer(req, res) })
+    clearTimeout(deadline)
+    if (held.length >= Math.min(group, left)) answerHeld()
+    else deadline = setTimeout(answerHeld, 10_000)
   })
   const r = await client.webhooks.reconcile({ ...FAST, concurrency: 3 })
   t.equal(r.data!.summary.resent, 9)
   t.equal(most, 3, 'three at once, never more')
   api.requests.length = 0
   most = 0
+  group = 1
+  left = 3
   await client.webhooks.reconcile({ ...FAST, statuses: ['5xx'] })
   t.equal(most, 1, 'the default: one at a time')
 })

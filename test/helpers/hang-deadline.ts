@@ -5,8 +5,9 @@ import tap from 'tap'
 // (four files at once on two cores, a laptop doing other work), and was failed as "timeout!"
 // while every command was still making progress. A file that calls `progressed()` as it goes
 // turns that limit into a deadline for hangs only: it fails when nothing progressed for that
-// long. On the top-level test, `t.setTimeout(ms)` counts from now and tells the runner too
-// (https://node-tap.org/docs/api/#tsettimeoutn).
+// long. On the top-level test, `t.setTimeout(ms)` counts from now and tells the runner, which
+// restarts the file's timer (TAP.setTimeout and Spawn's 'message' handler in tapjs'
+// src/core/src/tap.ts and spawn.ts, https://github.com/tapjs/tapjs).
 
 /** The file's own limit from the runner (`timeout` in .taprc, `--timeout`), in ms; 0 when none. */
 function configuredMs (): number {

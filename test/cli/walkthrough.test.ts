@@ -5,7 +5,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import Fastify, { type FastifyInstance } from 'fastify'
 import mailchannelsWebhooks from '../../src/fastify/index.js'
 import { MemorySeenEventsStore, WebhookEventRouter } from '../../src/index.js'
-import { BIN, ensureBuilt, ROOT, runCli, stateDir, type Run } from './helpers/cli.js'
+import { BIN, COMMAND_DEADLINE_MS, ensureBuilt, ROOT, runCli, stateDir, type Run } from './helpers/cli.js'
 
 // The README walkthrough as a user types it, with the built binary: start the sandbox, enroll
 // a local receiver, validate it, stop the receiver while events are sent, start it again, list
@@ -19,7 +19,9 @@ t.test('walkthrough with the CLI: sandbox, enroll, validate, an outage, reconcil
 
   // The sandbox, running until Ctrl-C.
   const sandbox = spawn(process.execPath, [BIN, 'sandbox', '--rate', '5', '--batch-size', '4', '--customer-handle', 'acme'], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'], env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...env } })
-  const killer = setTimeout(() => sandbox.kill('SIGKILL'), 60_000)
+  // Stopped at teardown; the killer is for a test that hangs (a deadline, not a duration: the
+  // walkthrough takes several times as long on a machine busy with other work).
+  const killer = setTimeout(() => sandbox.kill('SIGKILL'), COMMAND_DEADLINE_MS)
   t.teardown(() => { clearTimeout(killer); sandbox.kill('SIGKILL') })
   let out = ''
   sandbox.stdout.on('data', (c: Buffer) => { out += c.toString() })
@@ -50,10 +52,13 @@ t.test('walkthrough with the CLI: sandbox, enroll, validate, an outage, reconcil
   t.match(await cli('validate'), { code: 0, stdout: new RegExp(`^passed {2}200 {2}${endpoint.replace(/[.]/g, '\\.')} {2}\\{.*\\}\\nall 1 endpoint answered 2xx\\n$`) })
   while (handled.size < 9) await sleep(20)
 
-  // The outage: long enough for some batches to use up their retries (1 s, then 2 s later).
+  // The outage: long enough for some batches to use up their retries (1 s, then 2 s later), and
+  // on a busy machine (the sandbox's timers late) until the listing shows an attempt that failed.
   await app!.close()
   app = null
   await sleep(3500)
+  const failedAttempts = async (): Promise<number> => (JSON.parse((await cli('batches', '--status', '4xx,5xx,no_response', '--json')).stdout).data as unknown[]).length
+  for (const deadline = Date.now() + 60_000; await failedAttempts() === 0 && Date.now() < deadline;) await sleep(500)
   await startReceiver()
 
   const failed = await cli('batches', '--status', '4xx,5xx,no_response', '--json')

@@ -4,6 +4,7 @@
 import t from 'tap'
 import { RedisSeenEventsStore, ReplayStoreError, WebhookEventRouter, eventFingerprint } from '../../src/index.js'
 import { startRedisServer } from '../replay/helpers/redis-server.js'
+import { until } from '../helpers/wait.js'
 import { ev, sleep } from './helpers/events.js'
 import { concurrentDeliveries, retryCompletesTheRest } from './helpers/scenarios.js'
 
@@ -11,10 +12,14 @@ const redis = await startRedisServer()
 t.teardown(async () => { await redis.close() })
 
 let n = 0
-/** A fresh instance: its own client, its own store object, a prefix shared with its sibling. */
+/**
+ * A fresh instance: its own client, its own store object, a prefix shared with its sibling.
+ * Command and store timeouts of 30 s, deadlines for hangs only: a busy machine must not turn a
+ * slow answer into a failed event (with Redis stopped, commands still fail at once: no offline queue).
+ */
 async function instances (count: number): Promise<RedisSeenEventsStore[]> {
   const prefix = `router-test-${++n}:`
-  return await Promise.all(Array.from({ length: count }, async () => new RedisSeenEventsStore(await redis.client(), { prefix })))
+  return await Promise.all(Array.from({ length: count }, async () => new RedisSeenEventsStore(await redis.client({ commandTimeout: 30_000 }), { prefix, timeout: 30_000 })))
 }
 
 t.test('two instances, many concurrent identical deliveries and resends, handlers failing once: every effect exactly once', async (t) => {
@@ -29,13 +34,22 @@ t.test('a retry on the other instance completes only the failed events', async (
 t.test('a claim renewed on one instance keeps the other one off the event', async (t) => {
   const [a, b] = await instances(2)
   let runs = 0
-  const handler = async (): Promise<void> => { runs++; await sleep(1500) }
-  const one = new WebhookEventRouter({ seenEvents: a!, claimLifetime: 1 }).on('delivered', handler)
-  const two = new WebhookEventRouter({ seenEvents: b!, claimLifetime: 1 }).on('delivered', handler)
+  // The first run works until the test has seen the other instance kept off (a second run, the
+  // bug this looks for, returns at once and fails the assertions below rather than hang).
+  let finish!: () => void
+  const finished = new Promise<void>((resolve) => { finish = resolve })
+  const handler = async (): Promise<void> => { if (++runs === 1) await finished }
+  // Renewed every second (a third of the lifetime): a renewal may be 2 s late before the claim
+  // lapses, which a busy machine does not reach.
+  const one = new WebhookEventRouter({ seenEvents: a!, claimLifetime: 3 }).on('delivered', handler)
+  const two = new WebhookEventRouter({ seenEvents: b!, claimLifetime: 3 }).on('delivered', handler)
   const events = [ev('delivered', 1)]
   const slow = one.dispatch(events)
-  await sleep(1200)
+  await until(() => runs === 1, 'the first instance to claim the event and run its handler')
+  // Past the claim's first lifetime (3 s): a lower bound, so a busy machine only makes it longer.
+  await sleep(3200)
   t.same((await two.dispatch(events)).outcomes.map((o) => o.status), ['deferred'], 'still claimed past its first lifetime')
+  finish()
   t.equal((await slow).handled, 1)
   t.equal((await two.dispatch(events)).skipped, 1)
   t.equal(runs, 1)

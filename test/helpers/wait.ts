@@ -11,10 +11,19 @@ export async function within (p: Promise<unknown>, ms: number): Promise<boolean>
   }
 }
 
-/** Polls `cond` every 10 ms for up to 5 s; throws naming `what` if it never holds. */
+/**
+ * How long `until` waits before it takes the condition for one that never holds. A deadline
+ * for hangs only: conditions here hold within milliseconds on an idle machine, and take far
+ * longer on one busy with other work (`npm test` runs several files at once).
+ */
+export const UNTIL_DEADLINE_MS = 30_000
+
+/** Polls `cond` every 10 ms for up to UNTIL_DEADLINE_MS; throws naming `what` if it never holds. */
 export async function until (cond: () => boolean, what: string): Promise<void> {
-  for (let i = 0; i < 500; i++) {
+  const deadline = performance.now() + UNTIL_DEADLINE_MS
+  for (;;) {
     if (cond()) return
+    if (performance.now() > deadline) break
     await sleep(10)
   }
   throw new Error(`timed out waiting for ${what}`)

@@ -3,6 +3,8 @@
 // must reach the handler at most once. The claim is settled by the handler's own outcome
 // (2xx: done; throw or 5xx: released), never by the connection. Real Fastify and Express
 // servers on 127.0.0.1, raw sockets reset with RST, the memory store and a real Redis.
+// Every wait is for a condition (a handler entered, an answer arrived, the outcomes recorded),
+// with deadlines for hangs only, so a machine busy with other work does not change a result.
 import http from 'node:http'
 import net from 'node:net'
 import type { AddressInfo } from 'node:net'
@@ -16,6 +18,7 @@ import { RedisReplayStore } from '../../src/replay/redis-store.js'
 import type { ReplayStore } from '../../src/replay/types.js'
 import type { SignedWebhook } from '../../src/testing/index.js'
 import { delivery, event, HANDLE, KEYS } from '../fastify/helpers/fixtures.js'
+import { until, within } from '../helpers/wait.js'
 import { startRedisServer, type RedisServer } from './helpers/redis-server.js'
 
 const unhandled: unknown[] = []
@@ -26,6 +29,10 @@ t.teardown(() => { process.off('unhandledRejection', onUnhandled) })
 /** How long the handler works: long enough for a reset to land while it runs. */
 const HANDLER_MS = 40
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms))
+/** How long a step may take before it is taken for hung: far beyond what any takes, even on a busy machine. */
+const HANG_MS = 30_000
+/** Resolves when `p` does, or after HANG_MS (the assertions after it then say what was missing). */
+const orHang = async (p: Promise<unknown>): Promise<void> => { await within(p, HANG_MS) }
 
 type Outcome = 'ok' | 'throw' | '503'
 
@@ -112,10 +119,10 @@ async function sendAndReset (r: Receiver, d: SignedWebhook, point: ResetPoint): 
     socket.write(head(r.port, d) + d.body.toString('latin1'))
     if (point === 'during-handler') {
       // Until this copy entered the handler (a duplicate is answered at once instead).
-      const deadline = Date.now() + 1000
+      const deadline = Date.now() + HANG_MS
       while (r.runs() === before && !answered && Date.now() < deadline) await Promise.race([sleep(2), gotData])
     } else if (point === 'after-handler') {
-      await Promise.race([gotData, sleep(1000)])
+      await orHang(gotData)
     }
   }
   if (!socket.destroyed) socket.resetAndDestroy()
@@ -127,11 +134,31 @@ async function post (r: Receiver, d: SignedWebhook): Promise<{ status: number, b
   return { status: res.status, body: await res.json() as Record<string, unknown> }
 }
 
-/** Waits until every handler run that started has finished (and its outcome is settled). */
+/**
+ * Redis store calls (claim, complete, release) not answered yet. The memory store settles a claim
+ * synchronously, as the handler answers (the adapters' onSend / res.end); a Redis store takes a
+ * round trip more, counted here.
+ */
+let storeCalls = 0
+function counted (store: ReplayStore): ReplayStore {
+  const count = async <T>(call: () => Promise<T>): Promise<T> => {
+    storeCalls++
+    try {
+      return await call()
+    } finally {
+      storeCalls--
+    }
+  }
+  return {
+    claim: async (id, ttl) => await count(async () => await store.claim(id, ttl)),
+    complete: async (id, ttl) => { await count(async () => { await store.complete(id, ttl) }) },
+    release: async (id) => { await count(async () => { await store.release(id) }) },
+  }
+}
+
+/** Waits until every handler run that started has finished and its outcome is recorded in the store. */
 async function settled (r: Receiver): Promise<void> {
-  const deadline = Date.now() + 3000
-  while (r.finished() < r.runs() && Date.now() < deadline) await sleep(5)
-  await sleep(30)
+  await until(() => r.finished() === r.runs() && storeCalls === 0, 'the handler runs to finish and the store to record their outcomes')
 }
 
 type Build = (t: Test, replay: ReplayStore) => Promise<Receiver>
@@ -143,7 +170,8 @@ async function stores (t: Test): Promise<Array<[string, () => Promise<ReplayStor
   const server = redis
   return [
     ['memory', async () => new MemoryReplayStore()],
-    ['redis', async () => new RedisReplayStore(await server.client(), { prefix: `disconnect-${serial++}:` })],
+    // Timeouts for hangs only: the claims here are about resets, not about a slow Redis.
+    ['redis', async () => counted(new RedisReplayStore(await server.client({ commandTimeout: HANG_MS }), { prefix: `disconnect-${serial++}:`, timeout: HANG_MS }))],
   ]
 }
 t.teardown(async () => { await redis?.close() })
@@ -198,30 +226,55 @@ t.test('a handler failure (throw or 5xx) still lets the retry through, also when
   }
 })
 
-/** A real store whose claims answer late (a slow Redis), so a client can leave during the claim. */
-function slowClaims (store: ReplayStore, ms: number): ReplayStore {
+/**
+ * A real store whose first claim answers only when the test says so (a slow Redis), so a client
+ * can leave during the claim: `claiming` resolves once that claim was made, `answer()` lets it return.
+ */
+function heldClaim (store: ReplayStore): { store: ReplayStore, claiming: Promise<void>, answer: () => void } {
+  let claimed!: () => void
+  const claiming = new Promise<void>((resolve) => { claimed = resolve })
+  let answer!: () => void
+  const answered = new Promise<void>((resolve) => { answer = resolve })
+  let first = true
   return {
-    claim: async (id, ttl) => { const state = await store.claim(id, ttl); await sleep(ms); return state },
-    complete: async (id, ttl) => { await store.complete(id, ttl) },
-    release: async (id) => { await store.release(id) },
+    claiming,
+    answer,
+    store: {
+      claim: async (id, ttl) => {
+        const state = await store.claim(id, ttl)
+        if (first) {
+          first = false
+          claimed()
+          await answered
+        }
+        return state
+      },
+      complete: async (id, ttl) => { await store.complete(id, ttl) },
+      release: async (id) => { await store.release(id) },
+    },
   }
 }
 
 t.test('a client that leaves during the claim: the claimed delivery is still handled, a copy meanwhile is a duplicate, nothing is released', async (t) => {
   for (const [storeName, makeStore] of await stores(t)) {
     for (const [receiverName, build] of RECEIVERS) {
-      const r = await build(t, slowClaims(await makeStore(), 60))
+      const held = heldClaim(await makeStore())
+      const r = await build(t, held.store)
       const d = freshDelivery()
       const socket = net.connect(r.port, '127.0.0.1')
       socket.on('error', () => {})
       await new Promise<void>((resolve) => socket.once('connect', () => resolve()))
+      const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()))
       socket.write(head(r.port, d) + d.body.toString('latin1'))
-      // The body is read and verified within a few ms; the claim then takes 60 ms.
-      await sleep(25)
+      // The body was read and verified, and the claim made; it has not answered yet.
+      await orHang(held.claiming)
       socket.resetAndDestroy()
+      await closed
       const meanwhile = await post(r, d)
-      await settled(r)
+      held.answer()
       const name = `${storeName} ${receiverName}`
+      await until(() => r.runs() > 0, `${name}: the handler to run for the claimed delivery`).catch(() => {})
+      await settled(r)
       t.same(meanwhile, { status: 200, body: { duplicate: true } }, `${name}: a copy during the claim is a duplicate`)
       t.equal(r.runs(), 1, `${name}: the delivery whose client left was handled (not released, not lost)`)
       t.same(await post(r, d), { status: 200, body: { duplicate: true } }, `${name}: and is done`)

@@ -4,6 +4,7 @@ import os from 'node:os'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
 import type { Test } from 'tap'
+import { progressed } from '../../helpers/hang-deadline.js'
 
 // The CLI as users run it: the built bin (dist/cli.js, package.json "bin") in a child process.
 
@@ -37,8 +38,21 @@ export function ensureBuilt (): void {
 }
 
 // tap sets FORCE_COLOR and NODE_OPTIONS (its loaders); a user's shell has neither. The key and
-// the state directory are given by each test, never inherited.
-const INHERITED = Object.fromEntries(Object.entries(process.env).filter(([k]) => !['FORCE_COLOR', 'NODE_OPTIONS', 'NO_COLOR', 'MAILCHANNELS_API_KEY', 'XDG_STATE_HOME'].includes(k))) as Record<string, string>
+// the state directory are given by each test, never inherited. A command given no state
+// directory gets one private to this test process, not ~/.local/state: that one is shared by
+// the test files running side by side and by the developer's own sandbox.
+let fallbackState: string | undefined
+function privateStateHome (): string {
+  if (fallbackState === undefined) {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'mcw-cli-state-'))
+    process.once('exit', () => rmSync(dir, { recursive: true, force: true }))
+    fallbackState = dir
+  }
+  return fallbackState
+}
+const INHERITED_ENV = Object.fromEntries(Object.entries(process.env).filter(([k]) => !['FORCE_COLOR', 'NODE_OPTIONS', 'NO_COLOR', 'MAILCHANNELS_API_KEY', 'XDG_STATE_HOME'].includes(k))) as Record<string, string>
+/** The environment of a command: the inherited one, a private state directory, then `env`. */
+const childEnv = (env: Record<string, string>): Record<string, string> => ({ ...INHERITED_ENV, XDG_STATE_HOME: privateStateHome(), ...env })
 
 export interface Run { code: number | null, stdout: string, stderr: string }
 
@@ -49,29 +63,47 @@ export function stateDir (t: Test): string {
   return dir
 }
 
-/** Runs `mailchannels-webhooks <args>`; killed after 30 s at most. */
+/**
+ * How long one command may run before it is taken for hung and killed. A deadline for hangs
+ * only: most commands here take well under a second on an idle machine, and tens of seconds on
+ * one starved of CPU (one that lists 601 pages took over 90 s at a load average of 30). Each
+ * command started also restarts the test file's own timeout (`progressed()`, 300 s in .taprc),
+ * so a file of many commands is failed for a command that hangs, never for being slow in a busy
+ * suite.
+ */
+export const COMMAND_DEADLINE_MS = 240_000
+
+/** What a killed command adds to its stderr, so the assertion that fails says why. */
+const killedNote = (): string => `\n[test helper: killed after ${COMMAND_DEADLINE_MS / 1000} s without exiting]\n`
+
+/** Runs `mailchannels-webhooks <args>`; killed after COMMAND_DEADLINE_MS at most. */
 export async function runCli (args: string[], env: Record<string, string> = {}): Promise<Run> {
-  const child = spawn(process.execPath, [BIN, ...args], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'], env: { ...INHERITED, ...env } })
-  const killer = setTimeout(() => child.kill('SIGKILL'), 30_000)
+  progressed()
+  const child = spawn(process.execPath, [BIN, ...args], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'], env: childEnv(env) })
+  let killed = false
+  const killer = setTimeout(() => { killed = true; child.kill('SIGKILL') }, COMMAND_DEADLINE_MS)
   let stdout = ''
   let stderr = ''
   child.stdout.on('data', (c: Buffer) => { stdout += c.toString() })
   child.stderr.on('data', (c: Buffer) => { stderr += c.toString() })
   const code = await new Promise<number | null>((resolve) => child.on('close', (c) => resolve(c)))
   clearTimeout(killer)
+  if (killed) stderr += killedNote()
   return { code, stdout, stderr }
 }
 
 /** The same command on a pseudo-terminal (util-linux `script`), for what only a terminal shows. */
 export async function runCliOnTty (args: string[], env: Record<string, string> = {}): Promise<string> {
   const cmd = [process.execPath, BIN, ...args].map((a) => `'${a.replace(/'/g, "'\\''")}'`).join(' ')
-  const child = spawn('script', ['-qec', cmd, '/dev/null'], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'], env: { ...INHERITED, TERM: 'xterm', ...env } })
-  const killer = setTimeout(() => child.kill('SIGKILL'), 30_000)
+  progressed()
+  const child = spawn('script', ['-qec', cmd, '/dev/null'], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'], env: childEnv({ TERM: 'xterm', ...env }) })
+  let killed = false
+  const killer = setTimeout(() => { killed = true; child.kill('SIGKILL') }, COMMAND_DEADLINE_MS)
   let out = ''
   child.stdout.on('data', (c: Buffer) => { out += c.toString() })
   await new Promise((resolve) => child.on('close', resolve))
   clearTimeout(killer)
-  return out
+  return killed ? out + killedNote() : out
 }
 
 /** An ANSI escape sequence (colour, cursor). */

@@ -57,16 +57,11 @@ export const plural = (n: number, one: string, many = `${one}s`): string => `${n
 
 /**
  * Text from elsewhere (an endpoint's answer) for one terminal line: line ends and tabs as one
- * space, other control, bidi and invisible characters as visible escapes, cut to `max`
- * characters (never inside an escape).
+ * space, other unsafe characters (terminal-text.ts) as visible escapes, cut to `max` characters
+ * with `...` (never inside an escape).
  */
 export function oneLine (text: string, max: number): string {
-  const flat = terminalLine(text)
-  if (flat.length <= max) return flat
-  let cut = flat.slice(0, max - 3)
-  // An escape cut in two (`\x1`, `\u20`) would read as other text: drop its start.
-  cut = cut.replace(/\\(?:x[0-9a-f]?|u[0-9a-f]{0,3}|)$/, '')
-  return `${cut}...`
+  return terminalLine(text, max, () => '...')
 }
 
 // The CLI's own escape sequences: the painter's colours and the progress bar's "return, erase

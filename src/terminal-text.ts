@@ -36,12 +36,18 @@ const UNSAFE_BUT_LF = new RegExp(`(?!\\n)[${HIDDEN}]`, 'gu')
 const JSON_UNSAFE = new RegExp(`(?![\\t\\n\\r])[${HIDDEN}]`, 'gu')
 
 /**
- * How much of one value from outside a terminal line shows, in UTF-16 code units (what
- * `string.length` counts), the marker of what was left out included. Endpoint URLs, dates,
- * handles and messages are far shorter; a hostile 100,000-character value would bury the table
- * it is in. `--json` prints values in full.
+ * How many code points of one value from outside a terminal line shows, the rest replaced by
+ * `…(+N chars)`. Endpoint URLs, dates, handles and messages are far shorter; a hostile
+ * 100,000-character value would bury the table or the line it is in. Counted in the value's
+ * own code points (an escape shows one in up to 10 characters). `--json` prints values in full.
  */
-export const TERMINAL_MAX_LENGTH = 500
+export const TERMINAL_MAX_LENGTH = 1000
+/**
+ * How many code points of one unbroken run (no space) of a value a terminal line shows, the
+ * rest of the run replaced by `…(+N chars)`: a long URL or token shows its start, and a message
+ * that quotes it still shows what follows (the advice at its end).
+ */
+export const TERMINAL_MAX_RUN = 500
 
 const NAMED: Readonly<Record<string, string>> = { '\n': '\\n', '\r': '\\r', '\t': '\\t' }
 
@@ -71,43 +77,82 @@ function codePoints (text: string): number {
   return n
 }
 
-/** The marker of a shortened value: `…(+99,950 chars)`, counting the code points left out. */
-export const leftOut = (chars: number): string => `…(+${chars.toLocaleString('en-US')} chars)`
+/** The marker of a shortened value or run: `…(+99,950 chars)`, counting the code points left out. */
+const leftOut = (chars: number): string => `…(+${chars.toLocaleString('en-US')} ${chars === 1 ? 'char' : 'chars'})`
+
+// A run ends at a space (U+0020, the no-break and other spaces) or an ellipsis: the marker of a
+// value already shortened (quoted in a message) starts a new run, so it is not cut again.
+const SPACE = /^[\p{Zs}\u2026]$/u
+const LONG_RUN = new RegExp(`[^\\p{Zs}\\u2026]{${TERMINAL_MAX_RUN + 1}}`, 'u')
 
 /**
- * `text` with every unsafe code point escaped; when that is longer than `max`, only its start
- * (whole code points and whole escapes, never half of one) and `marker(code points left out)`,
- * at most `max` long in all.
+ * `text` with every unsafe code point escaped, at most `TERMINAL_MAX_RUN` code points of each run
+ * without spaces and `max` code points in all shown, each cut marked with `…(+N chars)`.
  */
-function visible (text: string, max: number, marker: (left: number) => string): string {
-  // An escape is never shorter than what it stands for: text longer than max is cut whatever it holds.
-  if (text.length <= max) {
-    const escaped = text.replace(UNSAFE, escape)
-    if (escaped.length <= max) return escaped
+function shortened (text: string, max: number): string {
+  // Code units are never fewer than code points: a short text needs no counting.
+  if ((text.length <= TERMINAL_MAX_RUN && text.length <= max) || (codePoints(text) <= max && !LONG_RUN.test(text))) {
+    return text.replace(UNSAFE, escape)
   }
-  // The marker is widest when the most is left out: leave room for that one.
-  const room = max - marker(codePoints(text)).length
   let out = ''
-  let used = 0
+  let shown = 0
+  let run = 0
+  let skipped = 0
+  let at = 0
   for (const ch of text) {
-    const shown = ONE_UNSAFE.test(ch) ? escape(ch) : ch
-    if (out.length + shown.length > room) break
-    out += shown
-    used += ch.length
+    const space = SPACE.test(ch)
+    if (!space && (skipped > 0 || run === TERMINAL_MAX_RUN)) {
+      // The rest of a run too long: left out, counted.
+      skipped++
+      at += ch.length
+      continue
+    }
+    if (shown === max) break
+    if (skipped > 0) out += leftOut(skipped)
+    skipped = 0
+    out += ONE_UNSAFE.test(ch) ? escape(ch) : ch
+    shown++
+    run = space ? 0 : run + 1
+    at += ch.length
   }
-  return out + marker(codePoints(text.slice(used)))
+  const left = skipped + codePoints(text.slice(at))
+  return left > 0 ? out + leftOut(left) : out
+}
+
+// Runs of tabs and line ends (LF, CRLF), for text shown on one line.
+const LINE_BREAKS = /(?:\r\n|[\t\n])+/g
+
+/**
+ * One value from outside on one line of at most `width` characters (an excerpt of an answer in
+ * a table column): as `terminalLine`, but cut to `width` characters in all (escapes counted as
+ * shown, never cut in two), ending in `...` when cut.
+ */
+export function terminalExcerpt (text: string, width: number): string {
+  const flat = text.replace(LINE_BREAKS, ' ').trim()
+  if (flat.length <= width) {
+    const escaped = flat.replace(UNSAFE, escape)
+    if (escaped.length <= width) return escaped
+  }
+  let out = ''
+  for (const ch of flat) {
+    const shown = ONE_UNSAFE.test(ch) ? escape(ch) : ch
+    if (out.length + shown.length > width - 3) break
+    out += shown
+  }
+  return `${out}...`
 }
 
 /**
  * One value from outside, for a terminal: every control, format, separator, private-use,
  * unassigned and default-ignorable code point and every lone surrogate (the line feed included)
  * replaced by its visible escape; printable text of every script, emoji, combining marks and
- * the backslash kept as they are. A value longer than `max` shows its start and
- * `…(+N chars)`.
- * @param max the most UTF-16 code units shown, the marker included. @default TERMINAL_MAX_LENGTH (500)
+ * the backslash kept as they are. Of a run without spaces longer than `TERMINAL_MAX_RUN` (500
+ * code points) only the start shows, then `…(+N chars)`; of a value longer than `max` code
+ * points, the same.
+ * @param max the most code points of the value shown. @default TERMINAL_MAX_LENGTH (1,000)
  */
 export function terminalText (text: string, max: number = TERMINAL_MAX_LENGTH): string {
-  return visible(text, max, leftOut)
+  return shortened(text, max)
 }
 
 /**
@@ -122,13 +167,12 @@ export function terminalOutput (text: string): string {
 /**
  * One value from outside shown on a single line (an error body, the start of an answer): runs
  * of tabs and line ends (LF, CRLF) become one space, every other unsafe character its visible
- * escape (a lone CR included: it would print over the line), and the ends are trimmed. Longer
- * than `max`, its start and `marker(code points left out)`.
- * @param max the most UTF-16 code units shown, the marker included. @default TERMINAL_MAX_LENGTH (500)
- * @param marker what ends a shortened line. @default `…(+N chars)`
+ * escape (a lone CR included: it would print over the line), and the ends are trimmed. Long
+ * runs and values shortened as by `terminalText`.
+ * @param max the most code points of the value shown. @default TERMINAL_MAX_LENGTH (1,000)
  */
-export function terminalLine (text: string, max: number = TERMINAL_MAX_LENGTH, marker: (left: number) => string = leftOut): string {
-  return visible(text.replace(/(?:\r\n|[\t\n])+/g, ' ').trim(), max, marker)
+export function terminalLine (text: string, max: number = TERMINAL_MAX_LENGTH): string {
+  return shortened(text.replace(LINE_BREAKS, ' ').trim(), max)
 }
 
 /**

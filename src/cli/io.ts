@@ -1,5 +1,5 @@
 // Where the CLI writes, and small output helpers shared by its commands.
-import { terminalLine, terminalOutput } from '../terminal-text.js'
+import { terminalExcerpt, terminalOutput } from '../terminal-text.js'
 
 /** Where the command writes and what it may use; the real process by default, a buffer in tests. */
 export interface CliIo {
@@ -61,7 +61,7 @@ export const plural = (n: number, one: string, many = `${one}s`): string => `${n
  * with `...` (never inside an escape).
  */
 export function oneLine (text: string, max: number): string {
-  return terminalLine(text, max, () => '...')
+  return terminalExcerpt(text, max)
 }
 
 // The CLI's own escape sequences: the painter's colours and the progress bar's "return, erase
@@ -91,10 +91,16 @@ export function filteredIo (io: CliIo): CliIo {
   }
 }
 
-/** Aligns rows into columns (the last column is not padded). */
+/**
+ * The widest a table column is padded to. A longer cell (a long endpoint URL, a shortened
+ * hostile value) pushes the rest of its own row only, not every row of the table.
+ */
+export const TABLE_MAX_WIDTH = 120
+
+/** Aligns rows into columns (the last column is not padded; none is padded past TABLE_MAX_WIDTH). */
 export function table (rows: string[][], rightAligned: ReadonlySet<number> = new Set()): string[] {
   const widths: number[] = []
-  for (const row of rows) row.forEach((cell, i) => { widths[i] = Math.max(widths[i] ?? 0, cell.length) })
+  for (const row of rows) row.forEach((cell, i) => { widths[i] = Math.max(widths[i] ?? 0, Math.min(cell.length, TABLE_MAX_WIDTH)) })
   return rows.map((row) => row.map((cell, i) => {
     if (i === row.length - 1) return cell
     return rightAligned.has(i) ? cell.padStart(widths[i]!) : cell.padEnd(widths[i]!)

@@ -1,6 +1,6 @@
 import t from 'tap'
-import { TERMINAL_MAX_LENGTH, terminalJson, terminalLine, terminalOutput, terminalText } from '../../src/terminal-text.js'
-import { filteredIo, oneLine } from '../../src/cli/io.js'
+import { TERMINAL_MAX_LENGTH, TERMINAL_MAX_RUN, terminalJson, terminalLine, terminalOutput, terminalText } from '../../src/terminal-text.js'
+import { filteredIo, oneLine, table, TABLE_MAX_WIDTH } from '../../src/cli/io.js'
 import { main } from '../../src/cli.js'
 
 // The one terminal filter (src/terminal-text.ts), code point by code point over all of Unicode:
@@ -54,6 +54,7 @@ t.test('every code point from U+0000 to U+10FFFF: escaped exactly when it is not
       escaped++
       if (out !== expectedEscape(c)) wrong.push(`U+${c.toString(16)} -> ${JSON.stringify(out)}`)
     }
+    if (terminalOutput(ch) !== (c === 0x0a ? ch : out)) wrong.push(`U+${c.toString(16)}: terminalOutput differs`)
     if (wrong.length > 20) break
   }
   t.same(wrong, [], 'no code point handled otherwise')
@@ -80,12 +81,13 @@ t.test('strings: lone surrogates escaped, valid pairs kept, escapes read back to
   // An emoji presentation selector and a zero-width joiner are default-ignorable / format: shown escaped.
   t.equal(terminalText('❤\ufe0f 👩\u200d💻'), '❤\\ufe0f 👩\\u200d💻')
   // The planes in use at once (surrogate halves apart, so none pairs with the next; the sweep
-  // above took every code point alone): nothing unsafe is left, and the escapes read back to
-  // exactly the original text.
+  // above took every code point alone), through terminalOutput (the same escapes, the line feed
+  // aside, never shortened): nothing unsafe is left, and the escapes read back to exactly the
+  // original text.
   const every = [...ALL.slice(0, 0x30000), ...ALL.slice(0xe0000, 0xe1000)].filter((ch) => ch !== '\\').join('a')
-  const out = terminalText(every, Infinity)
+  const out = terminalOutput(every.replace(/\n/g, ''))
   t.notMatch(out, RAW)
-  t.ok(unescape(out) === every, 'reads back to the original')
+  t.ok(unescape(out) === every.replace(/\n/g, ''), 'reads back to the original')
   t.equal(terminalOutput('a\n\u001b[2Jb\r\u{e0041}'), 'a\n\\x1b[2Jb\\r\\u{e0041}', 'composed output keeps its line feeds only')
   t.equal(terminalLine('  Service\r\n\tUnavailable\rX\u2060\n'), 'Service Unavailable\\rX\\u2060', 'one line: line ends and tabs a space, a lone CR escaped')
 })
@@ -100,33 +102,46 @@ t.test('JSON: every code point the filter escapes is a \\u escape; the text pars
   t.equal(terminalJson(JSON.stringify('x'.repeat(100_000))).length, 100_002, 'never shortened')
 })
 
+/** `text` cut into what is shown (escapes read back) and the counts of what each marker left out. */
+function pieces (text: string): { shown: string[], left: number[] } {
+  const parts = text.split(/…\(\+([\d,]+) chars?\)/)
+  return { shown: parts.filter((_p, i) => i % 2 === 0).map(unescape), left: parts.filter((_p, i) => i % 2 === 1).map((n) => Number(n.replace(/,/g, ''))) }
+}
+
 t.test('long values: the start and a marker of how much is left out, never half an escape; --json and composed output in full', async (t) => {
   const url = `https://hooks.example.com/${'a'.repeat(100_000 - 26)}`
   const shown = terminalText(url)
-  t.ok(shown.length <= TERMINAL_MAX_LENGTH, `${shown.length} characters`)
-  const m = /^(https:\/\/hooks\.example\.com\/a+)…\(\+([\d,]+) chars\)$/.exec(shown)
-  t.ok(m !== null, shown.slice(-40))
-  t.equal(m![1]!.length + Number(m![2]!.replace(/,/g, '')), 100_000, 'what is shown and the count left out make the whole value')
-  t.match(m![2], /^\d{2},\d{3}$/, 'the count with a thousands separator')
-  t.equal(terminalLine(url).length, shown.length)
+  t.equal(shown, `${url.slice(0, TERMINAL_MAX_RUN)}…(+${(100_000 - TERMINAL_MAX_RUN).toLocaleString('en-US')} chars)`, 'its start and the count left out, with a thousands separator')
+  t.equal(terminalLine(url), shown)
   t.equal(terminalOutput(url), url, 'composed output (a --json document) is never cut')
   t.equal(terminalText('short'), 'short')
 
-  // Whatever the limit, the start shown is whole code points and whole escapes of the value's
-  // start, and the count is right.
-  const hostile = `a\u{e0041}b😀\u001b\u3164${'é\u{e0063}'.repeat(30)}`
+  // A message quoting the URL: the URL shortened, what follows it kept.
+  const message = `Stopped after 5 failed resends in a row: the endpoint ${url} still does not answer 2xx. Fix it, then run reconcile again.`
+  t.match(terminalText(message), /^Stopped after 5 failed resends in a row: the endpoint https:\/\/hooks\.example\.com\/a+…\(\+\d{2},\d{3} chars\) still does not answer 2xx\. Fix it, then run reconcile again\.$/)
+  // A message quoting the URL already shortened (as the client's messages do): not cut again.
+  const quoted = `the endpoint ${shown} still does not answer 2xx`
+  t.equal(terminalText(quoted), quoted)
+  // Runs each short, the whole long: cut at the total.
+  const spaced = 'word '.repeat(20_000)
+  t.equal(terminalText(spaced), `${spaced.slice(0, TERMINAL_MAX_LENGTH)}…(+99,000 chars)`)
+  t.equal(terminalText(spaced, 12), 'word word wo…(+99,988 chars)')
+  // Several long runs, each shortened on its own, in code points (an astral one is one, an escape one).
+  const value = `${'a'.repeat(600)} ${'😀'.repeat(600)} ${'\u{e0041}'.repeat(600)} ok`
+  const runs = pieces(terminalText(value, 10_000))
+  t.same(runs.shown, ['a'.repeat(500), ` ${'😀'.repeat(500)}`, ` ${'\u{e0041}'.repeat(500)}`, ' ok'])
+  t.same(runs.left, [100, 100, 100])
+  t.equal(terminalText('😀'.repeat(500)), '😀'.repeat(500), 'a run of exactly TERMINAL_MAX_RUN code points is kept')
+  t.equal(terminalText('😀'.repeat(501)), `${'😀'.repeat(500)}…(+1 char)`)
+
+  // Whatever the limit, what is shown is the value's start, of `max` whole code points (each
+  // whole escape one), and the count is right.
+  const hostile = `a\u{e0041}b😀\u001b\u3164 ${'é\u{e0063}'.repeat(30)}\ud800`
   const total = [...hostile].length
-  for (let max = 16; max <= 120; max++) {
-    const out = terminalText(hostile, max)
-    const cut = /^(.*)…\(\+(\d+) chars\)$/su.exec(out)
-    if (cut === null) {
-      t.equal(unescape(out), hostile, `max ${max}: whole`)
-      continue
-    }
-    t.ok(out.length <= max, `max ${max}: ${out.length} long`)
-    const start = unescape(cut[1]!)
-    t.ok(hostile.startsWith(start), `max ${max}: ${JSON.stringify(cut[1])} is the value's start`)
-    t.equal([...start].length + Number(cut[2]), total, `max ${max}: the count`)
+  for (let max = 0; max <= total + 1; max++) {
+    const { shown, left } = pieces(terminalText(hostile, max))
+    t.equal(shown.join(''), hostile.slice(0, [...hostile].slice(0, max).join('').length), `max ${max}: the value's first ${max} code points`)
+    t.same(left, max >= total ? [] : [total - max], `max ${max}: the count`)
   }
 })
 
@@ -137,6 +152,15 @@ t.test('oneLine cuts to the length given, never inside an escape', async (t) => 
     t.match(out, /^a*(\\x1b)?(\\u202e)?(\\u\{e0041\})?b*\.\.\.$/, `${JSON.stringify(out)}: whole escapes only`)
   }
   t.equal(oneLine('ok\r\n', 20), 'ok')
+})
+
+t.test('table: a long value pushes its own row only, not every row of the table', async (t) => {
+  const long = terminalText(`https://hooks.example.com/${'x'.repeat(100_000)}`)
+  t.same(table([['failed', long, 'nope'], ['passed', 'https://ok.example/h', 'ok']]), [
+    `failed  ${long}  nope`,
+    `passed  ${'https://ok.example/h'.padEnd(TABLE_MAX_WIDTH)}  ok`,
+  ])
+  t.same(table([['1', 'a'], ['22', 'bb']], new Set([0])), [' 1  a', '22  bb'])
 })
 
 t.test('filteredIo: every line written is filtered, the CLI\'s own colours kept', async (t) => {

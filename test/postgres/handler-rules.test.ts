@@ -211,6 +211,33 @@ t.test('context.db used after the handler settled (pool max 1): refused naming t
   t.same(await rows(effects), ['A', 'B'])
 })
 
+t.test('context.db used after the handler settled but before the commit: refused, and that event fails unmarked', async (t) => {
+  const effects = await effectsTable()
+  const seen = `seen_${n++}`
+  const store = postgresSeenEvents({ pool, table: seen, transactional: true })
+  // Holds the event's row locked from another connection, so the done mark waits until the late call was made.
+  const locker = await pool.connect()
+  t.teardown(() => { locker.release() })
+  let late: Promise<unknown> | undefined
+  const router = new WebhookEventRouter({ seenEvents: store })
+    .on('hard-bounced', async (_event, { db, fingerprint }) => {
+      await db.query(`INSERT INTO ${effects} (what) VALUES ('A')`)
+      await locker.query('BEGIN')
+      await locker.query(`SELECT 1 FROM ${seen} WHERE fingerprint = $1 FOR UPDATE`, [fingerprint])
+      setTimeout(() => {
+        late = db.query(`INSERT INTO ${effects} (what) VALUES ('A, late')`).then(() => 'ran', (err: unknown) => err)
+        void late.then(async () => await locker.query('COMMIT'))
+      }, 0)
+    })
+  const event = ev('hard-bounced', 12)
+  const report = await router.dispatch([event])
+  t.equal(report.outcomes[0]!.status, 'failed', 'not acknowledged')
+  t.match(report.outcomes[0], { error: { name: 'InboxTransactionError', reason: 'used_after_handler', fingerprint: eventFingerprint(event) } })
+  t.match(await late, { reason: 'used_after_handler' }, 'the late call itself was refused (on the old code it was queued into the transaction)')
+  t.same(await rows(effects), [], 'rolled back')
+  t.same(await store.has([eventFingerprint(event)]), [false], 'not marked done')
+})
+
 t.test('handlerTimeout: a handler that never returns (pool max 1) is rolled back, its connection given back, its claim released, 503; later deliveries work', async (t) => {
   const effects = await effectsTable()
   const own = server.pool({ max: 1 })

@@ -2,7 +2,7 @@
 // event through a seen-events store. Framework-free and runtime-neutral (web-standard APIs only).
 import { WEBHOOK_EVENT_TYPES, type WebhookEvent } from '../events/types.js'
 import { noopLogger, type Logger } from '../logger.js'
-import { ReplayStoreError } from '../replay/errors.js'
+import { HandlerTimeoutError, InboxTransactionError, ReplayStoreError } from '../replay/errors.js'
 import { eventFingerprint } from '../replay/fingerprint.js'
 import { CLAIMED, DONE, REPEATED, isTransactionalStore, synchronousSeenEvents, type EventClaim, type EventClaimResult, type SeenEventsStore, type SynchronousSeenEvents, type TransactionalSeenEventsStore } from '../replay/seen-events.js'
 import type { DispatchContext, DispatchReport, EventOutcome, WebhookEventHandler, WebhookEventName } from './types.js'
@@ -569,6 +569,8 @@ class Dispatch {
         // A handler failed (its effects rolled back with the transaction), or the transaction
         // could not start: give the claim back so a retry handles the event.
         this.#giveBack(i, started ? err : storeError('transaction', err))
+        // Past the store's handler deadline the handler may still run: its signal tells it to stop.
+        if (err instanceof HandlerTimeoutError) this.#stop(err)
         return
       }
       // The handlers ran but the done mark or the commit failed: rolled back, or committed with
@@ -577,7 +579,8 @@ class Dispatch {
       this.#handOff(i)
       this.log.error({ err: errorSummary(err), fingerprints: [claim.fingerprint] },
         'webhook event handlers ran but their transaction with the done mark did not commit')
-      this.#fail(i, storeError('complete', err))
+      // A handler that ended the store's transaction itself fails its event as a handler error.
+      this.#fail(i, err instanceof InboxTransactionError ? err : storeError('complete', err))
       return
     }
     // Committed: the effects and the done mark are in, together.

@@ -3,13 +3,17 @@
 // in a transaction on your pool and its done mark is written in that same transaction.
 // `pg` is an optional peer: this entry imports its types only (you pass your own Pool), and no
 // other entry imports this one.
+import { createHash } from 'node:crypto'
 import type { Pool, PoolClient } from 'pg'
-import { ReplayStoreError } from '../replay/errors.js'
+import { HandlerTimeoutError, InboxTransactionError, ReplayStoreError } from '../replay/errors.js'
 import { claimTokens, type EventClaim, type EventClaimResult, type SeenEventsStore, type TransactionalSeenEventsStore } from '../replay/seen-events.js'
 import { checkTtl } from '../replay/ttl.js'
+import { transactionControl } from './statements.js'
 
 export type { TransactionalSeenEventsStore, EventClaim } from '../replay/seen-events.js'
 export type { TransactionContext } from '../dispatch/types.js'
+// What a transactional handler that breaks the rules of context.db, or runs past handlerTimeout, fails with.
+export { HandlerTimeoutError, InboxTransactionError } from '../replay/errors.js'
 
 /** The part of a node-postgres `QueryResult` this store reads. */
 export interface PgQueryResultLike { rows: any[], rowCount?: number | null }
@@ -72,6 +76,15 @@ export interface PostgresSeenEventsOptions<P extends PgPoolLike = PgPoolLike> {
    * @default 3600 (seconds)
    */
   purgeInterval?: number
+  /**
+   * With `transactional` or `transaction`: the longest an event's handlers may run in their
+   * transaction. Past it the transaction is rolled back, its connection given back to the pool,
+   * the claim released, `context.signal` aborted and the delivery answered 503
+   * (`HandlerTimeoutError`), so a handler that never returns cannot hold a connection "idle in
+   * transaction" for good. Set it above your slowest handler.
+   * @default 30000 (milliseconds)
+   */
+  handlerTimeout?: number
 }
 
 /** The transaction handed to handlers: a node-postgres `PoolClient` inside `BEGIN` … `COMMIT` (typed from `@types/pg`). */
@@ -82,6 +95,9 @@ const listened = new WeakSet<object>()
 const DEFAULT_TABLE = 'mailchannels_webhooks_seen_events'
 const DEFAULT_TTL = 3 * 24 * 60 * 60
 const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/
+const DEFAULT_HANDLER_TIMEOUT = 30_000
+/** The longest delay `setTimeout` keeps (a longer one fires at once). */
+const MAX_TIMER = 2 ** 31 - 1
 
 /** The quoted, schema-qualified table name, or a TypeError naming the option. */
 function quoteTable (table: unknown): string {
@@ -107,8 +123,22 @@ export function postgresSeenEventsSchema (options: { table?: string } = {}): str
   done boolean NOT NULL,
   expires_at timestamptz NOT NULL
 );
-CREATE INDEX IF NOT EXISTS "${plain.slice(0, 50)}_expires_at" ON ${table} (expires_at);
+CREATE INDEX IF NOT EXISTS "${expiryIndexName(plain)}" ON ${table} (expires_at);
 `
+}
+
+/**
+ * The expiry index's name for table `plain`: `<table>_expires_at` while that fits PostgreSQL's 63
+ * characters untruncated (tables of up to 50 characters: the name this store always gave them),
+ * else the table's first 30 characters, a hash of its whole name and `_expires_at`. PostgreSQL
+ * cuts longer names to 63 characters, so two long tables sharing a prefix would get one index name
+ * and `CREATE INDEX IF NOT EXISTS` would skip the second; the hash keeps them apart. The two forms
+ * never meet: a short table's name part is at most 50 characters, a long one's exactly 52.
+ */
+function expiryIndexName (plain: string): string {
+  if (plain.length <= 50) return `${plain}_expires_at`
+  const hash = createHash('sha256').update(plain).digest('hex').slice(0, 21)
+  return `${plain.slice(0, 30)}_${hash}_expires_at`
 }
 
 /**
@@ -126,13 +156,14 @@ export class PostgresSeenEventsStore implements SeenEventsStore {
   readonly #ttl: number
   readonly #timeout: number
   readonly #purgeMs: number
+  readonly #handlerTimeout: number
   #schema: Promise<void> | undefined
   #lastPurge = Date.now()
-  readonly #sql: Record<'claim' | 'add' | 'complete' | 'release' | 'extend' | 'has' | 'delete' | 'mark' | 'purge', string>
+  readonly #sql: Record<'claim' | 'add' | 'complete' | 'release' | 'extend' | 'has' | 'delete' | 'mark' | 'markInTransaction' | 'purge', string>
 
   constructor (options: PostgresSeenEventsOptions) {
     if (options === null || typeof options !== 'object') throw new TypeError('PostgresSeenEventsStore options must be an object with a pool')
-    const { pool, table = DEFAULT_TABLE, createSchema = true, ttl = DEFAULT_TTL, timeout = 5000, purgeInterval = 3600 } = options
+    const { pool, table = DEFAULT_TABLE, createSchema = true, ttl = DEFAULT_TTL, timeout = 5000, purgeInterval = 3600, handlerTimeout = DEFAULT_HANDLER_TIMEOUT } = options
     if (pool === null || typeof pool !== 'object' || typeof pool.query !== 'function' || typeof pool.connect !== 'function' || typeof pool.on !== 'function') {
       throw new TypeError('pool must be a node-postgres Pool (new pg.Pool({ connectionString })): an object with query, connect and on methods')
     }
@@ -141,6 +172,10 @@ export class PostgresSeenEventsStore implements SeenEventsStore {
     if (!Number.isSafeInteger(timeout) || timeout < 1) throw new TypeError('timeout must be a positive integer number of milliseconds')
     if (!Number.isSafeInteger(purgeInterval) || purgeInterval < 0) throw new TypeError('purgeInterval must be a whole number of seconds (0 turns purging off)')
     if (typeof createSchema !== 'boolean') throw new TypeError('createSchema must be true or false')
+    if (!Number.isSafeInteger(handlerTimeout) || handlerTimeout < 1 || handlerTimeout > MAX_TIMER) {
+      throw new TypeError(`handlerTimeout must be a positive integer number of milliseconds (at most ${MAX_TIMER}): the longest an event's handlers may run in their transaction`)
+    }
+    this.#handlerTimeout = handlerTimeout
     this.#pool = pool
     this.#ttl = ttl
     this.#timeout = timeout
@@ -160,6 +195,7 @@ export class PostgresSeenEventsStore implements SeenEventsStore {
     const input = 'unnest($1::text[], $2::text[]) AS u(f, t)'
     const life = 'now() + make_interval(secs => $3::double precision)'
     const expired = 's.expires_at <= now()'
+    const expiredNot = 's.expires_at > now()'
     this.#sql = {
       // Every conflicting row is updated, to itself unless it expired: RETURNING then shows its
       // current state, even for a row another transaction committed after this statement began
@@ -179,13 +215,23 @@ ON CONFLICT (fingerprint) DO UPDATE SET
 RETURNING fingerprint, token`,
       complete: `INSERT INTO ${t} AS s (fingerprint, token, done, expires_at) SELECT f, t, true, ${life} FROM ${input} ORDER BY f
 ON CONFLICT (fingerprint) DO UPDATE SET token = excluded.token, done = true, expires_at = excluded.expires_at`,
-      release: `DELETE FROM ${t} AS s USING ${input} WHERE s.fingerprint = u.f AND s.token = u.t AND NOT s.done`,
-      extend: `UPDATE ${t} AS s SET expires_at = ${life} FROM ${input} WHERE s.fingerprint = u.f AND s.token = u.t AND NOT s.done AND s.expires_at > now()`,
+      // Releases, renewals and deletes lock their rows first, in fingerprint order as claim and
+      // complete do (a join would lock them in whatever order its plan reads them, and two
+      // statements sharing rows could then deadlock); the rows stay locked until the change.
+      release: `WITH l AS (SELECT s.fingerprint FROM ${t} AS s, ${input} WHERE s.fingerprint = u.f AND s.token = u.t AND NOT s.done ORDER BY s.fingerprint FOR UPDATE OF s)
+DELETE FROM ${t} AS s USING l WHERE s.fingerprint = l.fingerprint`,
+      extend: `WITH l AS (SELECT s.fingerprint FROM ${t} AS s, ${input} WHERE s.fingerprint = u.f AND s.token = u.t AND NOT s.done AND ${expiredNot} ORDER BY s.fingerprint FOR UPDATE OF s)
+UPDATE ${t} AS s SET expires_at = ${life} FROM l WHERE s.fingerprint = l.fingerprint`,
       has: `SELECT fingerprint FROM ${t} WHERE fingerprint = ANY($1::text[]) AND done AND expires_at > now()`,
-      delete: `DELETE FROM ${t} WHERE fingerprint = ANY($1::text[])`,
+      delete: `WITH l AS (SELECT fingerprint FROM ${t} WHERE fingerprint = ANY($1::text[]) ORDER BY fingerprint FOR UPDATE)
+DELETE FROM ${t} AS s USING l WHERE s.fingerprint = l.fingerprint`,
       // In the handlers' transaction: only while this claim holds (an expired claim nobody took
       // again still does); else another caller owns the event now and this transaction rolls back.
       mark: `UPDATE ${t} SET done = true, expires_at = now() + make_interval(secs => $3::double precision) WHERE fingerprint = $1 AND token = $2 AND NOT done RETURNING fingerprint`,
+      // The same, and only in the transaction the store opened ($4: its id, read at BEGIN): a
+      // handler that ended it (COMMIT, ROLLBACK) leaves this statement in another transaction, or
+      // in none, where it changes nothing.
+      markInTransaction: `UPDATE ${t} SET done = true, expires_at = now() + make_interval(secs => $3::double precision) WHERE fingerprint = $1 AND token = $2 AND NOT done AND txid_current() = $4::bigint RETURNING fingerprint`,
       purge: `DELETE FROM ${t} WHERE fingerprint IN (SELECT fingerprint FROM ${t} WHERE expires_at < now() LIMIT 10000 FOR UPDATE SKIP LOCKED)`,
     }
   }
@@ -284,9 +330,14 @@ ON CONFLICT (fingerprint) DO UPDATE SET token = excluded.token, done = true, exp
     return result.rowCount ?? 0
   }
 
-  /** The done-mark statement and its values, for a transaction of yours (`runInTransaction`). */
-  protected markStatement (claim: EventClaim): { text: string, values: unknown[] } {
-    return { text: this.#sql.mark, values: [claim.fingerprint, claim.token, this.#ttl] }
+  /**
+   * The done-mark statement and its values, for a transaction of yours (`runInTransaction`). With
+   * `xid`, the transaction's id (`txid_current()`) read when it began, the statement marks the
+   * event only in that same transaction.
+   */
+  protected markStatement (claim: EventClaim, xid?: string): { text: string, values: unknown[] } {
+    if (xid === undefined) return { text: this.#sql.mark, values: [claim.fingerprint, claim.token, this.#ttl] }
+    return { text: this.#sql.markInTransaction, values: [claim.fingerprint, claim.token, this.#ttl, xid] }
   }
 
   /** Waits for the schema (created on first use). */
@@ -295,6 +346,7 @@ ON CONFLICT (fingerprint) DO UPDATE SET token = excluded.token, done = true, exp
   }
 
   protected get timeout (): number { return this.#timeout }
+  protected get handlerTimeout (): number { return this.#handlerTimeout }
   protected get pool (): PgPoolLike { return this.#pool }
 
   async #query (operation: string, text: string, values: unknown[]): Promise<PgQueryResultLike> {
@@ -317,6 +369,8 @@ ON CONFLICT (fingerprint) DO UPDATE SET token = excluded.token, done = true, exp
 /** `PostgresSeenEventsStore` that runs handlers in a transaction with the done mark: what `postgresSeenEvents` builds for `transactional` or `transaction`. */
 export class TransactionalPostgresSeenEventsStore<T> extends PostgresSeenEventsStore implements TransactionalSeenEventsStore<T> {
   readonly #transaction: PostgresTransaction<T>
+  /** With `transactional: true`: the pool whose clients the store guards itself (`#runOnPool`). */
+  readonly #onPool: PgPoolLike | undefined
 
   constructor (options: PostgresSeenEventsOptions, transaction: PostgresTransaction<T>) {
     super(options)
@@ -324,42 +378,175 @@ export class TransactionalPostgresSeenEventsStore<T> extends PostgresSeenEventsS
       throw new TypeError('transaction must be an object with run(work) and query(tx, text, values) functions (see docs/inbox.md), or use transactional: true with a node-postgres Pool')
     }
     this.#transaction = transaction
+    this.#onPool = onPool.get(transaction)
   }
 
   async runInTransaction<R> (claim: EventClaim, work: (tx: T) => Promise<R>): Promise<R> {
     await this.ready()
-    const { text, values } = this.markStatement(claim)
+    if (this.#onPool !== undefined) return await this.#runOnPool(this.#onPool, claim, work as unknown as (tx: PgPoolClientLike) => Promise<R>)
+    return await this.#runInYours(claim, work)
+  }
+
+  /**
+   * `transactional: true`: a client of the pool, `BEGIN` (reading the transaction's id), the
+   * handlers on a guarded view of the client, the done mark in that same transaction, `COMMIT`.
+   */
+  async #runOnPool<R> (pool: PgPoolLike, claim: EventClaim, work: (tx: PgPoolClientLike) => Promise<R>): Promise<R> {
+    const timeout = this.timeout
+    const client = await checkOut(pool, timeout)
+    // A checked-out client has no pool listener: if the server goes away mid-transaction (or
+    // its socket closes just after we hand a broken client back) its 'error' event would crash
+    // the process. So every client this store uses keeps a listener for good; the failed query
+    // rejects on its own.
+    listenForGood(client)
+    let broken: Error | undefined
+    const onError = (err: Error): void => { broken = err }
+    client.on('error', onError)
+    const db = new HandlerClient(client, claim.fingerprint, this.handlerTimeout)
+    let destroy: boolean | Error = false
     let failed: { error: unknown } | undefined
+    let backend: number | undefined
     try {
-      let out: R
-      await this.#transaction.run(async (tx) => {
-        let result: R
-        try {
-          result = await work(tx)
-        } catch (error) {
-          // The handler's own error, passed on as it is once the transaction rolled back.
-          failed = { error }
-          throw error
-        }
-        const rows = await this.#transaction.query(tx, text, values)
-        if (rowCount(rows) !== 1) {
-          throw new ReplayStoreError('complete', 'The claim on this event expired and another caller took it: this transaction was rolled back, the other one decides.')
-        }
-        out = result
-      })
-      return out!
+      // One round trip: the transaction, its id (for the done mark) and the server process (to end
+      // it should its connection have to be dropped mid-statement).
+      const begun = lastResult(await client.query({ text: BEGIN, query_timeout: timeout })).rows[0] as { xid: string, pid: number } | undefined
+      if (begun === undefined) throw new ReplayStoreError('transaction', 'PostgreSQL answered BEGIN without the transaction\'s id.')
+      backend = begun.pid
+      let result: R
+      try {
+        result = await this.#deadline(claim.fingerprint, () => { db.close('timeout') }, async () => await work(db.client))
+      } catch (error) {
+        failed = { error }
+        throw error
+      } finally {
+        db.close('settled')
+      }
+      // The handler caught a refused COMMIT or ROLLBACK and went on: it meant to end the
+      // transaction, so its work is not what it intended. Rolled back, never marked.
+      if (db.refused !== undefined) throw db.refused
+      const { text, values } = this.markStatement(claim, begun.xid)
+      const marked = await client.query({ text, values, query_timeout: timeout })
+      if (marked.rows.length !== 1) await unmarked(claim.fingerprint, begun.xid, async (q, v) => await client.query({ text: q, values: v, query_timeout: timeout }))
+      // context.db used after the handlers settled, before the commit: a statement the handler
+      // meant for this event was refused, so neither is this event's work what it intended.
+      if (db.late !== undefined) throw db.late
+      await client.query({ text: 'COMMIT', query_timeout: timeout })
+      return result
     } catch (err) {
-      if (failed !== undefined && err === failed.error) throw err
-      if (err instanceof ReplayStoreError) throw err
-      throw new ReplayStoreError('complete', 'The transaction with the event\'s done mark failed; it was not acknowledged.', { cause: err })
+      try {
+        // After a handler deadline this waits for any statement of the handler still running on
+        // the client (at most `timeout`), then the client is destroyed instead.
+        await client.query({ text: 'ROLLBACK', query_timeout: timeout })
+      } catch {
+        // The connection is gone or stuck (and with it the transaction): never reuse it.
+        destroy = true
+      }
+      throw transactionError(err, failed)
+    } finally {
+      client.removeListener('error', onError)
+      client.release(broken ?? destroy)
+      if (destroy !== false && db.timedOut && backend !== undefined) {
+        // A handler's statement still runs on the server (a lock wait, a long query): a dropped
+        // connection does not stop it, so its locks would stay. End that server process.
+        guard('terminate', timeout, async () => await pool.query({ text: 'SELECT pg_terminate_backend($1)', values: [backend], query_timeout: timeout })).catch(() => {})
+      }
     }
   }
+
+  /** `transaction: { run, query }`: your library's transaction, with the transaction-id check and the deadline. */
+  async #runInYours<R> (claim: EventClaim, work: (tx: T) => Promise<R>): Promise<R> {
+    const { fingerprint } = claim
+    const transaction = this.#transaction
+    let failed: { error: unknown } | undefined
+    let out: R
+    let abandon: ReturnType<typeof setTimeout> | undefined
+    let timedOut: (() => void) | undefined
+    // Past the deadline, your library rolls back when `work` rejects; should that wait behind a
+    // statement of the handler, the delivery still gets its answer `timeout` later.
+    const abandoned = new Promise<never>((_resolve, reject) => {
+      timedOut = () => { abandon = setTimeout(() => { reject(timeoutError(fingerprint, this.handlerTimeout)) }, this.timeout) }
+    })
+    abandoned.catch(() => {})
+    const running = Promise.resolve().then(async () => await transaction.run(async (tx) => {
+      const xid = firstRow(await transaction.query(tx, 'SELECT txid_current()::text AS xid', []))?.xid
+      if (typeof xid !== 'string') throw new ReplayStoreError('transaction', 'transaction.query answered SELECT txid_current() without its row: it must resolve the statement\'s rows (an array, or an object with rows).')
+      let result: R
+      try {
+        result = await this.#deadline(fingerprint, timedOut!, async () => await work(tx))
+      } catch (error) {
+        // The handler's own error, passed on as it is once the transaction rolled back.
+        failed = { error }
+        throw error
+      }
+      const { text, values } = this.markStatement(claim, xid)
+      if (rowCount(await transaction.query(tx, text, values)) !== 1) await unmarked(fingerprint, xid, async (q, v) => await transaction.query(tx, q, v))
+      out = result
+    }))
+    try {
+      await Promise.race([running, abandoned])
+      return out!
+    } catch (err) {
+      throw transactionError(err, failed)
+    } finally {
+      clearTimeout(abandon)
+    }
+  }
+
+  /** `run()`, or a `HandlerTimeoutError` once `handlerTimeout` passed (after calling `onTimeout`). */
+  async #deadline<R> (fingerprint: string, onTimeout: () => void, run: () => Promise<R>): Promise<R> {
+    // One promise and one timer per event: settled by the handlers or by the timer, whichever is
+    // first. Past the deadline nothing waits for the handlers any more: their failure is nobody's.
+    return await new Promise<R>((resolve, reject) => {
+      const timer = setTimeout(() => { onTimeout(); reject(timeoutError(fingerprint, this.handlerTimeout)) }, this.handlerTimeout)
+      run().then((value) => { clearTimeout(timer); resolve(value) }, (err: unknown) => { clearTimeout(timer); reject(err) })
+    })
+  }
+}
+
+const BEGIN = 'BEGIN; SELECT txid_current()::text AS xid, pg_backend_pid() AS pid'
+
+/** The transactions `postgresSeenEvents({ transactional: true })` stands for: run by the store itself, on clients of this pool. */
+const onPool = new WeakMap<object, PgPoolLike>()
+
+/** What `runInTransaction` rejects with: the handler's own error as it is, the store's, or a `ReplayStoreError`. */
+function transactionError (err: unknown, failed: { error: unknown } | undefined): unknown {
+  if (failed !== undefined && err === failed.error) return err
+  if (err instanceof ReplayStoreError || err instanceof InboxTransactionError) return err
+  return new ReplayStoreError('complete', 'The transaction with the event\'s done mark failed; it was not acknowledged.', { cause: err })
+}
+
+/** The done mark matched no row: the transaction the store opened is no longer the one open (a handler ended it), or the claim was lost. */
+async function unmarked (fingerprint: string, xid: string, query: (text: string, values: unknown[]) => Promise<unknown>): Promise<never> {
+  const same = firstRow(await query('SELECT txid_current()::text = $1 AS same', [xid]))?.same
+  if (same === false) {
+    throw new InboxTransactionError('transaction_ended', fingerprint,
+      `A handler ended the transaction the inbox opened for event ${fingerprint} (a COMMIT, ROLLBACK or BEGIN on context.db): ` +
+      'its effects may have committed, or rolled back, without the event\'s done mark. The event was neither marked done nor acknowledged, ' +
+      'and its claim is left to expire before a retry runs it again. Leave the transaction to the inbox: throw to roll back, and use SAVEPOINT and ROLLBACK TO SAVEPOINT for nested work (docs/inbox.md).')
+  }
+  throw new ReplayStoreError('complete', 'The claim on this event expired and another caller took it: this transaction was rolled back, the other one decides.')
+}
+
+function timeoutError (fingerprint: string, ms: number): HandlerTimeoutError {
+  return new HandlerTimeoutError(fingerprint,
+    `The handlers of event ${fingerprint} ran past handlerTimeout (${ms} ms): their transaction was rolled back, its connection given back to the pool ` +
+    'and the claim released; the delivery is answered 503 and retried. Make the handler finish sooner, or raise handlerTimeout.')
 }
 
 function rowCount (result: unknown): number {
   if (Array.isArray(result)) return result.length
   const rows = (result as { rows?: unknown } | null)?.rows
   return Array.isArray(rows) ? rows.length : -1
+}
+
+function firstRow (result: unknown): Record<string, unknown> | undefined {
+  const rows = Array.isArray(result) ? result : (result as { rows?: unknown } | null)?.rows
+  return Array.isArray(rows) ? rows[0] as Record<string, unknown> | undefined : undefined
+}
+
+/** The last statement's result of a multi-statement query (node-postgres answers an array of them). */
+function lastResult (result: PgQueryResultLike | PgQueryResultLike[]): PgQueryResultLike {
+  return Array.isArray(result) ? result[result.length - 1]! : result
 }
 
 /** Gives `client` an 'error' listener that stays (once per client). */
@@ -369,48 +556,104 @@ function listenForGood (client: PgPoolClientLike): void {
   client.on('error', () => {})
 }
 
-/** A transaction on a node-postgres pool: a client of its own, BEGIN, work, COMMIT (ROLLBACK on failure). */
+/** A client of `pool`, or a `ReplayStoreError` after `timeout` (a client that still arrives goes straight back). */
+async function checkOut (pool: PgPoolLike, timeout: number): Promise<PgPoolClientLike> {
+  const connecting = pool.connect()
+  try {
+    return await guard('transaction', timeout, async () => await connecting)
+  } catch (err) {
+    connecting.then((late) => { late.release() }, () => {})
+    throw err
+  }
+}
+
+/** The marker `transactional: true` passes for `transaction`: the store runs these itself (`#runOnPool`). */
 function poolTransaction (pool: PgPoolLike, timeout: number): PostgresTransaction<PgPoolClientLike> {
-  return {
-    run: async (work: (tx: PgPoolClientLike) => Promise<unknown>): Promise<unknown> => {
-      const connecting = pool.connect()
-      let client: PgPoolClientLike
-      try {
-        client = await guard('transaction', timeout, async () => await connecting)
-      } catch (err) {
-        // Given up on: a client that still arrives goes straight back to the pool.
-        connecting.then((late) => { late.release() }, () => {})
-        throw err
-      }
-      // A checked-out client has no pool listener: if the server goes away mid-transaction (or
-      // its socket closes just after we hand a broken client back) its 'error' event would crash
-      // the process. So every client this store uses keeps a listener for good; the failed query
-      // rejects on its own.
-      listenForGood(client)
-      let broken: Error | undefined
-      const onError = (err: Error): void => { broken = err }
-      client.on('error', onError)
-      let destroy: boolean | Error = false
-      try {
-        await client.query({ text: 'BEGIN', query_timeout: timeout })
-        const result = await work(client)
-        await client.query({ text: 'COMMIT', query_timeout: timeout })
-        return result
-      } catch (err) {
-        try {
-          await client.query({ text: 'ROLLBACK', query_timeout: timeout })
-        } catch {
-          // The connection is gone (and with it the transaction): never reuse it.
-          destroy = true
-        }
-        throw err
-      } finally {
-        client.removeListener('error', onError)
-        client.release(broken ?? destroy)
-      }
-    },
+  const transaction: PostgresTransaction<PgPoolClientLike> = {
+    run: async () => { throw new TypeError('this transaction is run by the store it was made for') },
     query: async (tx, text, values) => await tx.query({ text, values, query_timeout: timeout }),
   }
+  onPool.set(transaction, pool)
+  return transaction
+}
+
+const OPEN = 0
+const SETTLED = 1
+const TIMED_OUT = 2
+
+/**
+ * What handlers get as `context.db` with `transactional: true`: the transaction's client, whose
+ * `query` refuses statements that would end the transaction (or open another), and refuses
+ * everything once the handlers settled or ran past their deadline (the client then belongs to
+ * the pool again, maybe to another event's transaction). Everything else is the client itself.
+ */
+class HandlerClient {
+  readonly client: PgPoolClientLike
+  /** The first statement refused for ending the transaction. */
+  refused: InboxTransactionError | undefined
+  /** The first call refused for coming after the handlers. */
+  late: InboxTransactionError | undefined
+  #state = OPEN
+
+  constructor (target: PgPoolClientLike, readonly fingerprint: string, readonly handlerTimeout: number) {
+    const query = (...args: unknown[]): unknown => {
+      const config = args[0]
+      let error: InboxTransactionError | undefined
+      if (this.#state !== OPEN) {
+        error = this.#lateError()
+        this.late ??= error
+      } else {
+        const text = typeof config === 'string' ? config : typeof config === 'object' && config !== null ? (config as { text?: unknown }).text : undefined
+        const control = typeof text === 'string' ? transactionControl(text) : undefined
+        if (control !== undefined) {
+          error = refusedError(fingerprint, control)
+          this.refused ??= error
+        }
+      }
+      if (error === undefined) return (target.query as (...a: unknown[]) => unknown).apply(target, args)
+      return refuse(error, args)
+    }
+    const release = (): never => {
+      throw new TypeError(`context.db.release(): the inbox releases the client of event ${fingerprint} itself, after the commit or the rollback. Do not release it in a handler.`)
+    }
+    this.client = new Proxy(target, {
+      get: (t, prop) => prop === 'query' ? query : prop === 'release' ? release : Reflect.get(t, prop),
+    })
+  }
+
+  get timedOut (): boolean { return this.#state === TIMED_OUT }
+
+  close (how: 'settled' | 'timeout'): void {
+    if (this.#state === OPEN) this.#state = how === 'timeout' ? TIMED_OUT : SETTLED
+  }
+
+  #lateError (): InboxTransactionError {
+    const what = this.#state === TIMED_OUT
+      ? `after the handler deadline (handlerTimeout, ${this.handlerTimeout} ms) passed: its transaction was rolled back`
+      : 'after the event\'s handlers settled: its transaction is committed or rolled back'
+    return new InboxTransactionError('used_after_handler', this.fingerprint,
+      `context.db of event ${this.fingerprint} was used ${what} and its connection is back in the pool, where it may hold another event's transaction. ` +
+      'The call was refused. Await every query before the handler returns.')
+  }
+}
+
+function refusedError (fingerprint: string, command: string): InboxTransactionError {
+  return new InboxTransactionError('transaction_ended', fingerprint,
+    `context.db refused ${command} in the handler of event ${fingerprint}: the inbox owns this transaction (BEGIN, your statements, the event's done mark, COMMIT), ` +
+    'and ending it or opening another would part your effects from the done mark. Throw from the handler to roll back; ' +
+    'use SAVEPOINT, RELEASE SAVEPOINT and ROLLBACK TO SAVEPOINT for nested work (docs/inbox.md). The event fails and is not acknowledged.')
+}
+
+/** Refuses a `query` call the way it was made: a callback gets the error, a Submittable throws, else a rejected promise. */
+function refuse (error: Error, args: unknown[]): unknown {
+  const config = args[0] as { submit?: unknown, callback?: unknown } | null
+  const callback = typeof args[1] === 'function' ? args[1] : typeof args[2] === 'function' ? args[2] : typeof config === 'object' && config !== null && typeof config.callback === 'function' ? config.callback : undefined
+  if (callback !== undefined) {
+    queueMicrotask(() => { (callback as (err: Error) => void)(error) })
+    return undefined
+  }
+  if (typeof config === 'object' && config !== null && typeof config.submit === 'function') throw error
+  return Promise.reject(error)
 }
 
 async function guard<R> (operation: string, timeoutMs: number, call: () => Promise<R>): Promise<R> {

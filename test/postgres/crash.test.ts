@@ -120,3 +120,52 @@ for (const count of [2, 3]) {
     t.ok(results.flat().length >= 60, `${results.flat().length} posts; handled by ${pids[0].n} of ${count} receivers`)
   })
 }
+
+/** Signs and posts `wire`; its status and Retry-After header. */
+async function postFor (port: number, wire: Array<Record<string, unknown>>): Promise<{ status: number, retryAfter: string | null }> {
+  const signed = signWebhook({ privateKey: KEYS.privateKey, events: wire as never, label: `sig_${Date.now()}_${serial++}` })
+  const res = await fetch(`http://127.0.0.1:${port}/`, { method: 'POST', headers: signed.headers, body: signed.body, signal: AbortSignal.timeout(20_000) })
+  await res.arrayBuffer()
+  return { status: res.status, retryAfter: res.headers.get('retry-after') }
+}
+
+async function idleInTransaction (): Promise<number> {
+  return (await pool.query('SELECT count(*)::int AS n FROM pg_stat_activity WHERE state = \'idle in transaction\'')).rows[0].n
+}
+
+/** Polls the database (every 20 ms, up to 10 s) until `cond` holds. */
+async function untilDb (cond: () => Promise<boolean>, what: string): Promise<void> {
+  for (let i = 0; i < 500; i++) {
+    if (await cond()) return
+    await new Promise((resolve) => setTimeout(resolve, 20))
+  }
+  throw new Error(`timed out waiting for ${what}`)
+}
+
+t.test('a handler that never returns (receiver process, pool of one): 503 with Retry-After after handlerTimeout, later deliveries 200; killed while it hangs, the retry elsewhere writes once', async (t) => {
+  const tb = await tables()
+  const env = { DATABASE_URL: server.url, PUBLIC_KEY: KEYS.publicKey, EFFECTS: tb.effects, SEEN: tb.seen, CLAIM_LIFETIME: '2', HANG_TYPE: 'complained', POOL_MAX: '1' }
+  const hanging = await spawnReceiver(t, { ...env, HANDLER_TIMEOUT: '300' })
+  const stuck = events(1).map((e) => ({ ...e, event: 'complained' }))
+  const answer = await postFor(hanging.port, stuck)
+  t.equal(answer.status, 503, 'answered 503 once handlerTimeout passed (on the old code: no answer, ever)')
+  t.ok(answer.retryAfter !== null, 'with Retry-After')
+  for (let i = 0; i < 3; i++) t.equal((await postFor(hanging.port, events(2))).status, 200, `later delivery ${i + 1} handled on the pool of one`)
+  t.equal(await idleInTransaction(), 0, 'no connection left idle in transaction')
+  t.same(await rowsPerEvent(tb.effects), [1, 1, 1, 1, 1, 1], 'the later deliveries\' rows; none from the hanging handler')
+
+  // Killed while a handler hangs inside its transaction (a deadline far away).
+  const slow = await spawnReceiver(t, { ...env, HANDLER_TIMEOUT: '600000' })
+  const wire = events(1).map((e) => ({ ...e, event: 'complained' }))
+  const pending = post(slow.port, wire, 1)
+  await untilDb(async () => await idleInTransaction() === 1, 'the hanging handler\'s open transaction')
+  slow.proc.kill('SIGKILL')
+  await slow.exited
+  t.equal(await pending, 0, 'never answered')
+  await untilDb(async () => await idleInTransaction() === 0, 'PostgreSQL to roll back the dead receiver\'s transaction')
+  const good = await spawnReceiver(t, { DATABASE_URL: server.url, PUBLIC_KEY: KEYS.publicKey, EFFECTS: tb.effects, SEEN: tb.seen, CLAIM_LIFETIME: '2' })
+  await deliverUntilAcknowledged(() => good.port, wire, 7)
+  const { rows } = await pool.query(`SELECT count(*)::int AS n FROM ${tb.effects} WHERE pid = $1`, [good.proc.pid])
+  t.equal(rows[0].n, 1, 'the retry on another receiver wrote the event once')
+  t.same(await rowsPerEvent(tb.effects), [1, 1, 1, 1, 1, 1, 1], 'every event\'s row exactly once')
+})

@@ -131,3 +131,49 @@ t.test('options are validated', async (t) => {
   t.equal(typeof (postgresSeenEvents({ pool }) as any).runInTransaction, 'undefined', 'not transactional unless asked')
   t.equal(typeof postgresSeenEvents({ pool, transactional: true }).runInTransaction, 'function')
 })
+
+t.test('claims, renewals and releases over 300 shared rows in shuffled orders, 8 statements at once: no deadlock', async (t) => {
+  const table = `lock_order_${n++}`
+  const own = server.pool({ max: 10 })
+  const store = postgresSeenEvents({ pool: own, table, timeout: 30_000 })
+  const fps = Array.from({ length: 300 }, (_, i) => `f${String(i).padStart(3, '0')}`)
+  const shuffled = <X>(xs: readonly X[]): X[] => {
+    const out = [...xs]
+    for (let i = out.length - 1; i > 0; i--) {
+      const j = Math.floor(Math.random() * (i + 1))
+      ;[out[i], out[j]] = [out[j]!, out[i]!]
+    }
+    return out
+  }
+  const failures: string[] = []
+  for (let round = 0; round < 16; round++) {
+    const claims = (await store.claim(fps, 600)).filter(isClaim)
+    t.equal(claims.length, fps.length, `round ${round}: all claimed`)
+    await Promise.all(Array.from({ length: 8 }, async (_, k) => {
+      try {
+        // Renewals, claims (which lock every conflicting row) and, last in each round, a release.
+        if (k < 5) await store.extend(shuffled(claims), 600)
+        else if (k < 7) await store.claim(shuffled(fps), 600)
+        else await store.release(shuffled(claims))
+      } catch (err) {
+        failures.push(`round ${round}, statement ${k}: ${(err as Error).message}`)
+      }
+    }))
+    await store.delete(shuffled(fps))
+  }
+  t.same(failures, [], 'no statement failed (on the old code 4-7 rounds of 16 deadlocked)')
+})
+
+t.test('two tables whose names share their first 50 characters both get their expiry index; short names keep theirs', async (t) => {
+  const prefix = 'a'.repeat(50)
+  const tables = [`${prefix}_one`, `${prefix}_two`, `${prefix}_three_x_y`]
+  for (const table of tables) await postgresSeenEvents({ pool, table }).createSchema()
+  const { rows } = await pool.query('SELECT tablename, indexname FROM pg_indexes WHERE tablename = ANY($1) AND indexdef LIKE \'%(expires_at)\'', [tables])
+  t.same(rows.map((r) => r.tablename as string).sort(), [...tables].sort(), 'each long table has its own expiry index (on the old code only the first)')
+  t.equal(new Set(rows.map((r) => r.indexname as string)).size, tables.length, 'under distinct names')
+  for (const r of rows) t.ok((r.indexname as string).length <= 63, 'never cut by PostgreSQL')
+  t.match(postgresSeenEventsSchema({ table: `${prefix}_one` }), /CREATE INDEX IF NOT EXISTS "a{30}_[0-9a-f]{21}_expires_at"/, 'the printed migration names it the same')
+  await postgresSeenEvents({ pool, table: 'short_table' }).createSchema()
+  const short = await pool.query('SELECT indexname FROM pg_indexes WHERE tablename = \'short_table\' AND indexdef LIKE \'%(expires_at)\'')
+  t.same(short.rows.map((r) => r.indexname), ['short_table_expires_at'], 'a table of up to 50 characters keeps the index name it always had')
+})

@@ -5,6 +5,8 @@
 // `listening <port>` once up. CRASH_AT makes it SIGKILL itself:
 //   after-insert  in a handler, after its insert, before the transaction commits;
 //   after-commit  once the dispatch committed, before the 2xx is sent.
+// On PostgreSQL, HANG_TYPE makes handlers of that event type never return after their insert,
+// HANDLER_TIMEOUT sets the store's handlerTimeout (ms) and POOL_MAX the pool's size.
 import http from 'node:http'
 import pg from 'pg'
 import { WebhookEventRouter } from '../../../src/index.js'
@@ -12,8 +14,8 @@ import { postgresSeenEvents } from '../../../src/postgres/index.js'
 import { sqliteSeenEvents } from '../../../src/sqlite/index.js'
 import { createWebhookHandler } from '../../../src/web/index.js'
 
-const { DATABASE_URL, SQLITE_PATH, PUBLIC_KEY, CRASH_AT = '', EFFECTS = 'effects', SEEN = 'seen', CLAIM_LIFETIME = '2' } = process.env
-const pool = new pg.Pool({ connectionString: DATABASE_URL, max: 10, connectionTimeoutMillis: 2000 })
+const { DATABASE_URL, SQLITE_PATH, PUBLIC_KEY, CRASH_AT = '', EFFECTS = 'effects', SEEN = 'seen', CLAIM_LIFETIME = '2', HANG_TYPE = '', HANDLER_TIMEOUT, POOL_MAX = '10' } = process.env
+const pool = new pg.Pool({ connectionString: DATABASE_URL, max: Number(POOL_MAX), connectionTimeoutMillis: 2000 })
 let crashArmed = CRASH_AT !== ''
 const crash = (): void => { process.kill(process.pid, 'SIGKILL') }
 
@@ -29,9 +31,10 @@ const router = SQLITE_PATH !== undefined
       db.prepare(`INSERT INTO ${EFFECTS} (fingerprint, pid) VALUES (?, ?)`).run(fingerprint, process.pid)
       await afterInsert()
     })
-  : new WebhookEventRouter({ seenEvents: postgresSeenEvents({ pool, table: SEEN, transactional: true }), ...lifetime })
-    .on('*', async (_event, { db, fingerprint }) => {
+  : new WebhookEventRouter({ seenEvents: postgresSeenEvents({ pool, table: SEEN, transactional: true, ...(HANDLER_TIMEOUT !== undefined ? { handlerTimeout: Number(HANDLER_TIMEOUT) } : {}) }), ...lifetime })
+    .on('*', async (event, { db, fingerprint }) => {
       await db.query(`INSERT INTO ${EFFECTS} (fingerprint, pid) VALUES ($1, $2)`, [fingerprint, process.pid])
+      if (event.event === HANG_TYPE) await new Promise(() => {})
       await afterInsert()
     })
 

@@ -1,4 +1,4 @@
-// The PostgreSQL inbox example of docs/inbox.md ("PostgreSQL in fifteen lines"), as written there,
+// The PostgreSQL inbox example of docs/inbox.md ("PostgreSQL in twenty lines"), as written there,
 // against a real server: a Fastify receiver whose hard-bounced and complained events write
 // suppressions in the event's transaction. A resent copy, re-signed, writes nothing more.
 import t from 'tap'

@@ -203,6 +203,11 @@ function setup (fastify: FastifyInstance, registration: MailChannelsWebhooksOpti
       receiveDelivery(state, request, reply, payload, done, false)
     })
     routeOptions.onSend = [...asArray(routeOptions.onSend), settleOnSend] as RouteOptions['onSend']
+    if (routeOptions.onRequest !== undefined) {
+      // The watch's guard, if its onRoute hook ran first: the route is verified now.
+      const onRequest = asArray(routeOptions.onRequest as unknown).filter((h) => (h as { [kGuard]?: true })[kGuard] !== true)
+      routeOptions.onRequest = (onRequest.length > 0 ? onRequest : undefined) as RouteOptions['onRequest']
+    }
     if (state.answered) {
       // The plugin answers: dispatch or enqueue in the handler's place, after the route's own hooks.
       routeOptions.handler = answerHandler(state) as RouteOptions['handler']
@@ -354,7 +359,8 @@ function notReachedLog (request: FastifyRequest, url: string | undefined): void 
 
 const NOT_REACHED = 'The server is misconfigured: this webhook route is not verified (see the server log).'
 
-const kGuarded = Symbol('mailchannels-webhooks.guarded')
+/** Marks the guard the watch gives an opted-in route until a registration sets the route up. */
+const kGuard = Symbol('mailchannels-webhooks.guard')
 
 /**
  * Watches `scope` for opted-in routes: the registering scope and each scope above it, up to the
@@ -374,14 +380,18 @@ function watch (scope: FastifyInstance, state: RootState, routesBefore: boolean)
     if (optIn(routeOptions.config) === undefined || state.seen.has(routeOptions)) return
     const declaredIn = this
     state.seen.set(routeOptions, declaredIn)
-    routeOptions.onRequest = [function guardMailChannelsRoute (request: FastifyRequest, reply: FastifyReply, done: () => void) {
+    // Already set up by a registration whose onRoute hook ran first: nothing to guard.
+    if ((routeOptions.config as RouteConfig | undefined)?.[kRoute] !== undefined) return
+    // The setup removes this guard if its onRoute hook runs after this one.
+    const guard = Object.assign(function guardMailChannelsRoute (request: FastifyRequest, reply: FastifyReply, done: () => void) {
       if (isVerified(state, routeOptions.config as RouteConfig | undefined, declaredIn)) {
         done()
         return
       }
       notReachedLog(request, routeOptions.url)
       refuse(request, reply, new VerificationError('configuration_error', NOT_REACHED))
-    }, ...asArray(routeOptions.onRequest)] as RouteOptions['onRequest']
+    }, { [kGuard]: true })
+    routeOptions.onRequest = [guard, ...asArray(routeOptions.onRequest)] as RouteOptions['onRequest']
   })
   scope.addHook('onRegister', function markWatched (instance) {
     // Created in a watched scope: it has the watch, and no route yet.

@@ -46,11 +46,13 @@ declare module 'fastify' {
 /**
  * Options of the Fastify plugin: everything `verify` takes, plus `bodyLimit`, `contentTypes`,
  * `replay`, `verifyOnThreadPool`, `handlers` / `enqueue` and `path`. `customerHandles` is
- * required (or `'any'`).
+ * required (or `'any'`). On each webhook route the smaller of `bodyLimit` and Fastify's own
+ * limit for the route (its `bodyLimit` option, else the server's) applies.
  */
 export interface MailChannelsWebhooksOptions extends WebhookReceiverOptions {
   /**
-   * Declare the webhook route here: `POST <path>` (under the registration's prefix), in an
+   * Declare the webhook route here: `POST <prefix><path>` (under the scope's prefix, then the
+   * registration's `prefix` option if given), in an
    * encapsulated scope of the plugin's own, answered by `handlers` or `enqueue` (one of them is
    * required with `path`), so there is no route to write:
    * `app.register(mailchannelsWebhooks, { path: '/webhooks/mailchannels', customerHandles, handlers: router })`.
@@ -363,14 +365,15 @@ const NOT_REACHED = 'The server is misconfigured: this webhook route is not veri
 const kGuard = Symbol('mailchannels-webhooks.guard')
 
 /**
- * Watches `scope` for opted-in routes: the registering scope and each scope above it, up to the
- * root. Fastify copies a scope's onRoute hooks into a scope only when that scope is created, so
- * a hook added to the registering scope alone misses its parent, the scopes beside it and the
- * root; added to every scope above it, it reaches every scope created from now on, wherever,
- * and every route declared from now on in those scopes. An opted-in route the watch sees that no
- * registration sets up gets a guard (answered 500 `configuration_error` before any body is read)
- * and makes ready() reject, naming it. `onRegister` marks the scopes created from now on as
- * complete: every route in them is seen, so the app-wide guard leaves them after one lookup.
+ * Watches `scope` for opted-in routes (each registration watches every scope of the app that
+ * exists then, see scopesOf, or at least the registering scope and those above it). Fastify
+ * copies a scope's onRoute hooks into a scope only when that scope is created, so a hook added
+ * where the plugin is registered alone misses its parent, the scopes beside it and the scopes
+ * created before it; added to every existing scope, it reaches every scope created from now on
+ * too. An opted-in route the watch sees that no registration sets up gets a guard (answered 500
+ * `configuration_error` before any body is read) and makes ready() reject, naming it.
+ * `onRegister` marks the scopes created from now on as complete: every route in them is seen,
+ * so the app-wide guard, if any, leaves them after one lookup.
  */
 function watch (scope: FastifyInstance, state: RootState, routesBefore: boolean): void {
   if (state.watched.has(scope)) return

@@ -229,3 +229,12 @@ t.test('an app with no opted-in route outside the plugin\'s reach still starts, 
   t.ok(Array.isArray(res.body.body), "the app's route parsed its JSON as before")
   t.equal(s.parsed(), 1)
 })
+
+t.test("a route '/' in a prefixed scope: Fastify declares '/api' and '/api/' from one set of options, both verified", async (t) => {
+  for (const url of ['/api', '/api/']) {
+    await expectVerified(t, async (app, h) => {
+      await app.register(plugin, OPTIONS)
+      app.register(async (r) => { r.post('/', OPT_IN, h) }, { prefix: '/api' })
+    }, url)
+  }
+})

@@ -240,8 +240,9 @@ function setup (fastify: FastifyInstance, registration: MailChannelsWebhooksOpti
   }
   checkAtReady(root, rootState)
   // Routes declared before this registration were seen by no onRoute hook of the plugin, and
-  // without Fastify's list of scopes, routes declared later in a scope beside this one are not either.
-  if (routesBefore || scopes === null) guardApp(root, rootState)
+  // without Fastify's list of scopes, routes declared later in a scope beside this one are not
+  // either; unless the root's scope hooks cover every route (a registration at the root with routes before it).
+  if ((routesBefore || scopes === null) && !covers(rootState, root)) guardApp(root, rootState)
 
   if (path !== undefined) {
     // The plugin's own route, in an encapsulated scope of its own: seen by the onRoute hook above.

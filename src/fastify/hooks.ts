@@ -1,12 +1,14 @@
-// The request flow of a webhook route as Fastify hooks: one preParsing hook reads the exact raw
-// bytes itself, verifies and claims them (the receiver in ../receiver/), then lets Fastify skip
-// body parsing for the request, so no content-type parser of the app runs on a delivery and none
-// is needed; the handler's answer settles the claim (onSend). Registration is in ./plugin.ts.
+// The request flow of a webhook route as Fastify hooks: one preParsing hook, the route's last,
+// reads the exact raw bytes itself, verifies and claims them (the receiver in ../receiver/), then
+// lets Fastify skip body parsing for the request, so no content-type parser of the app runs on a
+// delivery and none is needed; the handler's answer settles the claim (onSend). The request's
+// headers are never changed. Registration is in ./plugin.ts.
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import { VerificationError } from '../errors.js'
 import type { WebhookEvent } from '../events/types.js'
 import { answerDelivery, rejection, settle, type AcceptedOutcome, type Receiver } from '../receiver/index.js'
 import { readStream } from '../receiver/node/read-stream.js'
+import { Readable } from 'node:stream'
 
 /** The verified events of the request (a request decoration; null until verified). */
 export const kEvents = Symbol('mailchannels-webhooks.events')
@@ -20,7 +22,7 @@ export interface RouteState {
 }
 
 type WebhookRequest = FastifyRequest & { [kEvents]: WebhookEvent[] | null, [kAccepted]: AcceptedOutcome | null }
-type Done = (err?: Error | null) => void
+type Done = (err?: Error | null, payload?: never) => void
 type Payload = Parameters<typeof readStream>[0]
 
 /** The verified events of a request, or `undefined` when it was not a verified delivery (never throws). */
@@ -42,7 +44,7 @@ export function refuse (request: FastifyRequest, reply: FastifyReply, err: unkno
  * The preParsing hook of a webhook route: transport checks before any byte is read, then the raw
  * bytes (at most `bodyLimit`), verification and the replay claim. Accepted: `request.body` is the
  * raw bytes, `request.webhookEvents` the events, and Fastify is told the body is already read
- * (see `skipBodyParsing`). `early`: a route declared before the plugin loaded, verified by a
+ * (see `hideBodyFromParser`). `early`: a route declared before the plugin loaded, verified by a
  * scope hook: the plugin answers `handlers` / `enqueue` here (it could not replace the route's
  * handler).
  */
@@ -79,43 +81,47 @@ function proceed (state: RouteState, request: FastifyRequest, reply: FastifyRepl
     void answerDelivery(state.receiver.options.answer!, outcome, request.log).then((answered) => { send(reply, answered) })
     return
   }
-  skipBodyParsing(request)
+  if (reply.sent) return
+  if (early) {
+    // A scope hook: the route's own preParsing hooks, declared before the plugin loaded, run
+    // after it. One that reads request.headers takes the one read meant for Fastify, which then
+    // parses: it is handed the verified bytes, never the socket's (already read) stream.
+    hideBodyFromParser(request)
+    done(null, Readable.from([body]) as never)
+    return
+  }
+  hideBodyFromParser(request)
   done()
 }
 
-const kUnmask = Symbol('mailchannels-webhooks.unmask')
-/** What a request's headers merge over the raw ones while the body is hidden from Fastify (shared, never written). */
-const HIDDEN = Object.freeze({ 'content-type': undefined, 'content-length': undefined, 'transfer-encoding': undefined })
-const NO_PRIOR = Symbol('mailchannels-webhooks.no-prior-headers')
-type MaskedRequest = FastifyRequest & { additionalHeaders?: Record<string, unknown>, [kUnmask]?: Record<string, unknown> | typeof NO_PRIOR }
+/** What Fastify's body check reads in place of the request's headers, once: no Content-Type, no length. */
+const NO_BODY: Readonly<Record<string, undefined>> = Object.freeze({})
 
 /**
- * Fastify runs a content-type parser after the preParsing hooks unless the request has neither
- * `Content-Type` nor a body length (node_modules/fastify/lib/handle-request.js). The body is
- * already read and verified here, so Fastify is shown, through the public `request.headers`
- * setter (which merges over the raw headers), a request without them: no parser runs, and a
- * delivery is never parsed twice. `restoreHeaders`, the first preValidation hook of a webhook
- * route, puts them back before the route's own hooks and handler run. (Hooks between the two,
- * preParsing hooks after this one and preValidation hooks of the app's scope, see the request
- * without them. A one-shot view that restored them at the next read would let such a hook bring
- * `Content-Type` back before Fastify's read, and Fastify would then wait on a body already read.)
+ * Fastify runs a content-type parser after the last preParsing hook unless the request has
+ * neither `Content-Type` nor a body length: it reads `request.headers` once, right then
+ * (lib/handle-request.js in https://github.com/fastify/fastify). The body is already read and
+ * verified here, so that one read, and only it, is answered by an own property of the request
+ * that removes itself as it is read and returns a view without a body: no parser runs, and a
+ * delivery is never parsed twice. Every other reader, before or after (the app's hooks, its
+ * error handler, the access log, the handler), sees the request's own headers, which are never
+ * changed. This hook is the route's last preParsing hook (see `pinLast` in ./plugin.ts), so the
+ * next read is Fastify's. (Removing the property puts the request back on the shape of every
+ * other request; a view merged through the public `request.headers` setter instead, with an
+ * accessor in it to restore the previous value, cost several times more per delivery.)
  */
-function skipBodyParsing (request: FastifyRequest): void {
-  const r = request as MaskedRequest
-  const prior = r.additionalHeaders
-  r[kUnmask] = prior ?? NO_PRIOR
-  r.headers = (prior === undefined ? HIDDEN : { ...prior, ...HIDDEN }) as never
+function hideBodyFromParser (request: FastifyRequest): void {
+  Object.defineProperty(request, 'headers', { configurable: true, enumerable: false, get: readOnce, set: writeThrough })
 }
 
-/** preValidation of a webhook route (first): the headers `skipBodyParsing` hid, back in place. */
-export function restoreHeaders (request: FastifyRequest, _reply: FastifyReply, done: () => void): void {
-  const r = request as MaskedRequest
-  const prior = r[kUnmask]
-  if (prior !== undefined) {
-    r[kUnmask] = undefined
-    r.headers = (prior === NO_PRIOR ? undefined : prior) as never
-  }
-  done()
+function readOnce (this: FastifyRequest): unknown {
+  delete (this as { headers?: unknown }).headers
+  return NO_BODY
+}
+
+function writeThrough (this: FastifyRequest, headers: unknown): void {
+  delete (this as { headers?: unknown }).headers
+  ;(this as { headers: unknown }).headers = headers
 }
 
 /** onSend of a webhook route: the handler's answer, whatever the socket's state, settles the claim. */

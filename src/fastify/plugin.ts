@@ -16,7 +16,7 @@ import {
   type WebhookReceiverOptions,
   type WebhookRouteOptions,
 } from '../receiver/index.js'
-import { answerHandler, kAccepted, kEvents, receiveDelivery, refuse, restoreHeaders, settleOnSend, type RouteState } from './hooks.js'
+import { answerHandler, kAccepted, kEvents, receiveDelivery, refuse, settleOnSend, type RouteState } from './hooks.js'
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -46,11 +46,13 @@ declare module 'fastify' {
 /**
  * Options of the Fastify plugin: everything `verify` takes, plus `bodyLimit`, `contentTypes`,
  * `replay`, `verifyOnThreadPool`, `handlers` / `enqueue` and `path`. `customerHandles` is
- * required (or `'any'`).
+ * required (or `'any'`). On each webhook route the smaller of `bodyLimit` and Fastify's own
+ * limit for the route (its `bodyLimit` option, else the server's) applies.
  */
 export interface MailChannelsWebhooksOptions extends WebhookReceiverOptions {
   /**
-   * Declare the webhook route here: `POST <path>` (under the registration's prefix), in an
+   * Declare the webhook route here: `POST <prefix><path>` (under the scope's prefix, then the
+   * registration's `prefix` option if given), in an
    * encapsulated scope of the plugin's own, answered by `handlers` or `enqueue` (one of them is
    * required with `path`), so there is no route to write:
    * `app.register(mailchannelsWebhooks, { path: '/webhooks/mailchannels', customerHandles, handlers: router })`.
@@ -127,20 +129,26 @@ function setup (fastify: FastifyInstance, registration: MailChannelsWebhooksOpti
   }
   if (registration === null || typeof registration !== 'object') throw coded(new TypeError('options must be an object'), 'FST_MCWH_INVALID_OPTION')
   validating(() => { rejectUnknownOptions(registration, FASTIFY_REGISTER_OPTIONS) })
-  const { path, ...options } = registration
+  const { path, prefix, ...options } = registration as MailChannelsWebhooksOptions & { prefix?: unknown }
   if ((options as { logger?: unknown }).logger !== undefined) throw coded(new TypeError('logger is not an option of the Fastify plugin: it logs through request.log'), 'FST_MCWH_INVALID_OPTION')
   const keyStoreFor = keyStoreFactory(fastify.log)
   const base = validating(() => resolveReceiverOptions(options, keyStoreFor))
   if (path !== undefined) {
     if (typeof path !== 'string' || !path.startsWith('/')) throw coded(new TypeError("path must be a URL path starting with '/', such as '/webhooks/mailchannels'"), 'FST_MCWH_INVALID_OPTION')
+    if (prefix !== undefined && typeof prefix !== 'string') throw coded(new TypeError("prefix must be a string such as '/api' (the webhook route is then POST <prefix><path>)"), 'FST_MCWH_INVALID_OPTION')
     if (base.answer === null) throw coded(new TypeError('path declares a route the plugin answers itself: give handlers (a WebhookEventRouter) or enqueue too, or leave path out and opt your route in with config: { mailchannelsWebhooks: true }'), 'FST_MCWH_INVALID_OPTION')
   }
   if (base.anyCustomer) {
     fastify.log.warn("mailchannels-webhooks: customerHandles is 'any': deliveries signed for any MailChannels customer are accepted")
   }
 
-  /** The state of an opted-in route, options validated; throws a coded error naming the route. */
-  function resolveRoute (method: RouteOptions['method'], url: string, opt: unknown): RouteState {
+  const serverBodyLimit = fastify.initialConfig.bodyLimit ?? Infinity
+
+  /**
+   * The state of an opted-in route, options validated; throws a coded error naming the route.
+   * `appLimit`: the body limit Fastify applies to the route (its `bodyLimit`, else the server's).
+   */
+  function resolveRoute (method: RouteOptions['method'], url: string, opt: unknown, appLimit: number | undefined): RouteState {
     const methods = asArray(method)
     const route = `${methods.join(',')} ${url}`
     if (opt !== true && (opt === null || typeof opt !== 'object' || Array.isArray(opt))) {
@@ -162,6 +170,9 @@ function setup (fastify: FastifyInstance, registration: MailChannelsWebhooksOpti
         fastify.log.warn({ url }, "mailchannels-webhooks: customerHandles is 'any' on this route: deliveries signed for any MailChannels customer are accepted")
       }
     }
+    // The app's own limit is never loosened: the smaller of the two applies.
+    const limit = appLimit ?? serverBodyLimit
+    if (limit < r.bodyLimit) r = { ...r, bodyLimit: limit }
     return { receiver: createReceiver(r), answered: r.answer !== null }
   }
 
@@ -187,15 +198,18 @@ function setup (fastify: FastifyInstance, registration: MailChannelsWebhooksOpti
   fastify.addHook('onRoute', (routeOptions) => {
     const opt = optIn(routeOptions.config)
     if (opt === undefined) return
-    const state = resolveRoute(routeOptions.method, routeOptions.url ?? '', opt)
+    const state = resolveRoute(routeOptions.method, routeOptions.url ?? '', opt, routeOptions.bodyLimit)
     // A fresh config object per route: a config object shared by two routes must not share state.
     routeOptions.config = { ...routeOptions.config, [kRoute]: state } as typeof routeOptions.config
-    // Last, so the route's own preParsing hooks run first, as they would before a parser.
-    routeOptions.preParsing = [...asArray(routeOptions.preParsing), function verifyMailChannelsDelivery (request: FastifyRequest, reply: FastifyReply, payload: never, done: () => void) {
+    pinLast(routeOptions, function verifyMailChannelsDelivery (request: FastifyRequest, reply: FastifyReply, payload: never, done: () => void) {
       receiveDelivery(state, request, reply, payload, done, false)
-    }] as RouteOptions['preParsing']
-    routeOptions.preValidation = [restoreHeaders, ...asArray(routeOptions.preValidation)] as RouteOptions['preValidation']
+    })
     routeOptions.onSend = [...asArray(routeOptions.onSend), settleOnSend] as RouteOptions['onSend']
+    if (routeOptions.onRequest !== undefined) {
+      // The watch's guard, if its onRoute hook ran first: the route is verified now.
+      const onRequest = asArray(routeOptions.onRequest as unknown).filter((h) => (h as { [kGuard]?: true })[kGuard] !== true)
+      routeOptions.onRequest = (onRequest.length > 0 ? onRequest : undefined) as RouteOptions['onRequest']
+    }
     if (state.answered) {
       // The plugin answers: dispatch or enqueue in the handler's place, after the route's own hooks.
       routeOptions.handler = answerHandler(state) as RouteOptions['handler']
@@ -207,27 +221,41 @@ function setup (fastify: FastifyInstance, registration: MailChannelsWebhooksOpti
   // Routes already declared when the plugin loads (`app.register(plugin)` without await, then
   // routes; routes first; scopes registered first) are not seen by onRoute, but this scope's
   // lifecycle hooks still reach them: Fastify adds a scope's hooks to the scopes already inside it
-  // and gives a route its scope's hooks when the app starts (node_modules/fastify/fastify.js
-  // addHook, lib/route.js). Only then does the scope get hooks, which leave other routes after one
-  // config read.
+  // and gives a route its scope's hooks when the app starts (fastify.js addHook and lib/route.js
+  // in https://github.com/fastify/fastify). Only then does the scope get hooks, which leave other
+  // routes after one config read.
   const routesBefore = fastify.printRoutes() !== '(empty tree)'
   if (routesBefore) {
     addScopeHooks(fastify, resolveRoute)
     rootState.covered.push(fastify)
   }
-  if (root !== fastify) {
-    watchRoot(root, rootState)
-    if (routesBefore) guardRoot(root, rootState)
+  // Every other opted-in route of the app, whatever its scope and whenever declared: seen at
+  // declaration (ready() then refuses it unless a registration verifies it), or, where no onRoute
+  // hook can see it, answered 500 before any body is read.
+  const scopes = scopesOf(root)
+  if (scopes !== null) {
+    for (const scope of scopes) watch(scope, rootState, routesBefore)
+  } else {
+    for (let scope: FastifyInstance | null = fastify; scope !== null; scope = parentOf(scope)) watch(scope, rootState, routesBefore)
   }
+  checkAtReady(root, rootState)
+  // Routes declared before this registration were seen by no onRoute hook of the plugin, and
+  // without Fastify's list of scopes, routes declared later in a scope beside this one are not
+  // either; unless the root's scope hooks cover every route (a registration at the root with routes before it).
+  if ((routesBefore || scopes === null) && !covers(rootState, root)) guardApp(root, rootState)
 
   if (path !== undefined) {
     // The plugin's own route, in an encapsulated scope of its own: seen by the onRoute hook above.
+    // The registration's prefix applies to it (Fastify does not prefix a fastify-plugin plugin itself).
     fastify.register(async function mailchannelsWebhooksRoute (scope) {
+      // Created in this scope after the watch was added: every route in it is seen.
+      rootState.watched.add(scope)
+      rootState.complete.add(scope)
       scope.post(path, { config: { [KEY]: true } }, async function unreachable () {
         // onRoute replaced this handler; reaching it means the route was not set up.
         throw new VerificationError('configuration_error', 'The webhook route was not set up.')
       })
-    })
+    }, typeof prefix === 'string' ? { prefix } : {})
   }
 
   fastify.addHook('onReady', function (ready) {
@@ -241,7 +269,7 @@ function setup (fastify: FastifyInstance, registration: MailChannelsWebhooksOpti
   })
 }
 
-type ResolveRoute = (method: RouteOptions['method'], url: string, opt: unknown) => RouteState
+type ResolveRoute = (method: RouteOptions['method'], url: string, opt: unknown, appLimit: number | undefined) => RouteState
 
 /**
  * Scope hooks for opted-in routes declared before the plugin loaded: their options are
@@ -259,7 +287,7 @@ function addScopeHooks (fastify: FastifyInstance, resolveRoute: ResolveRoute): v
     let state = states.get(config!)
     if (state === undefined) {
       try {
-        state = resolveRoute(request.routeOptions.method, request.routeOptions.url ?? '', opt)
+        state = resolveRoute(request.routeOptions.method, request.routeOptions.url ?? '', opt, request.routeOptions.bodyLimit)
       } catch (err) {
         state = err as Error
         request.log.error({ err: state.message }, 'mailchannels-webhooks: the options of this webhook route are invalid')
@@ -273,14 +301,19 @@ function addScopeHooks (fastify: FastifyInstance, resolveRoute: ResolveRoute): v
     // The handler was declared before the plugin could replace it: the plugin answers here.
     receiveDelivery(state, request, reply, payload as never, done as never, true)
   })
-  fastify.addHook('preValidation', restoreHeaders)
   fastify.addHook('onSend', settleOnSend)
 }
 
-/** The root instance: Fastify builds each encapsulated scope with Object.create(parent). */
+/** The scope a scope was created in, null at the root: Fastify builds each encapsulated scope with Object.create(parent). */
+function parentOf (instance: FastifyInstance): FastifyInstance | null {
+  const p = Object.getPrototypeOf(instance) as FastifyInstance | null
+  return p !== null && typeof p.addHook === 'function' ? p : null
+}
+
+/** The root instance. */
 function rootOf (instance: FastifyInstance): FastifyInstance {
   let root = instance
-  for (let p = Object.getPrototypeOf(root) as FastifyInstance | null; p !== null && typeof p.addHook === 'function'; p = Object.getPrototypeOf(p) as FastifyInstance | null) root = p
+  for (let p = parentOf(root); p !== null; p = parentOf(p)) root = p
   return root
 }
 
@@ -290,8 +323,16 @@ interface RootState {
   covered: object[]
   /** `request.webhookEvents` is decorated at the root (by the first registration). */
   webhookEvents: boolean
-  watching: boolean
+  /** Scopes whose onRoute hooks include the watch (so do the scopes created in them afterwards). */
+  watched: WeakSet<object>
+  /** Watched scopes that had no route when the watch was added: the watch saw every route declared in them. */
+  complete: WeakSet<object>
+  /** The opted-in routes the watch saw (their options objects, final once the app starts), and the scope each was declared in. */
+  seen: Map<RouteOptions, object>
+  /** The app-wide guard is in place. */
   guarding: boolean
+  /** The ready() check is in place. */
+  checking: boolean
 }
 
 const rootStates = new WeakMap<object, RootState>()
@@ -299,7 +340,7 @@ const rootStates = new WeakMap<object, RootState>()
 function stateOf (root: FastifyInstance): RootState {
   let state = rootStates.get(root)
   if (state === undefined) {
-    state = { covered: [], webhookEvents: false, watching: false, guarding: false }
+    state = { covered: [], webhookEvents: false, watched: new WeakSet(), complete: new WeakSet(), seen: new Map(), guarding: false, checking: false }
     rootStates.set(root, state)
   }
   return state
@@ -310,40 +351,87 @@ function covers (state: RootState, scope: object): boolean {
   return state.covered.some((s) => s === scope || Object.prototype.isPrototypeOf.call(s, scope))
 }
 
+/** Whether an opted-in route is verified: set up by a registration's onRoute hook, or covered by a registration's scope hooks. */
+function isVerified (state: RootState, config: RouteConfig | undefined, scope: object): boolean {
+  return config?.[kRoute] !== undefined || covers(state, scope)
+}
+
 function notReachedLog (request: FastifyRequest, url: string | undefined): void {
   request.log.error({ url }, `mailchannels-webhooks: this route opts in with config.mailchannelsWebhooks, but no registration of the plugin reaches its scope. ${HOW}`)
 }
 
 const NOT_REACHED = 'The server is misconfigured: this webhook route is not verified (see the server log).'
 
+/** Marks the guard the watch gives an opted-in route until a registration sets the route up. */
+const kGuard = Symbol('mailchannels-webhooks.guard')
+
 /**
- * When the plugin is registered below the root: opted-in routes declared from now on in the root
- * scope or in scopes registered afterwards outside the plugin's scope, where no registration
- * reaches them. Each gets a guard that answers 500 `configuration_error` (logged) if no
- * registration set it up, and ready() rejects naming them.
+ * Watches `scope` for opted-in routes (each registration watches every scope of the app that
+ * exists then, see scopesOf, or at least the registering scope and those above it). Fastify
+ * copies a scope's onRoute hooks into a scope only when that scope is created, so a hook added
+ * where the plugin is registered alone misses its parent, the scopes beside it and the scopes
+ * created before it; added to every existing scope, it reaches every scope created from now on
+ * too. An opted-in route the watch sees that no registration sets up gets a guard (answered 500
+ * `configuration_error` before any body is read) and makes ready() reject, naming it.
+ * `onRegister` marks the scopes created from now on as complete: every route in them is seen,
+ * so the app-wide guard, if any, leaves them after one lookup.
  */
-function watchRoot (root: FastifyInstance, state: RootState): void {
-  if (state.watching) return
-  state.watching = true
-  const routes: Array<{ routeOptions: RouteOptions, scope: object }> = []
-  // Set up by a registration, or declared before one loaded in the scope it covers.
-  const verified = (routeOptions: RouteOptions, scope: object): boolean =>
-    (routeOptions.config as RouteConfig | undefined)?.[kRoute] !== undefined || covers(state, scope)
-  root.addHook('onRoute', function (this: FastifyInstance, routeOptions) {
-    if (optIn(routeOptions.config) === undefined) return
-    const scope = this
-    routes.push({ routeOptions, scope })
-    routeOptions.onRequest = [function guardMailChannelsRoute (request: FastifyRequest, reply: FastifyReply, done: () => void) {
-      if (verified(routeOptions, scope)) {
+function watch (scope: FastifyInstance, state: RootState, routesBefore: boolean): void {
+  if (state.watched.has(scope)) return
+  state.watched.add(scope)
+  if (!routesBefore) state.complete.add(scope)
+  scope.addHook('onRoute', function watchMailChannelsRoute (this: FastifyInstance, routeOptions) {
+    if (optIn(routeOptions.config) === undefined || state.seen.has(routeOptions)) return
+    const declaredIn = this
+    state.seen.set(routeOptions, declaredIn)
+    // Already set up by a registration whose onRoute hook ran first: nothing to guard.
+    if ((routeOptions.config as RouteConfig | undefined)?.[kRoute] !== undefined) return
+    // The setup removes this guard if its onRoute hook runs after this one.
+    const guard = Object.assign(function guardMailChannelsRoute (request: FastifyRequest, reply: FastifyReply, done: () => void) {
+      if (isVerified(state, routeOptions.config as RouteConfig | undefined, declaredIn)) {
         done()
         return
       }
       notReachedLog(request, routeOptions.url)
       refuse(request, reply, new VerificationError('configuration_error', NOT_REACHED))
-    }, ...asArray(routeOptions.onRequest)] as RouteOptions['onRequest']
+    }, { [kGuard]: true })
+    routeOptions.onRequest = [guard, ...asArray(routeOptions.onRequest)] as RouteOptions['onRequest']
   })
+  scope.addHook('onRegister', function markWatched (instance) {
+    // Created in a watched scope: it has the watch, and no route yet.
+    state.watched.add(instance)
+    state.complete.add(instance)
+  })
+}
+
+/**
+ * Every scope of the app, root first, from Fastify's own list of each scope's child scopes (an
+ * internal property, read only: https://github.com/fastify/fastify/blob/main/lib/plugin-override.js);
+ * null if it cannot be read, and the plugin then guards every request instead (see guardApp).
+ */
+function scopesOf (root: FastifyInstance): FastifyInstance[] | null {
+  const all: FastifyInstance[] = []
+  const pending = [root]
+  while (pending.length > 0) {
+    const scope = pending.pop()!
+    all.push(scope)
+    const key = Object.getOwnPropertySymbols(scope).find((k) => k.description === 'fastify.children')
+    const children = key === undefined ? undefined : (scope as unknown as Record<symbol, unknown>)[key]
+    if (!Array.isArray(children)) return null
+    for (const child of children) {
+      if (child === null || typeof child !== 'object' || typeof (child as FastifyInstance).addHook !== 'function') return null
+      pending.push(child as FastifyInstance)
+    }
+  }
+  return all
+}
+
+/** Once per app: ready() rejects (`FST_MCWH_ROUTE_NOT_REACHED`), naming them, while opted-in routes the watch saw are not verified. */
+function checkAtReady (root: FastifyInstance, state: RootState): void {
+  if (state.checking) return
+  state.checking = true
   root.addHook('onReady', function (done) {
-    const lost = routes.filter((r) => !verified(r.routeOptions, r.scope)).map(({ routeOptions: r }) => `${asArray(r.method).join(',')} ${r.url}`)
+    const lost = [...state.seen].filter(([r, scope]) => !isVerified(state, r.config as RouteConfig | undefined, scope)).map(([r]) => r).map((r) => `${asArray(r.method).join(',')} ${r.url}`)
     if (lost.length === 0) {
       done()
       return
@@ -354,24 +442,60 @@ function watchRoot (root: FastifyInstance, state: RootState): void {
 }
 
 /**
- * When the plugin is registered below the root and routes were declared before it loaded: an
- * opted-in route among them outside the plugin's scope (at the root, in a sibling scope) was seen
- * by no onRoute hook, so ready() cannot name it, but a root hook reaches every scope. It is
- * answered 500 `configuration_error` (logged) unless a registration covers its scope. Other
- * routes pass after one config read.
+ * Once per app, at the root, when some opted-in route may have been seen by no onRoute hook (it
+ * was declared before a registration, or Fastify's list of scopes could not be read): an
+ * onRequest hook, which Fastify gives every scope (those that exist now too, unlike onRoute
+ * hooks), answers 500 `configuration_error` to a request for an opted-in route no registration
+ * verifies. It runs before any preParsing hook, so no body is read or parsed and the handler
+ * does not run. In a complete scope it returns after one lookup.
  */
-function guardRoot (root: FastifyInstance, state: RootState): void {
+function guardApp (root: FastifyInstance, state: RootState): void {
   if (state.guarding) return
   state.guarding = true
   // `this` is the scope the route was declared in (Fastify binds a route's hooks to it).
-  root.addHook('onRequest', function guardEarlyMailChannelsRoutes (this: FastifyInstance, request, reply, done) {
+  root.addHook('onRequest', function guardMailChannelsRoutes (this: FastifyInstance, request, reply, done) {
+    if (state.complete.has(this)) {
+      done()
+      return
+    }
     const config = request.routeOptions.config as unknown as RouteConfig | undefined
-    if (optIn(config) === undefined || config![kRoute] !== undefined || covers(state, this)) {
+    if (optIn(config) === undefined || isVerified(state, config, this)) {
       done()
       return
     }
     notReachedLog(request, request.routeOptions.url)
     refuse(request, reply, new VerificationError('configuration_error', NOT_REACHED))
+  })
+}
+
+type PreParsingHook = (request: FastifyRequest, reply: FastifyReply, payload: never, done: () => void) => void
+
+/**
+ * Makes `hook` the route's last preParsing hook for good: the route's own preParsing hooks run
+ * first, as they would before a parser, and another plugin's onRoute hook running after this
+ * one may append to `routeOptions.preParsing` (push or assign) or replace it, but cannot drop
+ * the verification or put a hook after it (the property cannot be deleted or redefined).
+ * Fastify reads the property when the app starts (lib/route.js in
+ * https://github.com/fastify/fastify).
+ */
+function pinLast (routeOptions: RouteOptions, hook: PreParsingHook): void {
+  const hooks: unknown[] = [...asArray(routeOptions.preParsing as unknown), hook]
+  Object.defineProperty(routeOptions, 'preParsing', {
+    enumerable: true,
+    configurable: false,
+    get () {
+      const at = hooks.indexOf(hook)
+      if (at !== hooks.length - 1) {
+        hooks.splice(at, 1)
+        hooks.push(hook)
+      }
+      return hooks
+    },
+    set (value: unknown) {
+      hooks.length = 0
+      for (const h of asArray(value)) if (h !== hook) hooks.push(h)
+      hooks.push(hook)
+    },
   })
 }
 

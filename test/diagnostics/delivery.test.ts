@@ -210,9 +210,12 @@ t.test('handlers: an event another delivery is handling: failed with the code an
   const router = new WebhookEventRouter({ seenEvents: new MemorySeenEventsStore() }).on('delivered', async () => { entered(); await gate })
   const handler = createWebhookHandler({ ...base, handlers: router, logger: { debug () {}, info () {}, warn () {}, error () {} } })
   const events = [{ event: 'delivered', customer_handle: CUSTOMER, timestamp: 1700000000, request_id: 'in-progress' }]
-  const first = handler(request(signWebhook({ events, privateKey: keys.privateKey, keyId: KEY_ID })))
+  // Signed a second apart whatever the time between the two lines (a loaded machine can take a
+  // second): the same `created` would make the resend the same delivery (a duplicate), not a resend.
+  const created = Math.floor(Date.now() / 1000)
+  const first = handler(request(signWebhook({ events, privateKey: keys.privateKey, keyId: KEY_ID, created })))
   await inHandler
-  const resent = signWebhook({ events, privateKey: keys.privateKey, keyId: KEY_ID, created: Math.floor(Date.now() / 1000) - 1 })
+  const resent = signWebhook({ events, privateKey: keys.privateKey, keyId: KEY_ID, created: created - 1 })
   t.equal((await handler(request(resent))).status, 503, 'the resend of the same events meanwhile')
   release()
   t.equal((await first).status, 200)

@@ -2,9 +2,12 @@
 // someone listens. Runtime-neutral. Below keys/: the key store says what happened (it knows its
 // errors), this only publishes it.
 import * as port from '#diagnostics'
-import type { DiagnosticsPort, KeyFetchMessage } from './types.js'
+import type { DiagnosticsPort, KeyFetchCause, KeyFetchMessage } from './types.js'
 
-const { keyFetch, now }: DiagnosticsPort = port
+const { keyFetch, now, networkCause }: DiagnosticsPort = port
+
+/** Why a key fetch's `fetch()` rejected (`timeout`, `dns`, `tls`...; only 'network' where the runtime's errors say no more). */
+export const fetchErrorCause: (err: unknown) => KeyFetchCause = networkCause
 
 /** When a fetch starts: the clock if someone listens, else -1 (nothing is published for it). */
 export function keyFetchStarted (): number {

@@ -24,3 +24,5 @@ export const receive: TracingPublisher<WebhookReceiveContext> = typeof (tracing 
 export function now (): number {
   return performance.now()
 }
+
+export { networkCause } from './network-cause.js'

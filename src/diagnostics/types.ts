@@ -128,4 +128,6 @@ export interface DiagnosticsPort {
   readonly receive: TracingPublisher<WebhookReceiveContext>
   /** A monotonic clock in milliseconds; read only when someone subscribes. */
   now (): number
+  /** Why a `fetch()` rejected, from what the runtime's error carries (Node's system error codes), else 'network'. */
+  networkCause (err: unknown): KeyFetchCause
 }

@@ -17,3 +17,6 @@ export function now (): number {
 export function networkCause (): KeyFetchCause {
   return 'network'
 }
+
+/** Nobody listens here (`keyFetch.hasSubscribers` is false), so no key-fetch message is built. */
+export function keyFetchEnded (): void {}

@@ -130,4 +130,6 @@ export interface DiagnosticsPort {
   now (): number
   /** Why a `fetch()` rejected, from what the runtime's error carries (Node's system error codes), else 'network'. */
   networkCause (err: unknown): KeyFetchCause
+  /** Publishes how a key fetch that started at `startedAt` ended (`err` null: a key was served). */
+  keyFetchEnded (startedAt: number, keyId: string, baseUrl: string, refresh: boolean, err: unknown): void
 }

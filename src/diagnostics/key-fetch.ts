@@ -7,7 +7,7 @@ import type { DiagnosticsPort, KeyFetchCause } from './types.js'
 const { keyFetch, now, networkCause, keyFetchEnded }: DiagnosticsPort = port
 
 /** Why a key fetch's `fetch()` rejected (`timeout`, `dns`, `tls`...; only 'network' where the runtime's errors say no more). */
-export const fetchErrorCause: (err: unknown) => KeyFetchCause = networkCause
+export const fetchErrorCause: (err: unknown) => [KeyFetchCause, string?] = networkCause
 
 /** When a fetch starts: the clock if someone listens, else -1 (nothing is published for it). */
 export function keyFetchStarted (): number {

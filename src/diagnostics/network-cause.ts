@@ -4,8 +4,7 @@ import type { KeyFetchCause } from './types.js'
 // cause; a Worker's fetch gives a bare TypeError. So the classifier is part of the Node port
 // (node.ts) and the web port (none.ts) answers 'network': a Worker bundle does not carry it.
 
-/** Classifies a fetch() rejection by the system error code Node's fetch (undici) puts in its cause. */
-export function networkCause (err: unknown): KeyFetchCause {
+function classify (err: unknown): KeyFetchCause {
   const codes: string[] = []
   const visit = (e: unknown, depth: number): void => {
     if (e === null || typeof e !== 'object' || depth > 4) return
@@ -24,4 +23,20 @@ export function networkCause (err: unknown): KeyFetchCause {
     if (code === 'ECONNRESET' || code === 'EPIPE' || code === 'UND_ERR_SOCKET' || code === 'UND_ERR_CLOSED') return 'connection_reset'
   }
   return 'network'
+}
+
+/** The log's wording of the causes only these codes reveal (the key store words the others). */
+const WHY: Partial<Record<KeyFetchCause, string>> = {
+  dns: 'the public-key endpoint\'s host name could not be resolved (DNS)',
+  connection_refused: 'the public-key endpoint refused the connection',
+  tls: 'the TLS connection to the public-key endpoint failed (certificate)',
+}
+
+/**
+ * Classifies a fetch() rejection by the system error code Node's fetch (undici) puts in its
+ * cause: the cause, and what the log says of it when only this classifier knows.
+ */
+export function networkCause (err: unknown): [KeyFetchCause, string?] {
+  const cause = classify(err)
+  return [cause, WHY[cause]]
 }

@@ -14,8 +14,8 @@ export function now (): number {
 }
 
 /** A failed fetch's cause: a Worker's fetch rejects with a bare TypeError, which says no more than this. */
-export function networkCause (): KeyFetchCause {
-  return 'network'
+export function networkCause (): [KeyFetchCause, string?] {
+  return ['network']
 }
 
 /** Nobody listens here (`keyFetch.hasSubscribers` is false), so no key-fetch message is built. */

@@ -61,8 +61,8 @@ export async function fetchPublicKey (keyId: string, { baseUrl, fetch, signal }:
   try {
     res = await fetch(url, { headers: { accept: 'application/json' }, redirect: 'manual', signal })
   } catch (err) {
-    const reason = signal.aborted ? abortCause(signal) : fetchErrorCause(err)
-    throw unavailable(reason, NETWORK_WHY[reason] ?? 'the public-key endpoint could not be reached')
+    const [reason, why] = signal.aborted ? [abortCause(signal)] : fetchErrorCause(err)
+    throw unavailable(reason, why ?? NETWORK_WHY[reason] ?? 'the public-key endpoint could not be reached')
   }
   if (res.status !== 200 || res.redirected) {
     await res.body?.cancel().catch(() => {})
@@ -101,13 +101,12 @@ export async function fetchPublicKey (keyId: string, { baseUrl, fetch, signal }:
   }
 }
 
+// What the log says per cause; the causes only Node's errors reveal (dns, tls...) are worded by
+// the Node #diagnostics port (src/diagnostics/network-cause.ts), so a Worker bundle leaves them out.
 const NETWORK_WHY: Partial<Record<KeyFetchCause, string>> = {
   timeout: 'the public-key endpoint did not answer in time',
   aborted: 'the fetch was cancelled',
-  dns: 'the public-key endpoint\'s host name could not be resolved (DNS)',
-  connection_refused: 'the public-key endpoint refused the connection',
   connection_reset: 'the connection to the public-key endpoint was reset',
-  tls: 'the TLS connection to the public-key endpoint failed (certificate)',
 }
 
 function abortCause (signal: AbortSignal): KeyFetchCause {

@@ -2,16 +2,21 @@
 // someone listens. Runtime-neutral. Below keys/: the key store says what happened (it knows its
 // errors), this only publishes it.
 import * as port from '#diagnostics'
-import type { DiagnosticsPort, KeyFetchMessage } from './types.js'
+import type { DiagnosticsPort, KeyFetchCause } from './types.js'
 
-const { keyFetch, now }: DiagnosticsPort = port
+const { keyFetch, now, networkCause, keyFetchEnded }: DiagnosticsPort = port
+
+/** Why a key fetch's `fetch()` rejected (`timeout`, `dns`, `tls`...; only 'network' where the runtime's errors say no more). */
+export const fetchErrorCause: (err: unknown) => [KeyFetchCause, string?] = networkCause
 
 /** When a fetch starts: the clock if someone listens, else -1 (nothing is published for it). */
 export function keyFetchStarted (): number {
   return keyFetch.hasSubscribers ? now() : -1
 }
 
-/** Publishes a fetch that started at `startedAt` (`keyFetchStarted`), adding its duration. Call only when `startedAt` is not -1. */
-export function keyFetchEnded (startedAt: number, message: Omit<KeyFetchMessage, 'durationMs'>): void {
-  keyFetch.publish({ ...message, durationMs: now() - startedAt })
-}
+/**
+ * Publishes a fetch that started at `startedAt` (`keyFetchStarted`): how it ended (`err` null: a key
+ * was served, else the key store's error), with its duration. Call only when `startedAt` is not -1.
+ * The message is built by the port: the silent one (Workers) has nobody to build it for.
+ */
+export { keyFetchEnded }

@@ -1,5 +1,6 @@
 import diagnosticsChannel from 'node:diagnostics_channel'
 import { performance } from 'node:perf_hooks'
+import { publishKeyFetchEnded } from './key-fetch-message.js'
 import { DELIVERY_CHANNEL, KEY_FETCH_CHANNEL, RECEIVE_TRACING_CHANNEL, type KeyFetchMessage, type Publisher, type TracingPublisher, type WebhookDeliveryMessage, type WebhookReceiveContext } from './types.js'
 
 // The Node port: node:diagnostics_channel (also what Deno and Bun resolve through the `node`
@@ -23,4 +24,10 @@ export const receive: TracingPublisher<WebhookReceiveContext> = typeof (tracing 
 
 export function now (): number {
   return performance.now()
+}
+
+export { networkCause } from './network-cause.js'
+
+export function keyFetchEnded (startedAt: number, keyId: string, baseUrl: string, refresh: boolean, err: unknown): void {
+  publishKeyFetchEnded(keyFetch, performance.now() - startedAt, keyId, baseUrl, refresh, err)
 }

@@ -1,4 +1,4 @@
-import type { KeyFetchMessage, Publisher, TracingPublisher, WebhookDeliveryMessage, WebhookReceiveContext } from './types.js'
+import type { KeyFetchCause, KeyFetchMessage, Publisher, TracingPublisher, WebhookDeliveryMessage, WebhookReceiveContext } from './types.js'
 
 // The port for runtimes without node:diagnostics_channel (Workers, browsers, edge runtimes):
 // nobody can subscribe, so the receivers never read a clock or build a message.
@@ -12,3 +12,11 @@ export const receive: TracingPublisher<WebhookReceiveContext> = Object.freeze({ 
 export function now (): number {
   return 0
 }
+
+/** A failed fetch's cause: a Worker's fetch rejects with a bare TypeError, which says no more than this. */
+export function networkCause (): [KeyFetchCause, string?] {
+  return ['network']
+}
+
+/** Nobody listens here (`keyFetch.hasSubscribers` is false), so no key-fetch message is built. */
+export function keyFetchEnded (): void {}

@@ -128,4 +128,11 @@ export interface DiagnosticsPort {
   readonly receive: TracingPublisher<WebhookReceiveContext>
   /** A monotonic clock in milliseconds; read only when someone subscribes. */
   now (): number
+  /**
+   * Why a `fetch()` rejected, from what the runtime's error carries (Node's system error codes),
+   * else 'network'; with the log's wording when only the port can say it (dns, tls...).
+   */
+  networkCause (err: unknown): [KeyFetchCause, string?]
+  /** Publishes how a key fetch that started at `startedAt` ended (`err` null: a key was served). */
+  keyFetchEnded (startedAt: number, keyId: string, baseUrl: string, refresh: boolean, err: unknown): void
 }

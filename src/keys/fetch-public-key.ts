@@ -1,5 +1,6 @@
 import type { VerifyKey } from '../crypto/types.js'
 import type { KeyFetchCause } from '../diagnostics/types.js'
+import { fetchErrorCause } from '../diagnostics/key-fetch.js'
 import { VerificationError } from '../errors.js'
 import { importEd25519PublicKey, KeyRejectedError } from './public-key.js'
 
@@ -60,20 +61,19 @@ export async function fetchPublicKey (keyId: string, { baseUrl, fetch, signal }:
   try {
     res = await fetch(url, { headers: { accept: 'application/json' }, redirect: 'manual', signal })
   } catch (err) {
-    const reason = signal.aborted ? abortCause(signal) : networkCause(err)
-    throw unavailable(reason, NETWORK_WHY[reason] ?? 'the public-key endpoint could not be reached')
+    const [reason, why] = signal.aborted ? [abortCause(signal)] : fetchErrorCause(err)
+    throw unavailable(reason, why ?? NETWORK_WHY[reason] ?? 'the public-key endpoint could not be reached')
   }
-  if (res.type === 'opaqueredirect' || (res.status >= 300 && res.status < 400) || res.redirected) {
+  if (res.status !== 200 || res.redirected) {
     await res.body?.cancel().catch(() => {})
-    throw unavailable('redirect', `the public-key endpoint answered with a redirect (HTTP ${res.status}), which is never followed`, res.status)
-  }
-  if (res.status === 404 || res.status === 400) {
-    await res.body?.cancel().catch(() => {})
-    throw new KeyFetchError('unknown_key', `MailChannels does not know the signing key "${keyId}".`, href, 'not_found', `the public-key endpoint answered HTTP ${res.status}`, res.status)
-  }
-  if (res.status !== 200) {
-    await res.body?.cancel().catch(() => {})
-    throw unavailable('http_status', `the public-key endpoint answered HTTP ${res.status}`, res.status)
+    const status = res.status
+    if (res.type === 'opaqueredirect' || (status >= 300 && status < 400) || res.redirected) {
+      throw unavailable('redirect', `the public-key endpoint answered with a redirect (HTTP ${status}), which is never followed`, status)
+    }
+    if (status === 404 || status === 400) {
+      throw new KeyFetchError('unknown_key', `MailChannels does not know the signing key "${keyId}".`, href, 'not_found', `the public-key endpoint answered HTTP ${status}`, status)
+    }
+    throw unavailable('http_status', `the public-key endpoint answered HTTP ${status}`, status)
   }
   let text: string
   try {
@@ -101,39 +101,16 @@ export async function fetchPublicKey (keyId: string, { baseUrl, fetch, signal }:
   }
 }
 
+// What the log says per cause; the causes only Node's errors reveal (dns, tls...) are worded by
+// the Node #diagnostics port (src/diagnostics/network-cause.ts), so a Worker bundle leaves them out.
 const NETWORK_WHY: Partial<Record<KeyFetchCause, string>> = {
   timeout: 'the public-key endpoint did not answer in time',
   aborted: 'the fetch was cancelled',
-  dns: 'the public-key endpoint\'s host name could not be resolved (DNS)',
-  connection_refused: 'the public-key endpoint refused the connection',
   connection_reset: 'the connection to the public-key endpoint was reset',
-  tls: 'the TLS connection to the public-key endpoint failed (certificate)',
 }
 
 function abortCause (signal: AbortSignal): KeyFetchCause {
   return (signal.reason as Error | undefined)?.name === 'TimeoutError' ? 'timeout' : 'aborted'
-}
-
-/** Classifies a fetch() rejection by the system error code Node's fetch (undici) puts in its cause. */
-function networkCause (err: unknown): KeyFetchCause {
-  const codes: string[] = []
-  const visit = (e: unknown, depth: number): void => {
-    if (e === null || typeof e !== 'object' || depth > 4) return
-    const { code, name, cause, errors } = e as { code?: unknown, name?: unknown, cause?: unknown, errors?: unknown }
-    if (typeof code === 'string') codes.push(code)
-    if (name === 'TimeoutError') codes.push('ETIMEDOUT')
-    visit(cause, depth + 1)
-    if (Array.isArray(errors)) for (const inner of errors.slice(0, 4)) visit(inner, depth + 1)
-  }
-  visit(err, 0)
-  for (const code of codes) {
-    if (code === 'ENOTFOUND' || code.startsWith('EAI_')) return 'dns'
-    if (code === 'ECONNREFUSED') return 'connection_refused'
-    if (code === 'ETIMEDOUT' || code === 'UND_ERR_CONNECT_TIMEOUT' || code === 'UND_ERR_HEADERS_TIMEOUT') return 'timeout'
-    if (/CERT|TLS|SSL|SELF_SIGNED|UNABLE_TO_VERIFY|ALTNAME|HOSTNAME_MISMATCH/.test(code)) return 'tls'
-    if (code === 'ECONNRESET' || code === 'EPIPE' || code === 'UND_ERR_SOCKET' || code === 'UND_ERR_CLOSED') return 'connection_reset'
-  }
-  return 'network'
 }
 
 /** Reads a response body as UTF-8, refusing more than `limit` bytes. */
@@ -157,11 +134,5 @@ export async function readCapped (res: Response, limit: number): Promise<string>
     }
     chunks.push(value)
   }
-  const all = new Uint8Array(size)
-  let at = 0
-  for (const chunk of chunks) {
-    all.set(chunk, at)
-    at += chunk.byteLength
-  }
-  return new TextDecoder().decode(all)
+  return new Blob(chunks).text()
 }

@@ -304,10 +304,10 @@ export class KeyStore {
     const startedAt = keyFetchStarted()
     try {
       const key = await fetchPublicKey(keyId, { baseUrl: this.#baseUrl, fetch: this.#fetch, signal: limited.signal })
-      this.#published(startedAt, keyId, refresh, null)
+      if (startedAt >= 0) keyFetchEnded(startedAt, keyId, this.#baseUrl, refresh, null)
       return key
     } catch (err) {
-      this.#published(startedAt, keyId, refresh, err)
+      if (startedAt >= 0) keyFetchEnded(startedAt, keyId, this.#baseUrl, refresh, err)
       throw err
     } finally {
       limited.dispose()
@@ -436,20 +436,6 @@ export class KeyStore {
     this.#failures.set(keyId, err, ttl)
     this.#logFailure(log, keyId, err, Math.ceil(ttl / 1000), err.type === 'unknown_key' ? 'the key id is unknown to MailChannels' : 'fetching the signing key failed')
     throw err
-  }
-
-  /** Publishes how a fetch ended (`err` null: the key was served), only when someone listens (`startedAt` is -1 otherwise). */
-  #published (startedAt: number, keyId: string, refresh: boolean, err: unknown): void {
-    if (startedAt < 0) return
-    const f = err instanceof KeyFetchError ? err : undefined
-    keyFetchEnded(startedAt, {
-      outcome: err === null ? 'fetched' : err instanceof VerificationError && err.type === 'unknown_key' ? 'unknown_key' : 'failed',
-      keyId,
-      baseUrl: this.#baseUrl,
-      refresh,
-      cause: err === null ? null : f?.reason ?? null,
-      status: f?.status ?? null,
-    })
   }
 
   /** One warn line per failed fetch: where, why, and when the next try happens. Never a secret: the URL holds only the base URL and the key id. */

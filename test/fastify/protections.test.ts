@@ -1,4 +1,4 @@
-// Fastify's own protections and views on webhook routes (issue 34 item 2): the app's bodyLimit
+// Fastify's own protections and views on webhook routes: the app's bodyLimit
 // (server and route) is never loosened; the app's hooks, error handler, access log and handler
 // always see the headers the client sent, whatever another plugin's onRoute hook does to the
 // route's hook lists; the registration's prefix applies to the plugin's `path` route. Real sockets.

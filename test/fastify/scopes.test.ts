@@ -1,5 +1,5 @@
 // Every route that opts in with config.mailchannelsWebhooks is verified or refused, whatever the
-// scope it is declared in and whenever (issue 34 item 1): refused at ready() where the plugin can
+// scope it is declared in and whenever: refused at ready() where the plugin can
 // see it, answered 500 configuration_error before any body is read where it cannot. Over real
 // sockets: keys from a loopback key server, a delivery signed with another key than the one it
 // serves, and a valid one. The app's own JSON parser counts its runs: it must never run on a

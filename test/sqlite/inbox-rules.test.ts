@@ -1,5 +1,5 @@
 // The SQLite inbox (`transactional: true`) when handlers and apps break its rules, on real SQLite
-// files (issue 35): a handler that ends the store's transaction, context.db used after the handler
+// files: a handler that ends the store's transaction, context.db used after the handler
 // settled, the app's own connection writing while a handler awaits, a handler that never returns,
 // expired rows purged, files created 0600, ':memory:' refused unless asked for.
 import { existsSync, mkdtempSync, rmSync, statSync } from 'node:fs'

@@ -12,7 +12,7 @@ import type { DispatchContext } from '../../src/dispatch/types.js'
 import type { WebhookEvent } from '../../src/events/types.js'
 import { noopLogger } from '../../src/logger.js'
 import { eventFingerprint } from '../../src/replay/fingerprint.js'
-import { MemorySeenEventsStore } from '../../src/replay/seen-events.js'
+import { MemorySeenEventsStore } from '../../src/replay/memory-seen-events.js'
 import { startRedisServer, waitFor } from '../replay/helpers/redis-server.js'
 import { memoryLogger, sampleEvents, testQueue } from './helpers.js'
 

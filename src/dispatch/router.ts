@@ -5,7 +5,7 @@ import { noopLogger, type Logger } from '../logger.js'
 import { HandlerTimeoutError, InboxTransactionError, ReplayStoreError } from '../replay/errors.js'
 import { eventFingerprint } from '../replay/fingerprint.js'
 import { CLAIMED, DONE, REPEATED, isTransactionalStore, synchronousSeenEvents, type EventClaim, type EventClaimResult, type SeenEventsStore, type SynchronousSeenEvents, type TransactionalSeenEventsStore } from '../replay/seen-events.js'
-import type { DispatchContext, DispatchReport, EventOutcome, WebhookEventHandler, WebhookEventName } from './types.js'
+import type { DeliveryTransaction, DeliveryTransactionStore, DispatchContext, DispatchReport, EventOutcome, WebhookEventHandler, WebhookEventName } from './types.js'
 
 export interface WebhookEventRouterOptions<T = never> {
   /**
@@ -334,6 +334,12 @@ class Dispatch {
   }
 
   #runAll (runnable: readonly number[]): Promise<void> | undefined {
+    // A store that runs a delivery in one transaction (a savepoint per event, one commit).
+    const delivery = this.#claims !== undefined && runnable.length > 0 ? openDelivery(this.store!) : undefined
+    if (delivery !== undefined) {
+      this.#goingAsync()
+      return this.#runDelivery(runnable, delivery)
+    }
     if (this.concurrency === 1 || runnable.length < 2) return this.#runInOrder(runnable, 0)
     this.#goingAsync()
     return this.#runConcurrently(runnable)
@@ -588,6 +594,77 @@ class Dispatch {
     this.#status[i] = HANDLED
   }
 
+  /**
+   * Runs the claimed events in transactions of a `DeliveryTransactionStore`: `concurrency` lanes
+   * (one connection each), each running its events one after the other in one transaction, each
+   * event in a savepoint, then one commit per lane. An event whose handlers fail is undone alone
+   * and its claim released; the others commit together with their done marks, and only once that
+   * commit succeeded are they handled. A failed commit acknowledges none of them: their claims
+   * are left to expire, so a retry finds each event done (skipped) or runs it, never both.
+   */
+  async #runDelivery (indexes: readonly number[], first: DeliveryTransaction<unknown>): Promise<void> {
+    let next = 0
+    const lane = async (tx: DeliveryTransaction<unknown>): Promise<void> => {
+      const marked: number[] = []
+      while (next < indexes.length) {
+        const i = indexes[next++]!
+        if (this.#stopped) { this.#giveBack(i, this.#stopError); continue }
+        if (await this.#runInDelivery(i, tx)) marked.push(i)
+      }
+      try {
+        await tx.commit()
+      } catch (err) {
+        if (marked.length === 0) return
+        this.log.error({ err: errorSummary(err), fingerprints: marked.map((i) => this.#fingerprints[i]!) },
+          'webhook event handlers ran but their delivery\'s transaction with the done marks did not commit')
+        const error = err instanceof InboxTransactionError ? err : storeError('complete', err)
+        for (const i of marked) this.#fail(i, error)
+        return
+      }
+      // Committed: these events' effects and done marks are in, together.
+      for (const i of marked) this.#status[i] = HANDLED
+    }
+    const lanes: Promise<void>[] = [lane(first)]
+    for (let w = 1; w < Math.min(this.concurrency, indexes.length); w++) lanes.push(lane(openDelivery(this.store!)!))
+    await Promise.all(lanes)
+  }
+
+  /** Runs event `i`'s handlers in a savepoint of `tx`; whether its done mark is written (to commit with `tx`). */
+  async #runInDelivery (i: number, tx: DeliveryTransaction<unknown>): Promise<boolean> {
+    const event = this.events[i]!
+    const handlers = this.#handlersOf(event)
+    const handlerContext = this.#handlerContext(i)
+    let started = false
+    let ran = false
+    try {
+      await tx.run(this.#claims![i]!, async (db) => {
+        started = true
+        ;(handlerContext as { db?: unknown }).db = db
+        for (let h = 0; h < handlers.length; h++) await handlers[h]!(event, handlerContext)
+        ran = true
+      })
+    } catch (err) {
+      if (!ran) {
+        // A handler failed (undone back to the event's savepoint), or the transaction could not
+        // run it: give the claim back so a retry handles the event.
+        this.#giveBack(i, started ? err : storeError('transaction', err))
+        if (err instanceof HandlerTimeoutError) this.#stop(err)
+        return false
+      }
+      // The handlers ran but the done mark failed (undone), or the transaction broke: never
+      // acknowledged, the claim kept to expire on its own, as with a transaction per event.
+      this.#handOff(i)
+      this.log.error({ err: errorSummary(err), fingerprints: [this.#fingerprints[i]!] },
+        'webhook event handlers ran but their done mark could not be written in the delivery\'s transaction')
+      this.#fail(i, err instanceof InboxTransactionError ? err : storeError('complete', err))
+      return false
+    }
+    // Marked in the open transaction, whose row lock on the event keeps every other claimer
+    // waiting until the commit: no renewal needed any more.
+    this.#handOff(i)
+    return true
+  }
+
   #handled (i: number): void {
     this.#status[i] = HANDLED
     if (!this.#handOff(i)) return
@@ -655,6 +732,12 @@ class Dispatch {
 }
 
 const NO_HANDLERS: AnyHandler[] = []
+
+/** A new delivery transaction of `store`, if it runs deliveries in one transaction (`DeliveryTransactionStore`). */
+function openDelivery (store: SeenEventsStore): DeliveryTransaction<unknown> | undefined {
+  const open = (store as Partial<DeliveryTransactionStore<unknown>>).openDelivery
+  return typeof open === 'function' ? open.call(store) : undefined
+}
 
 function isThenable (value: unknown): value is PromiseLike<unknown> {
   return value !== null && (typeof value === 'object' || typeof value === 'function') && typeof (value as PromiseLike<unknown>).then === 'function'

@@ -76,3 +76,32 @@ export interface EnqueueContext {
  * Adding the same event twice should not create two jobs: key jobs by `eventFingerprint`.
  */
 export type EnqueueEvents = (events: readonly WebhookEvent[], context: EnqueueContext) => Promise<void> | void
+
+/**
+ * One transaction for the events of one delivery, each event in a savepoint of its own (what a
+ * `DeliveryTransactionStore` opens). `WebhookEventRouter` runs a delivery's claimed events through
+ * `run`, one after the other, then calls `commit` once: one commit (one fsync) per delivery
+ * instead of one per event, and still one event's failure touches no other event.
+ */
+export interface DeliveryTransaction<T> {
+  /**
+   * Runs `work(tx)` in a savepoint of the delivery's transaction, then writes `claim`'s done mark
+   * in it (while the claim's token still holds). Resolves once the mark is written (not yet
+   * committed: `commit` does that for every event at once). Rejects with `work`'s own error after
+   * rolling back to the savepoint (this event's effects are gone, the others' stay); with an
+   * `InboxTransactionError` or a `ReplayStoreError` when the mark could not be written; with a
+   * `ReplayStoreError` without running `work` when the transaction is no longer usable.
+   */
+  run<R> (claim: { readonly fingerprint: string, readonly token: string }, work: (tx: T) => Promise<R>): Promise<R>
+  /** Commits every event `run` resolved for, and gives the connection back. Rejects when the commit failed or its outcome is unknown: then none of them may be acknowledged. */
+  commit (): Promise<void>
+}
+
+/**
+ * A transactional seen-events store that can also run a whole delivery in one transaction
+ * (`postgresSeenEvents({ pool, transactional: true })`). `openDelivery` answers `undefined` when
+ * the store runs one transaction per event instead (your own library's `transaction`).
+ */
+export interface DeliveryTransactionStore<T> {
+  openDelivery (): DeliveryTransaction<T> | undefined
+}

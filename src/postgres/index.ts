@@ -9,9 +9,10 @@ import { HandlerTimeoutError, InboxTransactionError, ReplayStoreError } from '..
 import { claimTokens, type EventClaim, type EventClaimResult, type SeenEventsStore, type TransactionalSeenEventsStore } from '../replay/seen-events.js'
 import { checkTtl } from '../replay/ttl.js'
 import { transactionControl } from './statements.js'
+import type { DeliveryTransaction, DeliveryTransactionStore } from '../dispatch/types.js'
 
 export type { TransactionalSeenEventsStore, EventClaim } from '../replay/seen-events.js'
-export type { TransactionContext } from '../dispatch/types.js'
+export type { TransactionContext, DeliveryTransaction, DeliveryTransactionStore } from '../dispatch/types.js'
 // What a transactional handler that breaks the rules of context.db, or runs past handlerTimeout, fails with.
 export { HandlerTimeoutError, InboxTransactionError } from '../replay/errors.js'
 
@@ -367,7 +368,7 @@ DELETE FROM ${t} AS s USING l WHERE s.fingerprint = l.fingerprint`,
 }
 
 /** `PostgresSeenEventsStore` that runs handlers in a transaction with the done mark: what `postgresSeenEvents` builds for `transactional` or `transaction`. */
-export class TransactionalPostgresSeenEventsStore<T> extends PostgresSeenEventsStore implements TransactionalSeenEventsStore<T> {
+export class TransactionalPostgresSeenEventsStore<T> extends PostgresSeenEventsStore implements TransactionalSeenEventsStore<T>, DeliveryTransactionStore<T> {
   readonly #transaction: PostgresTransaction<T>
   /** With `transactional: true`: the pool whose clients the store guards itself (`#runOnPool`). */
   readonly #onPool: PgPoolLike | undefined
@@ -379,6 +380,17 @@ export class TransactionalPostgresSeenEventsStore<T> extends PostgresSeenEventsS
     }
     this.#transaction = transaction
     this.#onPool = onPool.get(transaction)
+  }
+
+  /**
+   * With `transactional: true`: one transaction for a whole delivery, each event in a savepoint
+   * of its own (what `WebhookEventRouter` uses: one commit per delivery). `undefined` with your
+   * own library's `transaction`, whose events keep a transaction each (`runInTransaction`).
+   */
+  openDelivery (): DeliveryTransaction<T> | undefined {
+    if (this.#onPool === undefined) return undefined
+    return new PoolDelivery(this.#onPool, this.timeout, this.handlerTimeout, async () => { await this.ready() },
+      (claim, xid) => this.markStatement(claim, xid)) as unknown as DeliveryTransaction<T>
   }
 
   async runInTransaction<R> (claim: EventClaim, work: (tx: T) => Promise<R>): Promise<R> {
@@ -505,6 +517,194 @@ export class TransactionalPostgresSeenEventsStore<T> extends PostgresSeenEventsS
 
 const BEGIN = 'BEGIN; SELECT txid_current()::text AS xid, pg_backend_pid() AS pid'
 
+/**
+ * The store's savepoint: each event of a delivery runs in it, so that a failed event rolls back to
+ * it alone. Handlers may not name it (`transactionControl`): their RELEASE or ROLLBACK TO of it
+ * would merge an event into the one before it, or undo events already marked.
+ */
+const SAVEPOINT = 'mailchannels_webhooks_event'
+/** The delivery's transaction, its id, the server process, and the first event's savepoint: one round trip. */
+const BEGIN_DELIVERY = `BEGIN; SELECT txid_current()::text AS xid, pg_backend_pid() AS pid; SAVEPOINT ${SAVEPOINT}`
+/** An event marked: its savepoint released into the transaction, the next event's opened (one round trip). */
+const NEXT_EVENT = `RELEASE SAVEPOINT ${SAVEPOINT}; SAVEPOINT ${SAVEPOINT}`
+/** An event failed: back to its savepoint (which stays, for the next event). */
+const UNDO_EVENT = `ROLLBACK TO SAVEPOINT ${SAVEPOINT}`
+
+/**
+ * One delivery's events in one transaction on one client of the pool (`openDelivery`): `BEGIN`,
+ * then per event its handlers in the store's savepoint, its done mark (in the transaction the
+ * store opened, while its claim holds), and `RELEASE` (or `ROLLBACK TO` when anything failed: that
+ * event alone is undone); one `COMMIT` at the end. Each event's handlers get their own guarded view
+ * of the client, closed when they settle, so a late call of one event never runs in another's.
+ */
+class PoolDelivery {
+  #client: PgPoolClientLike | undefined
+  #xid = ''
+  #pid: number | undefined
+  /** Set once the transaction cannot go on: later events are not run, and `commit` rejects with it. */
+  #broken: ReplayStoreError | undefined
+  /** The client's own 'error' (the server went away): it is destroyed, not given back. */
+  #lost: Error | undefined
+  readonly #onError = (err: Error): void => { this.#lost = err }
+  /** Events marked in the transaction, waiting for the commit. */
+  #marked = 0
+  #committing = false
+  #released = false
+
+  constructor (
+    readonly pool: PgPoolLike,
+    readonly timeout: number,
+    readonly handlerTimeout: number,
+    readonly ready: () => Promise<void>,
+    readonly mark: (claim: EventClaim, xid: string) => { text: string, values: unknown[] },
+  ) {}
+
+  async run<R> (claim: EventClaim, work: (tx: PgPoolClientLike) => Promise<R>): Promise<R> {
+    if (this.#committing) throw new ReplayStoreError('transaction', 'This delivery\'s transaction was already committed: open another.')
+    if (this.#broken !== undefined) throw this.#broken
+    const client = this.#client ?? await this.#open()
+    const { fingerprint } = claim
+    const timeout = this.timeout
+    const db = new HandlerClient(client, fingerprint, this.handlerTimeout, SAVEPOINT)
+    let result: R
+    try {
+      result = await withDeadline(fingerprint, this.handlerTimeout, () => { db.close('timeout') }, async () => await work(db.client))
+    } catch (error) {
+      // The handler's own error (or the deadline): this event's effects go, the others' stay.
+      db.close('settled')
+      await this.#undo()
+      throw error
+    }
+    db.close('settled')
+    try {
+      // The handler caught a refused COMMIT or ROLLBACK and went on: not what it meant. Undone, never marked.
+      if (db.refused !== undefined) throw db.refused
+      const { text, values } = this.mark(claim, this.#xid)
+      const marked = await client.query({ text, values, query_timeout: timeout })
+      if (marked.rows.length !== 1) await unmarked(fingerprint, this.#xid, async (q, v) => await client.query({ text: q, values: v, query_timeout: timeout }))
+      // context.db used after the handlers settled, before this event's savepoint is released:
+      // a statement meant for this event was refused, so its work is not what it intended.
+      if (db.late !== undefined) throw db.late
+    } catch (err) {
+      await this.#undo()
+      throw transactionError(err, undefined)
+    }
+    try {
+      await client.query({ text: NEXT_EVENT, query_timeout: timeout })
+    } catch (err) {
+      // Marked, but the transaction is gone with everything in it (or its end is unknown).
+      this.#break(err)
+      throw this.#broken!
+    }
+    this.#marked++
+    return result
+  }
+
+  async commit (): Promise<void> {
+    if (this.#committing) return
+    this.#committing = true
+    const client = this.#client
+    if (client === undefined || this.#released) {
+      if (this.#broken !== undefined) throw this.#broken
+      return
+    }
+    let destroy = false
+    try {
+      if (this.#broken !== undefined) throw this.#broken
+      // Nothing marked: nothing to make durable (no fsync).
+      const done = await client.query({ text: this.#marked > 0 ? 'COMMIT' : 'ROLLBACK', query_timeout: this.timeout }) as PgQueryResultLike & { command?: string }
+      // A transaction in error commits as a rollback, answered without an error: never take that for a commit.
+      if (this.#marked > 0 && done.command !== undefined && done.command !== 'COMMIT') {
+        throw new ReplayStoreError('complete', `PostgreSQL answered the delivery's COMMIT with ${String(done.command)}: nothing was committed.`)
+      }
+    } catch (err) {
+      try {
+        await client.query({ text: 'ROLLBACK', query_timeout: this.timeout })
+      } catch {
+        destroy = true
+      }
+      throw transactionError(err, undefined)
+    } finally {
+      this.#release(destroy)
+    }
+  }
+
+  async #open (): Promise<PgPoolClientLike> {
+    try {
+      await this.ready()
+    } catch (err) {
+      this.#broken = err instanceof ReplayStoreError ? err : new ReplayStoreError('transaction', 'The store\'s schema could not be created.', { cause: err })
+      throw this.#broken
+    }
+    let client: PgPoolClientLike
+    try {
+      client = await checkOut(this.pool, this.timeout)
+    } catch (err) {
+      this.#broken = err as ReplayStoreError
+      throw err
+    }
+    // As in runInTransaction: a checked-out client keeps an 'error' listener for good.
+    listenForGood(client)
+    client.on('error', this.#onError)
+    this.#client = client
+    try {
+      const results = await client.query({ text: BEGIN_DELIVERY, query_timeout: this.timeout }) as unknown as PgQueryResultLike[]
+      const begun = (Array.isArray(results) ? results[1]?.rows[0] : undefined) as { xid: string, pid: number } | undefined
+      if (begun === undefined) throw new ReplayStoreError('transaction', 'PostgreSQL answered BEGIN without the transaction\'s id.')
+      this.#xid = begun.xid
+      this.#pid = begun.pid
+    } catch (err) {
+      this.#break(err)
+      throw this.#broken!
+    }
+    return client
+  }
+
+  /** Back to the event's savepoint; when that fails the whole transaction is given up. */
+  async #undo (): Promise<void> {
+    try {
+      await this.#client!.query({ text: UNDO_EVENT, query_timeout: this.timeout })
+    } catch (err) {
+      this.#break(err)
+    }
+  }
+
+  /**
+   * The transaction cannot go on (the connection failed, a statement of a timed-out handler still
+   * runs, a handler ended the transaction): the connection is destroyed at once, so the server
+   * rolls back whatever is open, and its server process ended (a dropped connection does not stop
+   * a running statement, whose locks would stay). Nothing of this delivery's transaction is
+   * acknowledged; the pool gets a fresh connection.
+   */
+  #break (err: unknown): void {
+    if (this.#broken === undefined) {
+      this.#broken = new ReplayStoreError('transaction', 'The delivery\'s transaction could not go on and was rolled back: none of its events is acknowledged.', { cause: err })
+    }
+    this.#release(true)
+  }
+
+  #release (destroy: boolean): void {
+    if (this.#released) return
+    this.#released = true
+    const client = this.#client!
+    client.removeListener('error', this.#onError)
+    client.release(this.#lost ?? destroy)
+    if (destroy && this.#pid !== undefined) {
+      const timeout = this.timeout
+      const pid = this.#pid
+      guard('terminate', timeout, async () => await this.pool.query({ text: 'SELECT pg_terminate_backend($1)', values: [pid], query_timeout: timeout })).catch(() => {})
+    }
+  }
+}
+
+/** `run()`, or a `HandlerTimeoutError` once `ms` passed (after calling `onTimeout`). */
+async function withDeadline<R> (fingerprint: string, ms: number, onTimeout: () => void, run: () => Promise<R>): Promise<R> {
+  return await new Promise<R>((resolve, reject) => {
+    const timer = setTimeout(() => { onTimeout(); reject(timeoutError(fingerprint, ms)) }, ms)
+    run().then((value) => { clearTimeout(timer); resolve(value) }, (err: unknown) => { clearTimeout(timer); reject(err) })
+  })
+}
+
 /** The transactions `postgresSeenEvents({ transactional: true })` stands for: run by the store itself, on clients of this pool. */
 const onPool = new WeakMap<object, PgPoolLike>()
 
@@ -595,7 +795,7 @@ class HandlerClient {
   late: InboxTransactionError | undefined
   #state = OPEN
 
-  constructor (target: PgPoolClientLike, readonly fingerprint: string, readonly handlerTimeout: number) {
+  constructor (target: PgPoolClientLike, readonly fingerprint: string, readonly handlerTimeout: number, savepoint?: string) {
     const query = (...args: unknown[]): unknown => {
       const config = args[0]
       let error: InboxTransactionError | undefined
@@ -604,7 +804,7 @@ class HandlerClient {
         this.late ??= error
       } else {
         const text = typeof config === 'string' ? config : typeof config === 'object' && config !== null ? (config as { text?: unknown }).text : undefined
-        const control = typeof text === 'string' ? transactionControl(text) : undefined
+        const control = typeof text === 'string' ? transactionControl(text, savepoint) : undefined
         if (control !== undefined) {
           error = refusedError(fingerprint, control)
           this.refused ??= error

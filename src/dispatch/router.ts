@@ -596,40 +596,57 @@ class Dispatch {
 
   /**
    * Runs the claimed events in transactions of a `DeliveryTransactionStore`: `concurrency` lanes
-   * (one connection each), each running its events one after the other in one transaction, each
-   * event in a savepoint, then one commit per lane. An event whose handlers fail is undone alone
-   * and its claim released; the others commit together with their done marks, and only once that
-   * commit succeeded are they handled. A failed commit acknowledges none of them: their claims
-   * are left to expire, so a retry finds each event done (skipped) or runs it, never both.
+   * (one connection each), each running its events one after the other in a transaction, each
+   * event in a savepoint, committing when the transaction is `full` and at the end. An event whose
+   * handlers fail is undone alone and its claim released; the others commit together with their
+   * done marks, and only once that commit succeeded are they handled. A failed commit
+   * acknowledges none of them: their claims are left to expire, so a retry finds each event done
+   * (skipped) or runs it, never both.
    */
   async #runDelivery (indexes: readonly number[], first: DeliveryTransaction<unknown>): Promise<void> {
     let next = 0
     const lane = async (tx: DeliveryTransaction<unknown>): Promise<void> => {
-      const marked: number[] = []
+      let ran: number[] = []
       while (next < indexes.length) {
         const i = indexes[next++]!
         if (this.#stopped) { this.#giveBack(i, this.#stopError); continue }
-        if (await this.#runInDelivery(i, tx)) marked.push(i)
+        if (await this.#runInDelivery(i, tx)) ran.push(i)
+        if (tx.full && next < indexes.length) {
+          await this.#commitDelivery(tx, ran)
+          ran = []
+          tx = openDelivery(this.store!)!
+        }
       }
-      try {
-        await tx.commit()
-      } catch (err) {
-        if (marked.length === 0) return
-        this.log.error({ err: errorSummary(err), fingerprints: marked.map((i) => this.#fingerprints[i]!) },
-          'webhook event handlers ran but their delivery\'s transaction with the done marks did not commit')
-        const error = err instanceof InboxTransactionError ? err : storeError('complete', err)
-        for (const i of marked) this.#fail(i, error)
-        return
-      }
-      // Committed: these events' effects and done marks are in, together.
-      for (const i of marked) this.#status[i] = HANDLED
+      await this.#commitDelivery(tx, ran)
     }
     const lanes: Promise<void>[] = [lane(first)]
     for (let w = 1; w < Math.min(this.concurrency, indexes.length); w++) lanes.push(lane(openDelivery(this.store!)!))
     await Promise.all(lanes)
   }
 
-  /** Runs event `i`'s handlers in a savepoint of `tx`; whether its done mark is written (to commit with `tx`). */
+  /** Commits `tx`: its events `ran` are handled, or, when the commit fails, failed and left to expire. */
+  async #commitDelivery (tx: DeliveryTransaction<unknown>, ran: readonly number[]): Promise<void> {
+    try {
+      await tx.commit()
+    } catch (err) {
+      if (ran.length === 0) return
+      this.log.error({ err: errorSummary(err), fingerprints: ran.map((i) => this.#fingerprints[i]!) },
+        'webhook event handlers ran but their transaction with the done marks did not commit')
+      for (const i of ran) {
+        this.#handOff(i)
+        // The event that broke a rule of context.db fails with its own error; the others with the store's (503).
+        this.#fail(i, err instanceof InboxTransactionError && err.fingerprint === this.#fingerprints[i] ? err : storeError('complete', err))
+      }
+      return
+    }
+    // Committed: these events' effects and done marks are in, together.
+    for (const i of ran) {
+      this.#handOff(i)
+      this.#status[i] = HANDLED
+    }
+  }
+
+  /** Runs event `i`'s handlers in a savepoint of `tx`; whether they resolved and it is marked done (it then commits with `tx`). */
   async #runInDelivery (i: number, tx: DeliveryTransaction<unknown>): Promise<boolean> {
     const event = this.events[i]!
     const handlers = this.#handlersOf(event)
@@ -651,16 +668,16 @@ class Dispatch {
         if (err instanceof HandlerTimeoutError) this.#stop(err)
         return false
       }
-      // The handlers ran but the done mark failed (undone), or the transaction broke: never
+      // The handlers ran but the done mark failed or they broke a rule of context.db (undone), or the transaction broke: never
       // acknowledged, the claim kept to expire on its own, as with a transaction per event.
       this.#handOff(i)
       this.log.error({ err: errorSummary(err), fingerprints: [this.#fingerprints[i]!] },
-        'webhook event handlers ran but their done mark could not be written in the delivery\'s transaction')
+        'webhook event handlers ran but could not join their transaction with the done mark')
       this.#fail(i, err instanceof InboxTransactionError ? err : storeError('complete', err))
       return false
     }
-    // Marked in the open transaction, whose row lock on the event keeps every other claimer
-    // waiting until the commit: no renewal needed any more.
+    // Its done mark is written in the open transaction, whose lock on the event's row keeps every
+    // other claimer waiting until the commit: no renewal needed any more (it would wait too).
     this.#handOff(i)
     return true
   }

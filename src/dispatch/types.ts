@@ -78,22 +78,29 @@ export interface EnqueueContext {
 export type EnqueueEvents = (events: readonly WebhookEvent[], context: EnqueueContext) => Promise<void> | void
 
 /**
- * One transaction for the events of one delivery, each event in a savepoint of its own (what a
+ * A transaction for many events of one delivery, each event in a savepoint of its own (what a
  * `DeliveryTransactionStore` opens). `WebhookEventRouter` runs a delivery's claimed events through
- * `run`, one after the other, then calls `commit` once: one commit (one fsync) per delivery
- * instead of one per event, and still one event's failure touches no other event.
+ * `run`, one after the other, and calls `commit` once the transaction is `full` or the events run
+ * out: one commit (one fsync) for many events instead of one each, and still one event's failure
+ * touches no other event.
  */
 export interface DeliveryTransaction<T> {
   /**
-   * Runs `work(tx)` in a savepoint of the delivery's transaction, then writes `claim`'s done mark
-   * in it (while the claim's token still holds). Resolves once the mark is written (not yet
-   * committed: `commit` does that for every event at once). Rejects with `work`'s own error after
-   * rolling back to the savepoint (this event's effects are gone, the others' stay); with an
-   * `InboxTransactionError` or a `ReplayStoreError` when the mark could not be written; with a
-   * `ReplayStoreError` without running `work` when the transaction is no longer usable.
+   * Runs `work(tx)` in a savepoint of the transaction. Resolves once `work` resolved and its
+   * effects joined the transaction (its done mark is written, while its claim still holds, at
+   * `commit`). Rejects with `work`'s own error after rolling back to the savepoint (this event's
+   * effects are gone, the others' stay); with an `InboxTransactionError` or a `ReplayStoreError`
+   * when its effects could not join; with a `ReplayStoreError` without running `work` when the
+   * transaction is no longer usable.
    */
   run<R> (claim: { readonly fingerprint: string, readonly token: string }, work: (tx: T) => Promise<R>): Promise<R>
-  /** Commits every event `run` resolved for, and gives the connection back. Rejects when the commit failed or its outcome is unknown: then none of them may be acknowledged. */
+  /** Whether to commit before running another event (`run` still works, but the transaction grows past what the store wants). */
+  readonly full: boolean
+  /**
+   * Writes the done marks of every event `run` resolved for and commits them with their effects,
+   * then gives the connection back. Rejects when the commit failed or its outcome is unknown (an
+   * `InboxTransactionError` names the event that broke a rule): then none of them may be acknowledged.
+   */
   commit (): Promise<void>
 }
 

@@ -902,6 +902,11 @@ class HandlerClient {
 }
 
 function refusedError (fingerprint: string, command: string): InboxTransactionError {
+  if (command.endsWith(SAVEPOINT)) {
+    return new InboxTransactionError('transaction_ended', fingerprint,
+      `context.db refused ${command} in the handler of event ${fingerprint}: that savepoint is the inbox's own (each event of a delivery runs in it), ` +
+      'and touching it would merge this event into the one before it, or undo the wrong work. Use a savepoint of another name for nested work (docs/inbox.md). The event fails and is not acknowledged.')
+  }
   return new InboxTransactionError('transaction_ended', fingerprint,
     `context.db refused ${command} in the handler of event ${fingerprint}: the inbox owns this transaction (BEGIN, your statements, the event's done mark, COMMIT), ` +
     'and ending it or opening another would part your effects from the done mark. Throw from the handler to roll back; ' +

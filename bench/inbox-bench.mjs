@@ -26,11 +26,12 @@ const { values: opts } = parseArgs({
     time: { type: 'string', default: '1000' },
     reps: { type: 'string', default: '3' },
     concurrency: { type: 'string', default: '8' },
+    only: { type: 'string', default: '' },
     help: { type: 'boolean', default: false },
   },
 })
 if (opts.help) {
-  console.log('node bench/inbox-bench.mjs [--sizes 1,100,1000] [--time 1000 (ms per sample)] [--reps 3 (samples, median)] [--concurrency 8 (deliveries in flight)]')
+  console.log('node bench/inbox-bench.mjs [--sizes 1,100,1000] [--time 1000 (ms per sample)] [--reps 3 (samples, median)] [--concurrency 8 (deliveries in flight)] [--only PostgreSQL (rows whose name contains this)]')
   process.exit(0)
 }
 const SIZES = opts.sizes.split(',').map(Number)
@@ -143,6 +144,37 @@ function transactionalRow (name, store, insert) {
   }
 }
 
+function deliveryRow (name, store, insert) {
+  return {
+    name: `${name} · claim + one transaction per delivery, a savepoint per event (INSERT + done mark), a commit per 50 events`,
+    // What the router does with a store that has openDelivery (concurrency 1: one lane).
+    run: async (fps) => {
+      const tx = store.openDelivery()
+      for (const c of claimed(await store.claim(fps, 30))) await tx.run(c, async (db) => { await insert(db, c.fingerprint) })
+      await tx.commit()
+    },
+  }
+}
+
+// The anchor: a hand-written delivery transaction with no isolation between events (one failure
+// would take every other event of the delivery with it): the handlers' INSERTs, the done marks in
+// one statement, one commit. No store can go faster with one INSERT round trip per event.
+function anchorRow (name, store, pool) {
+  return {
+    name: `${name} · anchor: claim, one INSERT per event, complete, one commit, no savepoints (no isolation)`,
+    run: async (fps) => {
+      const claims = claimed(await store.claim(fps, 30))
+      const client = await pool.connect()
+      try {
+        await client.query('BEGIN')
+        for (const c of claims) await client.query('INSERT INTO effects (fingerprint) VALUES ($1)', [c.fingerprint])
+        await client.query('COMMIT')
+      } finally { client.release() }
+      await store.complete(claims)
+    },
+  }
+}
+
 const redis = await startRedis()
 const pool = await startPostgres()
 await pool.query('CREATE TABLE effects (fingerprint text NOT NULL)')
@@ -153,14 +185,19 @@ sqliteTx.database.exec('CREATE TABLE effects (fingerprint TEXT NOT NULL)')
 const pgStore = postgresSeenEvents({ pool })
 const pgTx = postgresSeenEvents({ pool, table: 'seen_tx', transactional: true })
 
-const ALL = [
+const EVERY = [
   ...rows('memory', new MemorySeenEventsStore()),
   ...rows('Redis (one local server)', new RedisSeenEventsStore(redis, { timeout: 5000 })),
   ...rows('PostgreSQL 15 (local)', pgStore),
   transactionalRow('PostgreSQL 15 (local)', pgTx, async (db, fp) => { await db.query('INSERT INTO effects (fingerprint) VALUES ($1)', [fp]) }),
+  anchorRow('PostgreSQL 15 (local)', pgStore, pool),
+  // Builds without openDelivery (before the savepoint design) have no such row.
+  ...(typeof pgTx.openDelivery === 'function' ? [deliveryRow('PostgreSQL 15 (local)', pgTx, async (db, fp) => { await db.query('INSERT INTO effects (fingerprint) VALUES ($1)', [fp]) })] : []),
   ...rows('SQLite (file, WAL)', sqlite),
   transactionalRow('SQLite (file, WAL)', sqliteTx, (db, fp) => { db.prepare('INSERT INTO effects (fingerprint) VALUES (?)').run(fp) }),
 ]
+
+const ALL = EVERY.filter((row) => row.name.includes(opts.only))
 
 // Warm-up: schema creation, connections, JIT.
 for (const row of ALL) for (let i = 0; i < 20; i++) await row.run(batch(10))

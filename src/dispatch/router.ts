@@ -5,7 +5,7 @@ import { noopLogger, type Logger } from '../logger.js'
 import { HandlerTimeoutError, InboxTransactionError, ReplayStoreError } from '../replay/errors.js'
 import { eventFingerprint } from '../replay/fingerprint.js'
 import { CLAIMED, DONE, REPEATED, isTransactionalStore, synchronousSeenEvents, type EventClaim, type EventClaimResult, type SeenEventsStore, type SynchronousSeenEvents, type TransactionalSeenEventsStore } from '../replay/seen-events.js'
-import type { DispatchContext, DispatchReport, EventOutcome, WebhookEventHandler, WebhookEventName } from './types.js'
+import type { DeliveryTransaction, DeliveryTransactionStore, DispatchContext, DispatchReport, EventOutcome, WebhookEventHandler, WebhookEventName } from './types.js'
 
 export interface WebhookEventRouterOptions<T = never> {
   /**
@@ -334,6 +334,12 @@ class Dispatch {
   }
 
   #runAll (runnable: readonly number[]): Promise<void> | undefined {
+    // A store that runs a delivery in one transaction (a savepoint per event, one commit).
+    const delivery = this.#claims !== undefined && runnable.length > 0 ? openDelivery(this.store!) : undefined
+    if (delivery !== undefined) {
+      this.#goingAsync()
+      return this.#runDelivery(runnable, delivery)
+    }
     if (this.concurrency === 1 || runnable.length < 2) return this.#runInOrder(runnable, 0)
     this.#goingAsync()
     return this.#runConcurrently(runnable)
@@ -588,6 +594,94 @@ class Dispatch {
     this.#status[i] = HANDLED
   }
 
+  /**
+   * Runs the claimed events in transactions of a `DeliveryTransactionStore`: `concurrency` lanes
+   * (one connection each), each running its events one after the other in a transaction, each
+   * event in a savepoint, committing when the transaction is `full` and at the end. An event whose
+   * handlers fail is undone alone and its claim released; the others commit together with their
+   * done marks, and only once that commit succeeded are they handled. A failed commit
+   * acknowledges none of them: their claims are left to expire, so a retry finds each event done
+   * (skipped) or runs it, never both.
+   */
+  async #runDelivery (indexes: readonly number[], first: DeliveryTransaction<unknown>): Promise<void> {
+    let next = 0
+    const lane = async (tx: DeliveryTransaction<unknown>): Promise<void> => {
+      let ran: number[] = []
+      while (next < indexes.length) {
+        const i = indexes[next++]!
+        if (this.#stopped) { this.#giveBack(i, this.#stopError); continue }
+        if (await this.#runInDelivery(i, tx)) ran.push(i)
+        if (tx.full && next < indexes.length) {
+          await this.#commitDelivery(tx, ran)
+          ran = []
+          tx = openDelivery(this.store!)!
+        }
+      }
+      await this.#commitDelivery(tx, ran)
+    }
+    const lanes: Promise<void>[] = [lane(first)]
+    for (let w = 1; w < Math.min(this.concurrency, indexes.length); w++) lanes.push(lane(openDelivery(this.store!)!))
+    await Promise.all(lanes)
+  }
+
+  /** Commits `tx`: its events `ran` are handled, or, when the commit fails, failed and left to expire. */
+  async #commitDelivery (tx: DeliveryTransaction<unknown>, ran: readonly number[]): Promise<void> {
+    try {
+      await tx.commit()
+    } catch (err) {
+      if (ran.length === 0) return
+      this.log.error({ err: errorSummary(err), fingerprints: ran.map((i) => this.#fingerprints[i]!) },
+        'webhook event handlers ran but their transaction with the done marks did not commit')
+      for (const i of ran) {
+        this.#handOff(i)
+        // The event that broke a rule of context.db fails with its own error; the others with the store's (503).
+        this.#fail(i, err instanceof InboxTransactionError && err.fingerprint === this.#fingerprints[i] ? err : storeError('complete', err))
+      }
+      return
+    }
+    // Committed: these events' effects and done marks are in, together.
+    for (const i of ran) {
+      this.#handOff(i)
+      this.#status[i] = HANDLED
+    }
+  }
+
+  /** Runs event `i`'s handlers in a savepoint of `tx`; whether they resolved and it is marked done (it then commits with `tx`). */
+  async #runInDelivery (i: number, tx: DeliveryTransaction<unknown>): Promise<boolean> {
+    const event = this.events[i]!
+    const handlers = this.#handlersOf(event)
+    const handlerContext = this.#handlerContext(i)
+    let started = false
+    let ran = false
+    try {
+      await tx.run(this.#claims![i]!, async (db) => {
+        started = true
+        ;(handlerContext as { db?: unknown }).db = db
+        for (let h = 0; h < handlers.length; h++) await handlers[h]!(event, handlerContext)
+        ran = true
+      })
+    } catch (err) {
+      if (!ran) {
+        // A handler failed (undone back to the event's savepoint), or the transaction could not
+        // run it: give the claim back so a retry handles the event.
+        this.#giveBack(i, started ? err : storeError('transaction', err))
+        if (err instanceof HandlerTimeoutError) this.#stop(err)
+        return false
+      }
+      // The handlers ran but the done mark failed or they broke a rule of context.db (undone), or the transaction broke: never
+      // acknowledged, the claim kept to expire on its own, as with a transaction per event.
+      this.#handOff(i)
+      this.log.error({ err: errorSummary(err), fingerprints: [this.#fingerprints[i]!] },
+        'webhook event handlers ran but could not join their transaction with the done mark')
+      this.#fail(i, err instanceof InboxTransactionError ? err : storeError('complete', err))
+      return false
+    }
+    // Its done mark is written in the open transaction, whose lock on the event's row keeps every
+    // other claimer waiting until the commit: no renewal needed any more (it would wait too).
+    this.#handOff(i)
+    return true
+  }
+
   #handled (i: number): void {
     this.#status[i] = HANDLED
     if (!this.#handOff(i)) return
@@ -655,6 +749,12 @@ class Dispatch {
 }
 
 const NO_HANDLERS: AnyHandler[] = []
+
+/** A new delivery transaction of `store`, if it runs deliveries in one transaction (`DeliveryTransactionStore`). */
+function openDelivery (store: SeenEventsStore): DeliveryTransaction<unknown> | undefined {
+  const open = (store as Partial<DeliveryTransactionStore<unknown>>).openDelivery
+  return typeof open === 'function' ? open.call(store) : undefined
+}
 
 function isThenable (value: unknown): value is PromiseLike<unknown> {
   return value !== null && (typeof value === 'object' || typeof value === 'function') && typeof (value as PromiseLike<unknown>).then === 'function'

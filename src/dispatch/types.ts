@@ -76,3 +76,39 @@ export interface EnqueueContext {
  * Adding the same event twice should not create two jobs: key jobs by `eventFingerprint`.
  */
 export type EnqueueEvents = (events: readonly WebhookEvent[], context: EnqueueContext) => Promise<void> | void
+
+/**
+ * A transaction for many events of one delivery, each event in a savepoint of its own (what a
+ * `DeliveryTransactionStore` opens). `WebhookEventRouter` runs a delivery's claimed events through
+ * `run`, one after the other, and calls `commit` once the transaction is `full` or the events run
+ * out: one commit (one fsync) for many events instead of one each, and still one event's failure
+ * touches no other event.
+ */
+export interface DeliveryTransaction<T> {
+  /**
+   * Runs `work(tx)` in a savepoint of the transaction. Resolves once `work` resolved and its
+   * effects joined the transaction (its done mark is written, while its claim still holds, at
+   * `commit`). Rejects with `work`'s own error after rolling back to the savepoint (this event's
+   * effects are gone, the others' stay); with an `InboxTransactionError` or a `ReplayStoreError`
+   * when its effects could not join; with a `ReplayStoreError` without running `work` when the
+   * transaction is no longer usable.
+   */
+  run<R> (claim: { readonly fingerprint: string, readonly token: string }, work: (tx: T) => Promise<R>): Promise<R>
+  /** Whether to commit before running another event (`run` still works, but the transaction grows past what the store wants). */
+  readonly full: boolean
+  /**
+   * Writes the done marks of every event `run` resolved for and commits them with their effects,
+   * then gives the connection back. Rejects when the commit failed or its outcome is unknown (an
+   * `InboxTransactionError` names the event that broke a rule): then none of them may be acknowledged.
+   */
+  commit (): Promise<void>
+}
+
+/**
+ * A transactional seen-events store that can also run a whole delivery in one transaction
+ * (`postgresSeenEvents({ pool, transactional: true })`). `openDelivery` answers `undefined` when
+ * the store runs one transaction per event instead (your own library's `transaction`).
+ */
+export interface DeliveryTransactionStore<T> {
+  openDelivery (): DeliveryTransaction<T> | undefined
+}

@@ -9,9 +9,10 @@ import { HandlerTimeoutError, InboxTransactionError, ReplayStoreError } from '..
 import { claimTokens, type EventClaim, type EventClaimResult, type SeenEventsStore, type TransactionalSeenEventsStore } from '../replay/seen-events.js'
 import { checkTtl } from '../replay/ttl.js'
 import { transactionControl } from './statements.js'
+import type { DeliveryTransaction, DeliveryTransactionStore } from '../dispatch/types.js'
 
 export type { TransactionalSeenEventsStore, EventClaim } from '../replay/seen-events.js'
-export type { TransactionContext } from '../dispatch/types.js'
+export type { TransactionContext, DeliveryTransaction, DeliveryTransactionStore } from '../dispatch/types.js'
 // What a transactional handler that breaks the rules of context.db, or runs past handlerTimeout, fails with.
 export { HandlerTimeoutError, InboxTransactionError } from '../replay/errors.js'
 
@@ -95,6 +96,8 @@ const listened = new WeakSet<object>()
 const DEFAULT_TABLE = 'mailchannels_webhooks_seen_events'
 const DEFAULT_TTL = 3 * 24 * 60 * 60
 const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/
+/** Fingerprints (base64url SHA-256) and claim tokens: safe to splice into SQL between quotes. */
+const LITERAL = /^[A-Za-z0-9_-]{1,200}$/
 const DEFAULT_HANDLER_TIMEOUT = 30_000
 /** The longest delay `setTimeout` keeps (a longer one fires at once). */
 const MAX_TIMER = 2 ** 31 - 1
@@ -340,6 +343,20 @@ DELETE FROM ${t} AS s USING l WHERE s.fingerprint = l.fingerprint`,
     return { text: this.#sql.markInTransaction, values: [claim.fingerprint, claim.token, this.#ttl, xid] }
   }
 
+  /**
+   * For `openDelivery`: one text that writes `claim`'s done mark (only in the transaction `xid`,
+   * while the claim holds) and fails with division_by_zero when it matched no row, so that the
+   * statements after it, `then`, run only once the event is marked. Values are spliced into the
+   * text (a text of several statements takes no parameters), so only the store's own fingerprints
+   * and tokens qualify: `undefined` for anything else.
+   */
+  protected markThen (claim: EventClaim, xid: string, then: string): string | undefined {
+    if (!LITERAL.test(claim.fingerprint) || !LITERAL.test(claim.token) || !/^\d+$/.test(xid)) return undefined
+    return `WITH m AS (UPDATE ${this.#table} SET done = true, expires_at = now() + make_interval(secs => ${this.#ttl}) ` +
+      `WHERE fingerprint = '${claim.fingerprint}' AND token = '${claim.token}' AND NOT done AND txid_current() = ${xid} RETURNING 1) ` +
+      `SELECT 1 / count(*) AS marked FROM m; ${then}`
+  }
+
   /** Waits for the schema (created on first use). */
   protected async ready (): Promise<void> {
     await (this.#schema ??= this.#create())
@@ -367,7 +384,7 @@ DELETE FROM ${t} AS s USING l WHERE s.fingerprint = l.fingerprint`,
 }
 
 /** `PostgresSeenEventsStore` that runs handlers in a transaction with the done mark: what `postgresSeenEvents` builds for `transactional` or `transaction`. */
-export class TransactionalPostgresSeenEventsStore<T> extends PostgresSeenEventsStore implements TransactionalSeenEventsStore<T> {
+export class TransactionalPostgresSeenEventsStore<T> extends PostgresSeenEventsStore implements TransactionalSeenEventsStore<T>, DeliveryTransactionStore<T> {
   readonly #transaction: PostgresTransaction<T>
   /** With `transactional: true`: the pool whose clients the store guards itself (`#runOnPool`). */
   readonly #onPool: PgPoolLike | undefined
@@ -379,6 +396,17 @@ export class TransactionalPostgresSeenEventsStore<T> extends PostgresSeenEventsS
     }
     this.#transaction = transaction
     this.#onPool = onPool.get(transaction)
+  }
+
+  /**
+   * With `transactional: true`: one transaction for a whole delivery, each event in a savepoint
+   * of its own (what `WebhookEventRouter` uses: one commit per delivery). `undefined` with your
+   * own library's `transaction`, whose events keep a transaction each (`runInTransaction`).
+   */
+  openDelivery (): DeliveryTransaction<T> | undefined {
+    if (this.#onPool === undefined) return undefined
+    return new PoolDelivery(this.#onPool, this.timeout, this.handlerTimeout, async () => { await this.ready() },
+      (claim, xid) => this.markStatement(claim, xid), (claim, xid, then) => this.markThen(claim, xid, then)) as unknown as DeliveryTransaction<T>
   }
 
   async runInTransaction<R> (claim: EventClaim, work: (tx: T) => Promise<R>): Promise<R> {
@@ -505,6 +533,234 @@ export class TransactionalPostgresSeenEventsStore<T> extends PostgresSeenEventsS
 
 const BEGIN = 'BEGIN; SELECT txid_current()::text AS xid, pg_backend_pid() AS pid'
 
+/**
+ * The store's savepoint: each event of a delivery runs in it, so that a failed event rolls back to
+ * it alone. Handlers may not name it (`transactionControl`): their RELEASE or ROLLBACK TO of it
+ * would merge an event into the one before it, or undo events already handled.
+ */
+const SAVEPOINT = 'mailchannels_webhooks_event'
+/** The delivery's transaction, its id, the server process, and the first event's savepoint: one round trip. */
+const BEGIN_DELIVERY = `BEGIN; SELECT txid_current()::text AS xid, pg_backend_pid() AS pid; SAVEPOINT ${SAVEPOINT}`
+/** An event's handlers resolved: its savepoint released into the transaction, the next event's opened (one round trip). */
+const NEXT_EVENT = `RELEASE SAVEPOINT ${SAVEPOINT}; SAVEPOINT ${SAVEPOINT}`
+/** An event failed: back to its savepoint (which stays, for the next event). */
+const UNDO_EVENT = `ROLLBACK TO SAVEPOINT ${SAVEPOINT}`
+/**
+ * Events per transaction, at most. A released savepoint that wrote keeps its subtransaction id
+ * in the transaction until the commit, and PostgreSQL caches 64 of them per transaction
+ * (PGPROC_MAX_CACHED_SUBXIDS, src/include/storage/proc.h); past that every session's snapshots
+ * must look subtransactions up on disk (pg_subtrans), slowing the whole server. So a delivery
+ * commits every 50 events: 20 commits for 1,000 events instead of 1,000.
+ */
+const EVENTS_PER_TRANSACTION = 50
+/** SQLSTATEs of a savepoint statement outside the transaction it belonged to: a handler ended it. */
+const ENDED = new Set(['25P01', '3B001'])
+/** division_by_zero: what the done-mark text (`markThen`) fails with when it marked no row. */
+const UNMARKED = '22012'
+
+/**
+ * One transaction of a delivery's events on one client of the pool (`openDelivery`): `BEGIN`,
+ * then per event its handlers in the store's savepoint, its done mark (in the transaction the
+ * store opened, only while its claim holds) and `RELEASE` (or `ROLLBACK TO` when anything failed:
+ * that event alone is undone); one `COMMIT` for up to `EVENTS_PER_TRANSACTION` events. Each event's handlers get their own guarded view of the client, closed when they
+ * settle, so a late call of one event never runs in another's.
+ */
+class PoolDelivery {
+  #client: PgPoolClientLike | undefined
+  #xid = ''
+  #pid: number | undefined
+  /** Set once the transaction cannot go on: later events are not run, and `commit` rejects with it. */
+  #broken: Error | undefined
+  /** The client's own 'error' (the server went away): it is destroyed, not given back. */
+  #lost: Error | undefined
+  readonly #onError = (err: Error): void => { this.#lost = err }
+  /** Events marked done in the transaction, waiting for the commit. */
+  #marked = 0
+  #committing = false
+  #released = false
+
+  constructor (
+    readonly pool: PgPoolLike,
+    readonly timeout: number,
+    readonly handlerTimeout: number,
+    readonly ready: () => Promise<void>,
+    readonly mark: (claim: EventClaim, xid: string) => { text: string, values: unknown[] },
+    readonly markThen: (claim: EventClaim, xid: string, then: string) => string | undefined,
+  ) {}
+
+  get full (): boolean { return this.#marked >= EVENTS_PER_TRANSACTION }
+
+  async run<R> (claim: EventClaim, work: (tx: PgPoolClientLike) => Promise<R>): Promise<R> {
+    if (this.#committing) throw new ReplayStoreError('transaction', 'This delivery\'s transaction was already committed: open another.')
+    if (this.#broken !== undefined) throw this.#broken
+    const client = this.#client ?? await this.#open()
+    const { fingerprint } = claim
+    const timeout = this.timeout
+    const db = new HandlerClient(client, fingerprint, this.handlerTimeout, SAVEPOINT)
+    let result: R
+    try {
+      result = await withDeadline(fingerprint, this.handlerTimeout, () => { db.close('timeout') }, async () => await work(db.client))
+    } catch (error) {
+      // The handler's own error (or the deadline): this event's effects go, the others' stay.
+      db.close('settled')
+      if (db.used) await this.#undo()
+      throw error
+    }
+    db.close('settled')
+    // The handler caught a refused COMMIT or ROLLBACK and went on, or a call of its came after it
+    // settled: not the work it meant. Undone, never marked.
+    const refused = db.refused ?? db.late
+    if (refused !== undefined) {
+      if (db.used) await this.#undo()
+      throw refused
+    }
+    // One round trip: the done mark (in the transaction the store opened, while the claim holds),
+    // and only when it is written, the savepoint released and the next event's opened.
+    const text = this.markThen(claim, this.#xid, NEXT_EVENT)
+    try {
+      if (text !== undefined) {
+        await client.query({ text, query_timeout: timeout })
+      } else {
+        const { text: markText, values } = this.mark(claim, this.#xid)
+        if ((await client.query({ text: markText, values, query_timeout: timeout })).rows.length !== 1) throw Object.assign(new Error('unmarked'), { code: UNMARKED })
+        await client.query({ text: NEXT_EVENT, query_timeout: timeout })
+      }
+    } catch (err) {
+      // Not marked: the claim was lost, or a statement of the handler failed and it went on (the
+      // transaction is in error), or a deadlock: back to the savepoint, this event fails alone.
+      // Or there is no savepoint any more: the handler ended the transaction (a ROLLBACK or COMMIT
+      // the check could not read), and with it this delivery's transaction.
+      const ended = (e: unknown): boolean => ENDED.has((e as { code?: string } | null)?.code ?? '')
+      const undoFailed = ended(err) ? err : await this.#tryUndo()
+      if (undoFailed !== undefined) {
+        this.#break(undoFailed)
+        if (ended(undoFailed)) throw endedError(fingerprint)
+        throw this.#broken!
+      }
+      const code = (err as { code?: string }).code
+      if (code === UNMARKED) await unmarked(fingerprint, this.#xid, async (q, v) => await client.query({ text: q, values: v, query_timeout: timeout }))
+      throw transactionError(err, undefined)
+    }
+    // context.db used after the handlers settled, before the mark was written: a statement meant
+    // for this event was refused, so its work is not what it intended. It is in the transaction
+    // now, with the other events': all of them are rolled back, none acknowledged.
+    if (db.late !== undefined) {
+      this.#break(db.late)
+      throw db.late
+    }
+    this.#marked++
+    return result
+  }
+
+  async commit (): Promise<void> {
+    if (this.#committing) return
+    this.#committing = true
+    const client = this.#client
+    if (client === undefined || this.#released) {
+      if (this.#broken !== undefined) throw this.#broken
+      return
+    }
+    let destroy = false
+    try {
+      if (this.#broken !== undefined) throw this.#broken
+      // Nothing marked: nothing to make durable (no fsync).
+      const done = await client.query({ text: this.#marked > 0 ? 'COMMIT' : 'ROLLBACK', query_timeout: this.timeout }) as PgQueryResultLike & { command?: string }
+      // A transaction in error commits as a rollback, answered without an error: never take that for a commit.
+      if (this.#marked > 0 && done.command !== undefined && done.command !== 'COMMIT') {
+        throw new ReplayStoreError('complete', `PostgreSQL answered the delivery's COMMIT with ${String(done.command)}: nothing was committed.`)
+      }
+    } catch (err) {
+      try {
+        await client.query({ text: 'ROLLBACK', query_timeout: this.timeout })
+      } catch {
+        destroy = true
+      }
+      throw transactionError(err, undefined)
+    } finally {
+      this.#release(destroy)
+    }
+  }
+
+  async #open (): Promise<PgPoolClientLike> {
+    try {
+      await this.ready()
+    } catch (err) {
+      this.#broken = err instanceof ReplayStoreError ? err : new ReplayStoreError('transaction', 'The store\'s schema could not be created.', { cause: err })
+      throw this.#broken
+    }
+    let client: PgPoolClientLike
+    try {
+      client = await checkOut(this.pool, this.timeout)
+    } catch (err) {
+      this.#broken = err as Error
+      throw err
+    }
+    // As in runInTransaction: a checked-out client keeps an 'error' listener for good.
+    listenForGood(client)
+    client.on('error', this.#onError)
+    this.#client = client
+    try {
+      const results = await client.query({ text: BEGIN_DELIVERY, query_timeout: this.timeout }) as unknown as PgQueryResultLike[]
+      const begun = (Array.isArray(results) ? results[1]?.rows[0] : undefined) as { xid: string, pid: number } | undefined
+      if (begun === undefined) throw new ReplayStoreError('transaction', 'PostgreSQL answered BEGIN without the transaction\'s id.')
+      this.#xid = begun.xid
+      this.#pid = begun.pid
+    } catch (err) {
+      this.#break(err)
+      throw this.#broken!
+    }
+    return client
+  }
+
+  /** Back to the event's savepoint; when that fails the whole transaction is given up. */
+  async #undo (): Promise<void> {
+    const failed = await this.#tryUndo()
+    if (failed !== undefined) this.#break(failed)
+  }
+
+  /** Back to the event's savepoint; the error when that failed. */
+  async #tryUndo (): Promise<unknown> {
+    try {
+      await this.#client!.query({ text: UNDO_EVENT, query_timeout: this.timeout })
+      return undefined
+    } catch (err) {
+      return err ?? new Error('ROLLBACK TO SAVEPOINT failed')
+    }
+  }
+
+  /**
+   * The transaction cannot go on (the connection failed, a statement of a timed-out handler still
+   * runs, a handler ended the transaction): the connection is destroyed at once, so the server
+   * rolls back whatever is open, and its server process ended (a dropped connection does not stop
+   * a running statement, whose locks would stay). Nothing of this transaction is acknowledged.
+   */
+  #break (err: unknown): void {
+    this.#broken ??= new ReplayStoreError('transaction', 'The delivery\'s transaction could not go on and was rolled back: none of its events is acknowledged.', { cause: err })
+    this.#release(true)
+  }
+
+  #release (destroy: boolean): void {
+    if (this.#released) return
+    this.#released = true
+    const client = this.#client!
+    client.removeListener('error', this.#onError)
+    client.release(this.#lost ?? destroy)
+    if (destroy && this.#pid !== undefined) {
+      const timeout = this.timeout
+      const pid = this.#pid
+      guard('terminate', timeout, async () => await this.pool.query({ text: 'SELECT pg_terminate_backend($1)', values: [pid], query_timeout: timeout })).catch(() => {})
+    }
+  }
+}
+
+/** `run()`, or a `HandlerTimeoutError` once `ms` passed (after calling `onTimeout`). */
+async function withDeadline<R> (fingerprint: string, ms: number, onTimeout: () => void, run: () => Promise<R>): Promise<R> {
+  return await new Promise<R>((resolve, reject) => {
+    const timer = setTimeout(() => { onTimeout(); reject(timeoutError(fingerprint, ms)) }, ms)
+    run().then((value) => { clearTimeout(timer); resolve(value) }, (err: unknown) => { clearTimeout(timer); reject(err) })
+  })
+}
+
 /** The transactions `postgresSeenEvents({ transactional: true })` stands for: run by the store itself, on clients of this pool. */
 const onPool = new WeakMap<object, PgPoolLike>()
 
@@ -515,15 +771,18 @@ function transactionError (err: unknown, failed: { error: unknown } | undefined)
   return new ReplayStoreError('complete', 'The transaction with the event\'s done mark failed; it was not acknowledged.', { cause: err })
 }
 
+/** What an event fails with when a handler ended the transaction the store opened. */
+function endedError (fingerprint: string): InboxTransactionError {
+  return new InboxTransactionError('transaction_ended', fingerprint,
+    `A handler ended the transaction the inbox opened for event ${fingerprint} (a COMMIT, ROLLBACK or BEGIN on context.db): ` +
+    'its effects may have committed, or rolled back, without the event\'s done mark. The event was neither marked done nor acknowledged, ' +
+    'and its claim is left to expire before a retry runs it again. Leave the transaction to the inbox: throw to roll back, and use SAVEPOINT and ROLLBACK TO SAVEPOINT for nested work (docs/inbox.md).')
+}
+
 /** The done mark matched no row: the transaction the store opened is no longer the one open (a handler ended it), or the claim was lost. */
 async function unmarked (fingerprint: string, xid: string, query: (text: string, values: unknown[]) => Promise<unknown>): Promise<never> {
   const same = firstRow(await query('SELECT txid_current()::text = $1 AS same', [xid]))?.same
-  if (same === false) {
-    throw new InboxTransactionError('transaction_ended', fingerprint,
-      `A handler ended the transaction the inbox opened for event ${fingerprint} (a COMMIT, ROLLBACK or BEGIN on context.db): ` +
-      'its effects may have committed, or rolled back, without the event\'s done mark. The event was neither marked done nor acknowledged, ' +
-      'and its claim is left to expire before a retry runs it again. Leave the transaction to the inbox: throw to roll back, and use SAVEPOINT and ROLLBACK TO SAVEPOINT for nested work (docs/inbox.md).')
-  }
+  if (same === false) throw endedError(fingerprint)
   throw new ReplayStoreError('complete', 'The claim on this event expired and another caller took it: this transaction was rolled back, the other one decides.')
 }
 
@@ -593,9 +852,11 @@ class HandlerClient {
   refused: InboxTransactionError | undefined
   /** The first call refused for coming after the handlers. */
   late: InboxTransactionError | undefined
+  /** Whether a handler sent anything on the connection (an event that did not has nothing to undo or release). */
+  used = false
   #state = OPEN
 
-  constructor (target: PgPoolClientLike, readonly fingerprint: string, readonly handlerTimeout: number) {
+  constructor (target: PgPoolClientLike, readonly fingerprint: string, readonly handlerTimeout: number, savepoint?: string) {
     const query = (...args: unknown[]): unknown => {
       const config = args[0]
       let error: InboxTransactionError | undefined
@@ -604,13 +865,16 @@ class HandlerClient {
         this.late ??= error
       } else {
         const text = typeof config === 'string' ? config : typeof config === 'object' && config !== null ? (config as { text?: unknown }).text : undefined
-        const control = typeof text === 'string' ? transactionControl(text) : undefined
+        const control = typeof text === 'string' ? transactionControl(text, savepoint) : undefined
         if (control !== undefined) {
           error = refusedError(fingerprint, control)
           this.refused ??= error
         }
       }
-      if (error === undefined) return (target.query as (...a: unknown[]) => unknown).apply(target, args)
+      if (error === undefined) {
+        this.used = true
+        return (target.query as (...a: unknown[]) => unknown).apply(target, args)
+      }
       return refuse(error, args)
     }
     const release = (): never => {
@@ -638,6 +902,11 @@ class HandlerClient {
 }
 
 function refusedError (fingerprint: string, command: string): InboxTransactionError {
+  if (command.endsWith(SAVEPOINT)) {
+    return new InboxTransactionError('transaction_ended', fingerprint,
+      `context.db refused ${command} in the handler of event ${fingerprint}: that savepoint is the inbox's own (each event of a delivery runs in it), ` +
+      'and touching it would merge this event into the one before it, or undo the wrong work. Use a savepoint of another name for nested work (docs/inbox.md). The event fails and is not acknowledged.')
+  }
   return new InboxTransactionError('transaction_ended', fingerprint,
     `context.db refused ${command} in the handler of event ${fingerprint}: the inbox owns this transaction (BEGIN, your statements, the event's done mark, COMMIT), ` +
     'and ending it or opening another would part your effects from the done mark. Throw from the handler to roll back; ' +

@@ -6,7 +6,9 @@
 //   after-insert  in a handler, after its insert, before the transaction commits;
 //   after-commit  once the dispatch committed, before the 2xx is sent.
 // On PostgreSQL, HANG_TYPE makes handlers of that event type never return after their insert,
-// HANDLER_TIMEOUT sets the store's handlerTimeout (ms) and POOL_MAX the pool's size.
+// HANDLER_TIMEOUT sets the store's handlerTimeout (ms) and POOL_MAX the pool's size; CRASH_TYPE
+// makes handlers of that event type SIGKILL the process after their insert (the delivery's other
+// events already marked in its open transaction), and CONCURRENCY sets the router's (4 by default).
 import http from 'node:http'
 import pg from 'pg'
 import { WebhookEventRouter } from '../../../src/index.js'
@@ -14,12 +16,12 @@ import { postgresSeenEvents } from '../../../src/postgres/index.js'
 import { sqliteSeenEvents } from '../../../src/sqlite/index.js'
 import { createWebhookHandler } from '../../../src/web/index.js'
 
-const { DATABASE_URL, SQLITE_PATH, PUBLIC_KEY, CRASH_AT = '', EFFECTS = 'effects', SEEN = 'seen', CLAIM_LIFETIME = '2', HANG_TYPE = '', HANDLER_TIMEOUT, POOL_MAX = '10' } = process.env
+const { DATABASE_URL, SQLITE_PATH, PUBLIC_KEY, CRASH_AT = '', EFFECTS = 'effects', SEEN = 'seen', CLAIM_LIFETIME = '2', HANG_TYPE = '', HANDLER_TIMEOUT, POOL_MAX = '10', CRASH_TYPE = '', CONCURRENCY = '4' } = process.env
 const pool = new pg.Pool({ connectionString: DATABASE_URL, max: Number(POOL_MAX), connectionTimeoutMillis: 2000 })
 let crashArmed = CRASH_AT !== ''
 const crash = (): void => { process.kill(process.pid, 'SIGKILL') }
 
-const lifetime = { claimLifetime: Number(CLAIM_LIFETIME), concurrency: 4 }
+const lifetime = { claimLifetime: Number(CLAIM_LIFETIME), concurrency: Number(CONCURRENCY) }
 const afterInsert = async (): Promise<void> => {
   if (crashArmed && CRASH_AT === 'after-insert') crash()
   // A little time inside the transaction, so concurrent copies overlap.
@@ -35,6 +37,7 @@ const router = SQLITE_PATH !== undefined
     .on('*', async (event, { db, fingerprint }) => {
       await db.query(`INSERT INTO ${EFFECTS} (fingerprint, pid) VALUES ($1, $2)`, [fingerprint, process.pid])
       if (event.event === HANG_TYPE) await new Promise(() => {})
+      if (event.event === CRASH_TYPE) crash()
       await afterInsert()
     })
 

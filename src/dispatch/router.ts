@@ -500,7 +500,7 @@ class Dispatch {
     const handlers = this.#handlersOf(event)
     const handlerContext = this.#handlerContext(i)
     if (this.#claims !== undefined && this.#holding![i] === 1 && isTransactionalStore(this.store!)) {
-      return this.#runInTransaction(i, this.#claims[i]!, this.store, handlers, handlerContext)
+      return this.#runInTransaction(i, this.store, handlers, handlerContext)
     }
     for (let h = 0; h < handlers.length; h++) {
       let result: unknown
@@ -559,12 +559,28 @@ class Dispatch {
    * `context.db`; the store writes the done mark in it before the commit. The claim is renewed
    * meanwhile like any other.
    */
-  async #runInTransaction (i: number, claim: EventClaim, store: TransactionalSeenEventsStore<unknown>, handlers: AnyHandler[], handlerContext: DispatchContext): Promise<void> {
+  async #runInTransaction (i: number, store: TransactionalSeenEventsStore<unknown>, handlers: AnyHandler[], handlerContext: DispatchContext): Promise<void> {
+    const claim = this.#claims![i]!
+    if (!await this.#runTransactional(i, async (work) => await store.runInTransaction(claim, work), handlers, handlerContext)) return
+    // Committed: the effects and the done mark are in, together.
+    this.#status[i] = HANDLED
+  }
+
+  /**
+   * Runs event `i`'s handlers inside `run` (a transaction of its own, or the event's savepoint in
+   * a delivery's transaction) with `context.db` that transaction's. True when they resolved and
+   * the done mark is written. False when the event failed: a handler failed (its effects undone)
+   * or the transaction could not start, and the claim is given back so a retry handles the event;
+   * or the handlers ran but the done mark or the transaction failed (or they broke a rule of
+   * `context.db`): never acknowledged, the claim kept to expire on its own, so a retry finds the
+   * event done (skipped) or runs it, never both.
+   */
+  async #runTransactional (i: number, run: (work: (db: unknown) => Promise<void>) => Promise<unknown>, handlers: AnyHandler[], handlerContext: DispatchContext): Promise<boolean> {
     const event = this.events[i]!
     let started = false
     let ran = false
     try {
-      await store.runInTransaction(claim, async (db) => {
+      await run(async (db) => {
         started = true
         ;(handlerContext as { db?: unknown }).db = db
         for (let h = 0; h < handlers.length; h++) await handlers[h]!(event, handlerContext)
@@ -572,26 +588,22 @@ class Dispatch {
       })
     } catch (err) {
       if (!ran) {
-        // A handler failed (its effects rolled back with the transaction), or the transaction
-        // could not start: give the claim back so a retry handles the event.
         this.#giveBack(i, started ? err : storeError('transaction', err))
         // Past the store's handler deadline the handler may still run: its signal tells it to stop.
         if (err instanceof HandlerTimeoutError) this.#stop(err)
-        return
+        return false
       }
-      // The handlers ran but the done mark or the commit failed: rolled back, or committed with
-      // the connection lost before the answer. Never acknowledged; the claim is kept to expire
-      // on its own, so a retry finds the event done (skipped) or runs it, never both.
       this.#handOff(i)
-      this.log.error({ err: errorSummary(err), fingerprints: [claim.fingerprint] },
+      this.log.error({ err: errorSummary(err), fingerprints: [this.#fingerprints[i]!] },
         'webhook event handlers ran but their transaction with the done mark did not commit')
       // A handler that ended the store's transaction itself fails its event as a handler error.
       this.#fail(i, err instanceof InboxTransactionError ? err : storeError('complete', err))
-      return
+      return false
     }
-    // Committed: the effects and the done mark are in, together.
+    // Marked done: the effects and the mark commit together. In a delivery's transaction the
+    // row's lock keeps every other claimer waiting until the commit, so no renewal is needed.
     this.#handOff(i)
-    this.#status[i] = HANDLED
+    return true
   }
 
   /**
@@ -648,38 +660,8 @@ class Dispatch {
 
   /** Runs event `i`'s handlers in a savepoint of `tx`; whether they resolved and it is marked done (it then commits with `tx`). */
   async #runInDelivery (i: number, tx: DeliveryTransaction<unknown>): Promise<boolean> {
-    const event = this.events[i]!
-    const handlers = this.#handlersOf(event)
-    const handlerContext = this.#handlerContext(i)
-    let started = false
-    let ran = false
-    try {
-      await tx.run(this.#claims![i]!, async (db) => {
-        started = true
-        ;(handlerContext as { db?: unknown }).db = db
-        for (let h = 0; h < handlers.length; h++) await handlers[h]!(event, handlerContext)
-        ran = true
-      })
-    } catch (err) {
-      if (!ran) {
-        // A handler failed (undone back to the event's savepoint), or the transaction could not
-        // run it: give the claim back so a retry handles the event.
-        this.#giveBack(i, started ? err : storeError('transaction', err))
-        if (err instanceof HandlerTimeoutError) this.#stop(err)
-        return false
-      }
-      // The handlers ran but the done mark failed or they broke a rule of context.db (undone), or the transaction broke: never
-      // acknowledged, the claim kept to expire on its own, as with a transaction per event.
-      this.#handOff(i)
-      this.log.error({ err: errorSummary(err), fingerprints: [this.#fingerprints[i]!] },
-        'webhook event handlers ran but could not join their transaction with the done mark')
-      this.#fail(i, err instanceof InboxTransactionError ? err : storeError('complete', err))
-      return false
-    }
-    // Its done mark is written in the open transaction, whose lock on the event's row keeps every
-    // other claimer waiting until the commit: no renewal needed any more (it would wait too).
-    this.#handOff(i)
-    return true
+    const claim = this.#claims![i]!
+    return await this.#runTransactional(i, async (work) => await tx.run(claim, work), this.#handlersOf(this.events[i]!), this.#handlerContext(i))
   }
 
   #handled (i: number): void {

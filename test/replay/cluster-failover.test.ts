@@ -76,7 +76,7 @@ t.test('a master killed mid-traffic', { skip: reason ?? false }, async (t) => {
   const reader = await cluster.client()
   // WAIT holds the connection it runs on: the store that waits for replicas gets its own client.
   const plain = new RedisSeenEventsStore(await cluster.client(), { prefix: 'plain:' })
-  const durable = new RedisSeenEventsStore(await cluster.client(), { prefix: 'durable:', waitForReplicas: 1, waitTimeout: 100 })
+  const durable = new RedisSeenEventsStore(await cluster.client(), { prefix: 'durable:', waitForReplicas: 1, waitTimeout: 800, timeout: 5000 }) // replicas acknowledge in well under 800 ms even on a loaded machine; a cut-off master never does
   const victim = (await cluster.nodes()).find((n) => n.role === 'master')!.port
 
   // Done marks written before anything happens, on the victim and elsewhere.

@@ -12,6 +12,7 @@ import { ReplayStoreError, WebhookEventRouter } from '../../src/index.js'
 import { sqliteSeenEvents, type SqliteSeenEventsStore } from '../../src/sqlite/index.js'
 import { ev } from '../dispatch/helpers/events.js'
 import { receiverOf, wire } from './helpers/deliver.js'
+import { driver, fileOf } from './helpers/driver.js'
 
 const dir = mkdtempSync(path.join(os.tmpdir(), 'mcwh-sqlite-lock-'))
 const stores: SqliteSeenEventsStore[] = []
@@ -20,7 +21,6 @@ t.teardown(async () => {
   rmSync(dir, { recursive: true, force: true })
 })
 let n = 0
-const BETTER_SQLITE3 = createRequire(import.meta.url).resolve('better-sqlite3')
 
 /**
  * A child process that opens `file`, takes its write lock (BEGIN IMMEDIATE) and holds it until
@@ -28,8 +28,7 @@ const BETTER_SQLITE3 = createRequire(import.meta.url).resolve('better-sqlite3')
  */
 async function lockHolder (t: Test, file: string, holdMs: number): Promise<{ proc: ChildProcess, release: () => void, exited: Promise<unknown> }> {
   const script = `
-    const Database = require(${JSON.stringify(BETTER_SQLITE3)})
-    const db = new Database(${JSON.stringify(file)})
+    const db = ${driver === 'better-sqlite3' ? `new (require(${JSON.stringify(createRequire(import.meta.url).resolve('better-sqlite3'))}))` : 'new (require(\'node:sqlite\').DatabaseSync)'}(${JSON.stringify(file)})
     db.exec('BEGIN IMMEDIATE')
     db.exec('INSERT INTO other (v) VALUES (1)')
     const done = () => { db.exec('COMMIT'); db.close(); process.exit(0) }
@@ -66,7 +65,7 @@ function ticker (): { ticks: () => number, stop: () => void } {
 t.test('while another process holds the lock: the event loop keeps running, and the answer is 503 with Retry-After', async (t) => {
   const store = await storeOn({ busyTimeout: 1000, transactional: true })
   const router = new WebhookEventRouter({ seenEvents: store }).on('hard-bounced', () => {})
-  const holder = await lockHolder(t, (store as unknown as { database: { name: string } }).database.name, 60_000)
+  const holder = await lockHolder(t, fileOf(store.database), 60_000)
 
   const tick = ticker()
   const report = await router.dispatch([ev('hard-bounced', 1)])
@@ -89,7 +88,7 @@ t.test('the store waits on timers up to busyTimeout: released while ticks arrive
   const store = await storeOn({ busyTimeout: 60_000 })
   const router = new WebhookEventRouter({ seenEvents: store }).on('hard-bounced', () => {})
   // The holder lets go after 5 s on its own: with a blocking wait the ticks below never arrive first.
-  const holder = await lockHolder(t, (store as unknown as { database: { name: string } }).database.name, 5000)
+  const holder = await lockHolder(t, fileOf(store.database), 5000)
   let ticks = 0
   let released = false
   const timer = setInterval(() => {
@@ -105,7 +104,7 @@ t.test('the store waits on timers up to busyTimeout: released while ticks arrive
 t.test('a process killed holding the lock (SIGKILL): the next delivery is handled', async (t) => {
   const store = await storeOn({ busyTimeout: 200, transactional: true })
   const router = new WebhookEventRouter({ seenEvents: store }).on('hard-bounced', () => {})
-  const holder = await lockHolder(t, (store as unknown as { database: { name: string } }).database.name, 60_000)
+  const holder = await lockHolder(t, fileOf(store.database), 60_000)
   t.equal((await receiverOf(router)(wire(3))).status, 503)
   holder.proc.kill('SIGKILL')
   t.equal(await holder.exited, 'SIGKILL')

@@ -14,7 +14,7 @@ import {
   RedisSeenEventsStore, ReplayStoreError, eventFingerprint, type EventClaim, type EventClaimResult,
 } from '../../src/index.js'
 import { toEvent } from '../../src/events/parse-events.js'
-import { clusterUnavailable, startRedisCluster, type LocalRedisCluster } from '../helpers/redis-cluster.js'
+import { CLUSTER_FAIL_FAST, clusterUnavailable, startRedisCluster, type LocalRedisCluster } from '../helpers/redis-cluster.js'
 
 const unhandled: unknown[] = []
 const onUnhandled = (reason: unknown): void => { unhandled.push(reason) }
@@ -76,7 +76,9 @@ t.test('a master killed mid-traffic', { skip: reason ?? false }, async (t) => {
   const reader = await cluster.client()
   // WAIT holds the connection it runs on: the store that waits for replicas gets its own client.
   const plain = new RedisSeenEventsStore(await cluster.client(), { prefix: 'plain:' })
-  const durable = new RedisSeenEventsStore(await cluster.client(), { prefix: 'durable:', waitForReplicas: 1, waitTimeout: 800, timeout: 5000 }) // replicas acknowledge in well under 800 ms even on a loaded machine; a cut-off master never does
+  // Replicas acknowledge in well under 800 ms even on a loaded machine; a cut-off master never does.
+  // WAIT runs on the store's client, so its command timeout is longer than the wait.
+  const durable = new RedisSeenEventsStore(await cluster.client({ redisOptions: { ...CLUSTER_FAIL_FAST.redisOptions, commandTimeout: 2000 } }), { prefix: 'durable:', waitForReplicas: 1, waitTimeout: 800, timeout: 5000 })
   const victim = (await cluster.nodes()).find((n) => n.role === 'master')!.port
 
   // Done marks written before anything happens, on the victim and elsewhere.

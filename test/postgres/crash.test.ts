@@ -3,7 +3,7 @@
 // the 2xx, the database restarted under running receivers, and two and three receivers on one
 // database sent 20 concurrent re-signed copies of a delivery. Every event's row exactly once.
 import t, { type Test } from 'tap'
-import { spawnReceiver, type Receiver } from './helpers/spawn-receiver.js'
+import { postSigned, spawnReceiver, type Receiver } from './helpers/spawn-receiver.js'
 import { generateSigningKeyPair, signWebhook } from '../../src/testing/index.js'
 import { startPostgres } from '../helpers/postgres.js'
 
@@ -34,13 +34,7 @@ function events (count: number): Array<Record<string, unknown>> {
 /** Signs the events anew (as MailChannels re-signs a retry: a new signature, the same events) and posts them; the status, or 0 when the connection failed. */
 async function post (port: number, wire: Array<Record<string, unknown>>, copy: number): Promise<number> {
   const signed = signWebhook({ privateKey: KEYS.privateKey, events: wire as never, created: Math.floor(Date.now() / 1000) - (copy % 200), label: `sig_${copy}_${Date.now()}` })
-  try {
-    const res = await fetch(`http://127.0.0.1:${port}/`, { method: 'POST', headers: signed.headers, body: signed.body, signal: AbortSignal.timeout(10_000) })
-    await res.arrayBuffer()
-    return res.status
-  } catch {
-    return 0
-  }
+  return await postSigned(port, signed)
 }
 
 /** Posts until a 2xx, like a sender retrying a 5xx or a dropped connection (bounded). */

@@ -12,7 +12,7 @@ import { transactionControl } from '../../src/postgres/statements.js'
 import { generateSigningKeyPair, signWebhook } from '../../src/testing/index.js'
 import { startPostgres } from '../helpers/postgres.js'
 import { ev } from '../dispatch/helpers/events.js'
-import { spawnReceiver } from './helpers/spawn-receiver.js'
+import { postSigned, spawnReceiver } from './helpers/spawn-receiver.js'
 
 const server = await startPostgres()
 t.teardown(async () => { await server.close() })
@@ -195,13 +195,7 @@ t.test('SIGKILL before the delivery\'s one commit, its other events already mark
   const wire = Array.from({ length: 6 }, (_, i) => ({ event: i < 5 ? 'hard-bounced' : 'complained', customer_handle: 'acct_1', timestamp: 1700000000, request_id: `crash-${i}`, email: `u${i}@example.com` }))
   const post = async (port: number, label: string): Promise<number> => {
     const signed = signWebhook({ privateKey: keys.privateKey, events: wire as never, label })
-    try {
-      const res = await fetch(`http://127.0.0.1:${port}/`, { method: 'POST', headers: signed.headers, body: signed.body, signal: AbortSignal.timeout(10_000) })
-      await res.arrayBuffer()
-      return res.status
-    } catch {
-      return 0
-    }
+    return await postSigned(port, signed)
   }
   const doomed = await spawnReceiver(t, { ...env, CRASH_TYPE: 'complained' })
   t.equal(await post(doomed.port, 'sig_doomed'), 0, 'the connection dies with the process')

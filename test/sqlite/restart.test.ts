@@ -5,7 +5,7 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import t, { type Test } from 'tap'
-import { spawnReceiver, type Receiver } from '../postgres/helpers/spawn-receiver.js'
+import { postSigned, spawnReceiver, type Receiver } from '../postgres/helpers/spawn-receiver.js'
 import { sqliteSeenEvents } from '../../src/sqlite/index.js'
 import { generateSigningKeyPair, signWebhook } from '../../src/testing/index.js'
 
@@ -41,13 +41,7 @@ const wire = (k: number): Array<Record<string, unknown>> => Array.from({ length:
 
 async function post (port: number, events: Array<Record<string, unknown>>, copy: number): Promise<number> {
   const signed = signWebhook({ privateKey: KEYS.privateKey, events: events as never, created: Math.floor(Date.now() / 1000) - (copy % 200), label: `sig_${copy}_${Date.now()}` })
-  try {
-    const res = await fetch(`http://127.0.0.1:${port}/`, { method: 'POST', headers: signed.headers, body: signed.body, signal: AbortSignal.timeout(10_000) })
-    await res.arrayBuffer()
-    return res.status
-  } catch {
-    return 0
-  }
+  return await postSigned(port, signed)
 }
 
 async function untilAcknowledged (port: number, events: Array<Record<string, unknown>>): Promise<number[]> {

@@ -31,3 +31,14 @@ export async function spawnReceiver (t: Test, env: Record<string, string>): Prom
   })
   return { port, proc, exited, stderr: () => stderr }
 }
+
+/** POSTs a signed delivery to a receiver child: its status, or 0 when it did not answer (killed, or 10 s passed). */
+export async function postSigned (port: number, signed: { headers: Record<string, string>, body: Uint8Array }): Promise<number> {
+  try {
+    const res = await fetch(`http://127.0.0.1:${port}/`, { method: 'POST', headers: signed.headers, body: signed.body, signal: AbortSignal.timeout(10_000) })
+    await res.arrayBuffer()
+    return res.status
+  } catch {
+    return 0
+  }
+}

@@ -9,8 +9,7 @@ import { HTTP_STATUS_BY_TYPE, VerificationError, type VerifyErrorType } from '..
 import type { WebhookEvent } from '../events/types.js'
 import type { KeyStore } from '../keys/key-store.js'
 import type { Logger } from '../logger.js'
-import { synchronousClaims } from '../replay/memory-store.js'
-import { deliveryId, type ClaimState, type ReplayStore } from '../replay/types.js'
+import { claimDelivery, ClaimSettlement, REPLAY_RETRY_AFTER, type ClaimOutcome } from '../replay/delivery-claim.js'
 import { readSignatureFields, type HeadersInput } from '../verify/headers.js'
 import { parseSignature } from '../verify/signature-input.js'
 import { verifyDelivery, type VerifiedDelivery } from '../verify/verify-webhook.js'
@@ -18,8 +17,6 @@ import { keyStoreFactory, rejectUnknownOptions, resolveLogger, resolveReceiverOp
 import { errorReply, type ErrorBody, type Reply } from './reply.js'
 import { checkHeaders, tooLarge } from './transport.js'
 
-/** Seconds a sender should wait when the replay store cannot answer. */
-const REPLAY_RETRY_AFTER = 10
 /** Seconds a sender should wait when the key error carries no hint. */
 const KEY_RETRY_AFTER = 30
 
@@ -66,109 +63,6 @@ function verifyBody (r: ResolvedReceiver, body: Uint8Array, headers: HeadersInpu
   // `cache: false` builds a key store per call: give it the request's logger.
   const config = r.config.freshStorePerCall === null ? r.config : { ...r.config, logger: log }
   return verifyDelivery(config, body, headers, r.clock.now(), body.length < r.poolBelow && offThreadInFlight() < r.poolSlots)
-}
-
-/** The outcome of a replay claim. */
-type ClaimOutcome = { claimed: true, id: string } | { claimed: false, state: Exclude<ClaimState, 'claimed'> }
-
-function storeUnavailable (err: unknown): VerificationError {
-  return new VerificationError('replay_store_unavailable', 'The replay store is unavailable; MailChannels will retry the delivery.', REPLAY_RETRY_AFTER, { cause: err })
-}
-
-function claimOutcome (id: string, state: ClaimState): ClaimOutcome {
-  if (state === 'claimed') return { claimed: true, id }
-  if (state === 'processing' || state === 'done') return { claimed: false, state }
-  throw new VerificationError('replay_store_unavailable', 'The replay store gave an unexpected answer.', REPLAY_RETRY_AFTER)
-}
-
-/**
- * Claims a verified delivery: at once from the default memory store (no promise), else through
- * the store's promise. Throws / rejects with `replay_store_unavailable` when the store fails (fail closed).
- */
-function claimDelivery (store: ReplayStore, delivery: VerifiedDelivery, ttl: number): ClaimOutcome | Promise<ClaimOutcome> {
-  const id = deliveryId(delivery.signature)
-  const now = synchronousClaims(store)
-  if (now !== null) {
-    let state: ClaimState
-    try {
-      state = now.claim(id, ttl)
-    } catch (err) {
-      throw storeUnavailable(err)
-    }
-    return claimOutcome(id, state)
-  }
-  let pending: Promise<ClaimState>
-  try {
-    pending = store.claim(id, ttl)
-  } catch (err) {
-    return Promise.reject(storeUnavailable(err))
-  }
-  return Promise.resolve(pending).then((state) => claimOutcome(id, state), (err: unknown) => { throw storeUnavailable(err) })
-}
-
-/** Whether a handler's answer counts as handled: any 2xx. */
-function isHandled (status: number): boolean {
-  return status >= 200 && status < 300
-}
-
-/**
- * Records the outcome of an accepted delivery, once: its replay claim (when replay protection is
- * on) and its diagnostics (when someone subscribed as it arrived). The claim is settled by the handler's own
- * answer, never by the connection: a 2xx completes it (`done`), anything else (a throw answered
- * 5xx, a 4xx) releases it so the sender's retry is processed. A client that goes away settles
- * nothing: the handler still runs and its answer decides; a handler that never answers leaves the
- * claim `processing` until it expires, which for a copy is the same as `done` (the claim lasts the
- * whole freshness window). Releasing because the client left would let an attacker who holds one
- * signed delivery run the handler once per dropped connection.
- */
-export class ClaimSettlement {
-  readonly #store: ReplayStore | null
-  readonly #id: string
-  readonly #ttl: number
-  readonly #log: Logger
-  readonly #observation: DeliveryObservation | null
-  #settled = false
-
-  constructor (store: ReplayStore | null, id: string, ttl: number, log: Logger, observation: DeliveryObservation | null = null) {
-    this.#store = store
-    this.#id = id
-    this.#ttl = ttl
-    this.#log = log
-    this.#observation = observation
-  }
-
-  /** Settles with the status the handler answered (and, for diagnostics, the code it answered a failure with); later calls do nothing. */
-  settle (status: number, type?: WebhookDeliveryErrorType): void {
-    if (this.#settled) return
-    this.#settled = true
-    const ok = isHandled(status)
-    if (this.#store !== null) settleClaim(this.#store, this.#id, this.#ttl, ok, this.#log)
-    if (this.#observation !== null) this.#observation.finish(ok ? 'accepted' : 'failed', ok ? null : type ?? 'handler_error', status)
-  }
-}
-
-/**
- * Completes (`ok`) or releases a claim. Store failures are logged, never thrown: a failed
- * release leaves the claim until it expires (fail closed), a failed complete leaves it `processing`.
- */
-function settleClaim (store: ReplayStore, id: string, ttl: number, ok: boolean, log: Logger): void {
-  const failed = (err: unknown): void => {
-    log.error({ op: ok ? 'complete' : 'release', err: err instanceof Error ? err.message : String(err) }, 'mailchannels webhook: the replay store failed to record the delivery outcome')
-  }
-  const now = synchronousClaims(store)
-  let p: Promise<void>
-  try {
-    if (now !== null) {
-      if (ok) now.complete(id, ttl)
-      else now.release(id)
-      return
-    }
-    p = ok ? store.complete(id, ttl) : store.release(id)
-  } catch (err) {
-    failed(err)
-    return
-  }
-  Promise.resolve(p).catch(failed)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -308,7 +202,7 @@ export function createReceiver (r: ResolvedReceiver): Receiver {
     }
     let claimed: ClaimOutcome | Promise<ClaimOutcome>
     try {
-      claimed = claimDelivery(store, delivery, replayTtl)
+      claimed = claimDelivery(store, delivery.signature, replayTtl)
     } catch (err) {
       return reject(err, headers, log, observation)
     }

@@ -1,4 +1,4 @@
-import { isWeakEd25519Point } from './ed25519-point.js'
+import { ED25519_SPKI_PREFIX, isWeakEd25519Point } from './ed25519-point.js'
 import { sha256, sha512 } from '@noble/hashes/sha2.js'
 import type { CryptoKeyLike, CryptoPort, DigestAlgorithm, VerifyKey } from './types.js'
 
@@ -10,7 +10,6 @@ import type { CryptoKeyLike, CryptoPort, DigestAlgorithm, VerifyKey } from './ty
 const ED25519 = { name: 'Ed25519' } as const
 type SubtleKey = Awaited<ReturnType<typeof crypto.subtle.importKey>>
 const CryptoKeyClass = (globalThis as { CryptoKey?: abstract new () => CryptoKeyLike }).CryptoKey
-const SPKI_PREFIX = [0x30, 0x2a, 0x30, 0x05, 0x06, 0x03, 0x2b, 0x65, 0x70, 0x03, 0x21, 0x00]
 
 /** A key: its raw bytes when known, and the CryptoKey, imported at first use and then reused. */
 class WebKey {
@@ -25,7 +24,7 @@ class WebKey {
   cryptoKey (): SubtleKey | Promise<SubtleKey | null> {
     if (this.#key === null) {
       const spki = new Uint8Array(44)
-      spki.set(SPKI_PREFIX)
+      spki.set(ED25519_SPKI_PREFIX)
       spki.set(this.raw!, 12)
       this.#key = crypto.subtle.importKey('spki', spki, ED25519, false, ['verify']).then((k) => (this.#key = k), () => null)
     }

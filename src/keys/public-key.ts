@@ -1,11 +1,8 @@
 import { base64Decode, fromKeyObject, importRawEd25519 } from '#crypto'
-import { isWeakEd25519Point } from '../crypto/ed25519-point.js'
+import { ED25519_SPKI_PREFIX, isWeakEd25519Point } from '../crypto/ed25519-point.js'
 import type { VerifyKey } from '../crypto/types.js'
 
-export { isWeakEd25519Point }
-
-/** The fixed 12-byte DER prefix of an Ed25519 SubjectPublicKeyInfo (RFC 8410). */
-export const ED25519_SPKI_PREFIX: Uint8Array = Uint8Array.of(0x30, 0x2a, 0x30, 0x05, 0x06, 0x03, 0x2b, 0x65, 0x70, 0x03, 0x21, 0x00)
+export { ED25519_SPKI_PREFIX, isWeakEd25519Point }
 
 // Algorithm OIDs of SPKI keys that are not Ed25519, to say what was served instead.
 const OTHER_KEY_TYPES: Array<[oid: string, name: string]> = [

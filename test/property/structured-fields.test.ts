@@ -8,7 +8,7 @@ import t from 'tap'
 import { parseDictionary, serializeDictionary, Token, type BareItem as SfBareItem, type Dictionary as SfDictionary } from 'structured-headers'
 import { check, failOnUnhandledRejection } from './helpers/fixtures.js'
 import { VerificationError } from '../../src/errors.js'
-import { Decimal, parseDictionaryField, type BareItem, type Dictionary } from '../../src/verify/structured-fields.js'
+import { Decimal, parseDictionaryField, Token as OwnToken, type BareItem, type Dictionary } from '../../src/verify/structured-fields.js'
 
 failOnUnhandledRejection(t)
 
@@ -17,7 +17,7 @@ function plainItem (v: BareItem | SfBareItem): unknown {
   // structured-headers reads the Decimal 1.0 as the number 1: compare numbers by value only.
   if (v instanceof Decimal) return { number: v.value }
   if (typeof v === 'number') return { number: v }
-  if (v instanceof Token) return { token: v.toString() }
+  if (v instanceof Token || v instanceof OwnToken) return { token: v.toString() }
   if (v instanceof Uint8Array) return { bytes: Buffer.from(v).toString('base64') }
   if (v instanceof ArrayBuffer) return { bytes: Buffer.from(v).toString('base64') }
   if (typeof v === 'string' || typeof v === 'boolean') return v

@@ -4,10 +4,10 @@ import type { VerifyKey } from '../crypto/types.js'
 
 export { ED25519_SPKI_PREFIX, isWeakEd25519Point }
 
-// Algorithm OIDs of SPKI keys that are not Ed25519, to say what was served instead.
+// Algorithm OIDs of SPKI keys that are not Ed25519, as DER (tag 06, length, value) in hex, to say what was served instead.
 const OTHER_KEY_TYPES: Array<[oid: string, name: string]> = [
-  ['2b656e', 'x25519'], ['2b6571', 'ed448'], ['2b656f', 'x448'],
-  ['2a864886f70d010101', 'rsa'], ['2a864886f70d01010a', 'rsa-pss'], ['2a8648ce3d0201', 'ec'], ['2a8648ce380401', 'dsa'],
+  ['06032b656e', 'x25519'], ['06032b6571', 'ed448'], ['06032b656f', 'x448'],
+  ['06092a864886f70d010101', 'rsa'], ['06092a864886f70d01010a', 'rsa-pss'], ['06072a8648ce3d0201', 'ec'], ['06072a8648ce380401', 'dsa'],
 ]
 
 /** Why a key was refused (never echoes the key). */
@@ -24,7 +24,7 @@ function ed25519Point (der: Uint8Array, pass: string): Uint8Array {
   // A DER SEQUENCE holding an AlgorithmIdentifier: name the algorithm when it is a known one.
   const hexDer = Array.from(der.subarray(0, 64), (b) => b.toString(16).padStart(2, '0')).join('')
   if (der[0] === 0x30) {
-    for (const [oid, name] of OTHER_KEY_TYPES) if (hexDer.includes(`06${(oid.length / 2).toString(16).padStart(2, '0')}${oid}`)) throw new KeyRejectedError(`the key is ${name}, not Ed25519`)
+    for (const [oid, name] of OTHER_KEY_TYPES) if (hexDer.includes(oid)) throw new KeyRejectedError(`the key is ${name}, not Ed25519`)
   }
   throw new KeyRejectedError(`the key is not a valid SPKI public key (${der.length} bytes): ${pass}`)
 }
@@ -50,9 +50,7 @@ export interface ImportEd25519Options {
 }
 
 function hexDecode (hex: string): Uint8Array {
-  const out = new Uint8Array(hex.length / 2)
-  for (let i = 0; i < out.length; i++) out[i] = Number.parseInt(hex.slice(i * 2, i * 2 + 2), 16)
-  return out
+  return Uint8Array.from(hex.match(/../g)!, (b) => Number.parseInt(b, 16))
 }
 
 /** The refusal of a raw 32-byte key where an SPKI key is required (the key is never echoed). */

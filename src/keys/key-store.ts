@@ -114,20 +114,38 @@ const MAX_PREFETCHED = 64
 const DONE: Promise<void> = Promise.resolve()
 const notFetched = (): VerificationError => new VerificationError('key_unavailable', 'The signing key could not be fetched.', 30)
 
-function positive (value: unknown, name: string, integer = false): number {
+/** Options with `baseUrl` as `parseBaseUrl` returns it: what the store itself reads (defaults filled in there). */
+type Checked = KeyStoreOptions & { baseUrl: string }
+
+/** An option given must be a positive number (or integer); undefined and null mean its default. */
+function check (value: unknown, name: string, integer = false): void {
+  if (value === undefined || value === null) return
   if (typeof value !== 'number' || !(value > 0) || !Number.isFinite(value) || (integer && !Number.isInteger(value))) {
     throw new TypeError(`${name} must be a positive ${integer ? 'integer' : 'number'}`)
   }
-  return value
+}
+
+/** Validates `KeyStoreOptions` once, at construction: a `TypeError` names the option. */
+function checkedOptions (options: KeyStoreOptions): Checked {
+  if (options === null || typeof options !== 'object') throw new TypeError('KeyStore options must be an object')
+  const baseUrl = parseBaseUrl(options.baseUrl ?? DEFAULT_BASE_URL)
+  if (options.fetch !== undefined && typeof options.fetch !== 'function') throw new TypeError('fetch must be a function')
+  if (options.now !== undefined && typeof options.now !== 'function') throw new TypeError('now must be a function returning milliseconds')
+  for (const name of ['keyTtl', 'maxStale', 'unknownKeyTtl', 'errorTtl', 'fetchTimeout', 'refreshCooldown'] as const) {
+    if (name !== 'maxStale' || options.maxStale !== 0) check(options[name], name)
+  }
+  for (const name of ['fetchesPerMinute', 'maxConcurrentFetches', 'maxKeys', 'maxFailures'] as const) check(options[name], name, true)
+  return { ...options, baseUrl }
 }
 
 /**
- * Fetches Ed25519 signing keys by key id, once, and keeps them safely:
- * a bounded LRU with TTL and single-flight fetches, a bounded negative cache, a global fetch
- * budget and concurrency cap, a fetch timeout, and a bounded stale window when the endpoint
- * fails. Keys are imported once and reused (a `KeyObject` on Node, a `CryptoKey` elsewhere).
+ * Everything of `KeyStore` but the validation of its options: the stores the library makes itself
+ * (`keyStoreFor`) are built from settings known to be valid, so a bundle that never calls
+ * `new KeyStore(...)` (a Worker that only verifies) leaves the validation and its messages out
+ * (docs/design-notes.md, "The edge bundle"). Not exported from the package: every instance a user
+ * can hold is a `KeyStore` or one of the library's own.
  */
-export class KeyStore {
+class KeyCache {
   /** A stale key stays held (not returned) so a failed refresh can fall back to it. */
   readonly #keys: TtlCache<string, Entry>
   readonly #failures: TtlCache<string, VerificationError>
@@ -160,30 +178,27 @@ export class KeyStore {
   readonly #prefetched = new Set<string>()
   readonly #stats = { fetches: 0, negativeHits: 0, budgetRejections: 0 }
 
-  constructor (options: KeyStoreOptions = {}) {
-    if (options === null || typeof options !== 'object') throw new TypeError('KeyStore options must be an object')
-    this.#baseUrl = parseBaseUrl(options.baseUrl ?? DEFAULT_BASE_URL)
-    if (options.fetch !== undefined && typeof options.fetch !== 'function') throw new TypeError('fetch must be a function')
-    this.#fetch = options.fetch ?? ((input, init) => globalThis.fetch(input, init))
-    if (options.now !== undefined && typeof options.now !== 'function') throw new TypeError('now must be a function returning milliseconds')
-    this.#now = options.now ?? Date.now
-    this.#log = options.logger ?? noopLogger
-    this.#keyTtl = positive(options.keyTtl ?? 3600, 'keyTtl') * 1000
-    this.#maxStale = (options.maxStale === 0 ? 0 : positive(options.maxStale ?? 3600, 'maxStale')) * 1000
-    this.#unknownKeyTtl = positive(options.unknownKeyTtl ?? 300, 'unknownKeyTtl') * 1000
-    this.#errorTtl = positive(options.errorTtl ?? 30, 'errorTtl') * 1000
-    this.#fetchTimeout = positive(options.fetchTimeout ?? 3000, 'fetchTimeout')
-    this.#budget = positive(options.fetchesPerMinute ?? 10, 'fetchesPerMinute', true)
-    this.#maxConcurrent = positive(options.maxConcurrentFetches ?? 2, 'maxConcurrentFetches', true)
-    this.#refreshCooldown = positive(options.refreshCooldown ?? 30, 'refreshCooldown') * 1000
+  /** The defaults are those `KeyStoreOptions` documents. */
+  constructor (o: Checked) {
+    this.#baseUrl = o.baseUrl
+    this.#fetch = o.fetch ?? ((input, init) => globalThis.fetch(input, init))
+    this.#now = o.now ?? Date.now
+    this.#log = o.logger ?? noopLogger
+    this.#keyTtl = (o.keyTtl ?? 3600) * 1000
+    this.#maxStale = (o.maxStale ?? 3600) * 1000
+    this.#unknownKeyTtl = (o.unknownKeyTtl ?? 300) * 1000
+    this.#errorTtl = (o.errorTtl ?? 30) * 1000
+    this.#fetchTimeout = o.fetchTimeout ?? 3000
+    this.#budget = o.fetchesPerMinute ?? 10
+    this.#maxConcurrent = o.maxConcurrentFetches ?? 2
+    this.#refreshCooldown = (o.refreshCooldown ?? 30) * 1000
     this.#tokens = this.#budget
     this.#refilledAt = this.#now()
     this.#gate = new RecurrenceGate(this.#budget, this.#now)
     const now = (): number => this.#now()
-    const maxKeys = positive(options.maxKeys ?? 100, 'maxKeys', true)
-    this.#failures = new TtlCache({ max: positive(options.maxFailures ?? 1000, 'maxFailures', true), ttl: this.#errorTtl, now })
-    this.#refreshedAt = new TtlCache({ max: maxKeys, ttl: this.#refreshCooldown, now })
-    this.#keys = new TtlCache({ max: maxKeys, ttl: this.#keyTtl, now, keepStale: true })
+    this.#failures = new TtlCache({ max: o.maxFailures ?? 1000, ttl: this.#errorTtl, now })
+    this.#refreshedAt = new TtlCache({ max: o.maxKeys ?? 100, ttl: this.#refreshCooldown, now })
+    this.#keys = new TtlCache({ max: o.maxKeys ?? 100, ttl: this.#keyTtl, now, keepStale: true })
   }
 
   /** The base URL keys are fetched from. */
@@ -451,6 +466,31 @@ export class KeyStore {
     if (servingStaleKey) fields.servingStaleKey = true
     log.warn(fields, `mailchannels-webhooks: ${what}: ${f?.detail ?? (err instanceof Error ? err.message : 'unknown error')}; next try in ${retryInSeconds} s`)
   }
+}
+
+/**
+ * Fetches Ed25519 signing keys by key id, once, and keeps them safely:
+ * a bounded LRU with TTL and single-flight fetches, a bounded negative cache, a global fetch
+ * budget and concurrency cap, a fetch timeout, and a bounded stale window when the endpoint
+ * fails. Keys are imported once and reused (a `KeyObject` on Node, a `CryptoKey` elsewhere).
+ */
+export class KeyStore extends KeyCache {
+  constructor (options: KeyStoreOptions = {}) {
+    super(checkedOptions(options))
+  }
+}
+
+/**
+ * A key store with the default settings, for `baseUrl` (as `parseBaseUrl` returns it) and
+ * `logger`: what the library makes itself, without `KeyStore`'s validation of options it does not take.
+ */
+export function keyStoreFor (baseUrl: string, logger?: Logger): KeyStore {
+  return new KeyCache({ baseUrl, logger })
+}
+
+/** Whether `value` is a key store (a `KeyStore`, or one `keyStoreFor` made). */
+export function isKeyStore (value: unknown): value is KeyStore {
+  return value instanceof KeyCache
 }
 
 /**

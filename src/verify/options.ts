@@ -1,7 +1,7 @@
 import type { CryptoKeyLike, KeyObjectLike, VerifyKey } from '../crypto/types.js'
 import { DEFAULT_BASE_URL, parseBaseUrl } from '../base-url.js'
 import type { CustomerHandlePolicy } from '../events/parse-events.js'
-import { KeyStore } from '../keys/key-store.js'
+import { isKeyStore, keyStoreFor, type KeyStore } from '../keys/key-store.js'
 import { importEd25519KeyObject, importEd25519PublicKey, KeyRejectedError } from '../keys/public-key.js'
 import { noopLogger, type Logger } from '../logger.js'
 import { KEY_ID_RULE, isKeyId } from '../keys/key-id.js'
@@ -140,7 +140,7 @@ export function sharedKeyStore (baseUrl: string): KeyStore {
   let store = sharedStores.get(baseUrl)
   if (store === undefined) {
     if (sharedStores.size >= MAX_SHARED_STORES) sharedStores.delete(sharedStores.keys().next().value!)
-    store = new KeyStore({ baseUrl })
+    store = keyStoreFor(baseUrl)
     sharedStores.set(baseUrl, store)
   }
   return store
@@ -212,7 +212,7 @@ export function resolveVerifyConfig (config: VerifyConfig): ResolvedVerifyConfig
   const publicKey = config.publicKey === undefined ? null : importConfiguredKey(config.publicKey)
   if (config.cache !== undefined && typeof config.cache !== 'boolean') throw new TypeError('cache must be a boolean')
   const baseUrl = checkedBaseUrl(config.baseUrl ?? DEFAULT_BASE_URL)
-  if (config.keyStore !== undefined && !(config.keyStore instanceof KeyStore)) throw new TypeError('keyStore must be a KeyStore')
+  if (config.keyStore !== undefined && !isKeyStore(config.keyStore)) throw new TypeError('keyStore must be a KeyStore')
 
   let allowCustomer: CustomerHandlePolicy | null = null
   const handles = config.customerHandles

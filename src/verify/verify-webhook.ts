@@ -3,7 +3,7 @@ import type { VerifyKey } from '../crypto/types.js'
 import { VerificationError } from '../errors.js'
 import { parseEvents } from '../events/parse-events.js'
 import type { WebhookEvent } from '../events/types.js'
-import { KeyStore } from '../keys/key-store.js'
+import { keyStoreFor } from '../keys/key-store.js'
 import type { ResolvedVerifyConfig } from './options.js'
 import { matchContentDigest, parseContentDigest } from './content-digest.js'
 import { readSignatureFields, type HeadersInput, type SignatureFields } from './headers.js'
@@ -64,7 +64,7 @@ function checkFields (config: ResolvedVerifyConfig, body: Uint8Array, fields: Si
 /** Step 4 without waiting when it can: the configured key, a cached key, or a promise of a fetched one. */
 export function resolveKey (config: ResolvedVerifyConfig, keyId: string): VerifyKey | Promise<VerifyKey> {
   if (config.publicKey !== null) return config.publicKey
-  const store = config.keyStore ?? new KeyStore({ baseUrl: config.freshStorePerCall!.baseUrl, logger: config.logger })
+  const store = config.keyStore ?? keyStoreFor(config.freshStorePerCall!.baseUrl, config.logger)
   return store.peek(keyId) ?? store.get(keyId, config.logger)
 }
 

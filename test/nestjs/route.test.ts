@@ -7,7 +7,7 @@ import { gzipSync } from 'node:zlib'
 import { Body, Catch, Controller, HttpException, Inject, Injectable, Post, StandardSchemaValidationPipe, type ArgumentsHost, type ExceptionFilter } from '@nestjs/common'
 import { HttpAdapterHost } from '@nestjs/core'
 import type { StandardSchemaV1 } from '@standard-schema/spec'
-import t from 'tap'
+import t, { type Test } from 'tap'
 import { MailChannelsWebhook, MailChannelsWebhooksModule, WebhookEvents, type MailChannelsWebhooksModuleOptions, type WebhookEvent } from '../../src/nestjs/index.js'
 import { delivery, event, HANDLE, KEYS, OTHER_KEYS } from '../fastify/helpers/fixtures.js'
 import { PLATFORMS, post, startApp, type Platform } from './helpers/app.js'
@@ -63,7 +63,7 @@ class EverythingFilter implements ExceptionFilter {
 
 const HOOK = '/webhooks/mailchannels'
 
-async function app (t: Parameters<Parameters<typeof t.test>[1]>[0], platform: Platform, options: Partial<MailChannelsWebhooksModuleOptions> = {}) {
+async function app (t: Test, platform: Platform, options: Partial<MailChannelsWebhooksModuleOptions> = {}) {
   const running = await startApp(t, platform, {
     imports: [MailChannelsWebhooksModule.forRoot({ publicKey: KEYS.publicKey, customerHandles: [HANDLE], ...options })],
     controllers: [Hooks],

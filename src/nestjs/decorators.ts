@@ -1,10 +1,9 @@
 // The decorators: `@MailChannelsWebhook()` on a controller route, `@WebhookEvents()` on its
 // parameter, `@OnWebhookEvent(type)` on a provider's method. Plain functions that apply Nest's own
 // decorators, so the library needs no decorator support from the compiler that builds it.
-import { createParamDecorator, HttpCode, UseFilters, UseGuards, type ExecutionContext } from '@nestjs/common'
+import { createParamDecorator, HttpCode, UseFilters, UseGuards } from '@nestjs/common'
 import type { EventOf, WebhookEventName } from '../dispatch/types.js'
-import type { WebhookEvent } from '../events/types.js'
-import { FASTIFY_CONFIG_FLAG, FASTIFY_ROUTE_CONFIG, HTTP_CODE, metadata, nodeRequest, verifiedEvents, WEBHOOK_HANDLER, WEBHOOK_ROUTE } from './metadata.js'
+import { HTTP_CODE, metadata, webhookEventsOfContext, WEBHOOK_HANDLER, WEBHOOK_ROUTE } from './metadata.js'
 import { MailChannelsWebhookGuard, MailChannelsWebhookReplyFilter } from './guard.js'
 
 /**
@@ -33,20 +32,7 @@ export function MailChannelsWebhook (): MethodDecorator {
     UseFilters(MailChannelsWebhookReplyFilter)(target, key, descriptor)
     // POST routes answer 201 in Nest; a delivery answered by your handler is acknowledged with 200.
     if (metadata.getMetadata(HTTP_CODE, handler) === undefined) HttpCode(200)(target, key, descriptor)
-    // On Fastify, the route's config tells the receiver's onRequest hook to check the transport
-    // (Content-Encoding, Content-Length, Content-Type) before Fastify reads and parses the body.
-    const config = metadata.getMetadata(FASTIFY_ROUTE_CONFIG, handler) as Record<string, unknown> | undefined
-    metadata.defineMetadata(FASTIFY_ROUTE_CONFIG, { ...config, [FASTIFY_CONFIG_FLAG]: true }, handler)
   }
-}
-
-/** The factory of `@WebhookEvents()`: the events the guard verified for this request. */
-export function webhookEventsOfContext (_data: unknown, context: ExecutionContext): WebhookEvent[] {
-  const events = verifiedEvents.get(nodeRequest(context.switchToHttp().getRequest()))
-  if (events === undefined) {
-    throw new Error('@WebhookEvents() has no verified delivery to give: it belongs on a parameter of a route marked @MailChannelsWebhook()')
-  }
-  return events
 }
 
 /**

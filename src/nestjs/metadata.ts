@@ -2,6 +2,7 @@
 // decorators set metadata with reflect-metadata (a peer of @nestjs/common); these are read back
 // at start-up (the receiver's discovery) and per request (the guard, @WebhookEvents()).
 import type { IncomingMessage } from 'node:http'
+import type { ExecutionContext } from '@nestjs/common'
 import type { WebhookEvent } from '../events/types.js'
 
 /** On a route method: it receives MailChannels deliveries (`@MailChannelsWebhook()`). */
@@ -10,17 +11,11 @@ export const WEBHOOK_ROUTE = 'mailchannels-webhooks:route'
 export const WEBHOOK_HANDLER = 'mailchannels-webhooks:handler'
 /** Nest's `@HttpCode()` key: https://github.com/nestjs/nest/blob/master/packages/common/constants.ts */
 export const HTTP_CODE = '__httpCode__'
-/**
- * @nestjs/platform-fastify's `@RouteConfig()` key, read from the route's handler into Fastify's
- * route `config` (https://github.com/nestjs/nest/blob/master/packages/platform-fastify/constants.ts).
- * Written without importing that package, which Express apps do not install.
- */
-export const FASTIFY_ROUTE_CONFIG = '__fastify_route_config__'
-/** The name under the Fastify route config that marks a webhook route for the receiver's early check. */
-export const FASTIFY_CONFIG_FLAG = 'mailchannelsWebhook'
+/** Nest's key of a route method's parameters (on its class, by method name). */
+export const ROUTE_ARGS = '__routeArguments__'
 
 interface ReflectMetadata {
-  getMetadata (key: unknown, target: object): unknown
+  getMetadata (key: unknown, target: object, property?: string | symbol): unknown
   defineMetadata (key: unknown, value: unknown, target: object): void
 }
 /** reflect-metadata's API, which @nestjs/common loads (typed here without its global declarations). */
@@ -33,4 +28,19 @@ export const verifiedEvents = new WeakMap<IncomingMessage, WebhookEvent[]>()
 export function nodeRequest (req: unknown): IncomingMessage {
   const raw = (req as { raw?: unknown }).raw
   return (raw !== undefined && raw !== null && typeof raw === 'object' ? raw : req) as IncomingMessage
+}
+
+/** The factory of `@WebhookEvents()`: the events the guard verified for this request. */
+export function webhookEventsOfContext (_data: unknown, context: ExecutionContext): WebhookEvent[] {
+  const events = verifiedEvents.get(nodeRequest(context.switchToHttp().getRequest()))
+  if (events === undefined) {
+    throw new Error('@WebhookEvents() has no verified delivery to give: it belongs on a parameter of a route marked @MailChannelsWebhook()')
+  }
+  return events
+}
+
+/** Whether a route method takes a `@WebhookEvents()` parameter. */
+export function takesWebhookEvents (controller: object, method: string): boolean {
+  const args = metadata.getMetadata(ROUTE_ARGS, controller.constructor, method) as Record<string, { factory?: unknown }> | undefined
+  return args !== undefined && Object.values(args).some((arg) => arg.factory === webhookEventsOfContext)
 }

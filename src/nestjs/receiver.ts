@@ -15,7 +15,7 @@ import { readNodeBody } from '../receiver/node/raw-body.js'
 import { createWebhookPipeline, type SettleHandler, type WebhookPipeline, type WebhookPort } from '../receiver/pipeline.js'
 import type { Reply } from '../receiver/reply.js'
 import { nestLogger } from './logger.js'
-import { FASTIFY_CONFIG_FLAG, metadata, nodeRequest, verifiedEvents, WEBHOOK_HANDLER, WEBHOOK_ROUTE } from './metadata.js'
+import { metadata, nodeRequest, takesWebhookEvents, verifiedEvents, WEBHOOK_HANDLER, WEBHOOK_ROUTE } from './metadata.js'
 import type { MailChannelsWebhooksModuleOptions } from './options.js'
 
 /** How the routes answer a verified delivery. */
@@ -61,9 +61,11 @@ interface AdapterLike {
 }
 
 interface FastifyLike {
-  addHook (name: 'onRequest', hook: (request: FastifyRequestLike, reply: FastifyReplyLike, done: () => void) => void): unknown
+  addHook (name: 'onRoute', hook: (route: FastifyRouteLike) => void): unknown
 }
-interface FastifyRequestLike { method: string, headers: IncomingMessage['headers'], routeOptions?: { config?: Record<string, unknown> } }
+type EarlyHook = (request: FastifyRequestLike, reply: FastifyReplyLike, done: () => void) => void
+interface FastifyRouteLike { handler?: unknown, onRequest?: EarlyHook | EarlyHook[] }
+interface FastifyRequestLike { method: string, headers: IncomingMessage['headers'] }
 interface FastifyReplyLike { code (status: number): FastifyReplyLike, headers (h: Record<string, string>): FastifyReplyLike, send (body: unknown): unknown }
 
 /**
@@ -166,21 +168,23 @@ export class MailChannelsWebhooksReceiver implements OnModuleInit {
     if (this.#platform === 'fastify') {
       // Fastify reads and parses the body before any guard runs: a gzip body would fail its JSON
       // parser, and one over its bodyLimit its reader, both answered by the app's exception layer.
-      // The receiver's transport checks (Content-Encoding, Content-Length, Content-Type) answer
-      // first, with the library's reply, on the routes marked @MailChannelsWebhook().
-      const fastify = adapter.getInstance?.() as FastifyLike | undefined
-      fastify?.addHook('onRequest', (request, reply, done) => {
-        if (request.method !== 'POST' || request.routeOptions?.config?.[FASTIFY_CONFIG_FLAG] !== true) {
-          done()
-          return
-        }
-        const refused = this.#pipeline.receiver.check(request.headers, this.#log)
+      // So the routes marked @MailChannelsWebhook() get an onRequest hook of their own, which runs
+      // the receiver's transport checks (Content-Encoding, Content-Length, Content-Type) first and
+      // answers a refusal with the library's reply. Nest copies the method's metadata onto the
+      // handler it registers, which is how the route is recognised here.
+      const early: EarlyHook = (request, reply, done) => {
+        const refused = request.method === 'POST' ? this.#pipeline.receiver.check(request.headers, this.#log) : null
         if (refused === null) {
           done()
           return
         }
-        // Answered here: Fastify's documented early reply from a hook (no done()).
+        // Fastify's early reply from a hook: send, and do not call done().
         reply.code(refused.reply.status).headers(refused.reply.headers).send(refused.reply.body)
+      }
+      const fastify = adapter.getInstance?.() as FastifyLike | undefined
+      fastify?.addHook('onRoute', (route) => {
+        if (typeof route.handler !== 'function' || metadata.getMetadata(WEBHOOK_ROUTE, route.handler) !== true) return
+        route.onRequest = route.onRequest === undefined ? [early] : [early, ...[route.onRequest].flat()]
       })
     }
   }
@@ -189,7 +193,7 @@ export class MailChannelsWebhooksReceiver implements OnModuleInit {
   onModuleInit (): void {
     const wrappers = [...this.#discovery.getProviders(), ...this.#discovery.getControllers()]
     let handlers = 0
-    const routes: Array<{ name: string, handler: object }> = []
+    const routes: Array<{ name: string, events: boolean }> = []
     for (const wrapper of wrappers) {
       const instance = wrapper.instance as Record<string, unknown> | null | undefined
       if (instance === null || instance === undefined || typeof instance !== 'object' || wrapper.isAlias) continue
@@ -213,7 +217,7 @@ export class MailChannelsWebhooksReceiver implements OnModuleInit {
             handlers++
           }
         }
-        if (metadata.getMetadata(WEBHOOK_ROUTE, method) === true) routes.push({ name: where, handler: method })
+        if (metadata.getMetadata(WEBHOOK_ROUTE, method) === true) routes.push({ name: where, events: takesWebhookEvents(instance, name) })
       }
     }
 
@@ -225,6 +229,11 @@ export class MailChannelsWebhooksReceiver implements OnModuleInit {
     if (this.answers === 'handlers') this.#pipeline = this.#build(this.router)
     if (routes.length === 0) return
 
+    const answering = routes.filter((r) => r.events && this.answers !== 'route')
+    if (answering.length > 0) {
+      const by = this.answers === 'enqueue' ? 'hands the events to the queue (enqueue)' : 'dispatches the events to the @OnWebhookEvent handlers'
+      throw new Error(`@WebhookEvents() on ${answering.map((r) => r.name).join(', ')}: the module ${by} and answers each delivery itself, so the route's method never runs. Leave the parameter out, and handle the events there.`)
+    }
     const names = routes.map((r) => r.name).join(', ')
     if (this.#parsers.registered && !this.#parsers.raw) {
       throw new Error(`@MailChannelsWebhook() route ${names}: the app parses request bodies without keeping their exact bytes, which each delivery's signature is verified over. To keep them, ${RAW_BODY_FIX}.`)

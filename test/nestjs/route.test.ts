@@ -6,6 +6,7 @@
 import { gzipSync } from 'node:zlib'
 import { Body, Catch, Controller, HttpException, Inject, Injectable, Post, StandardSchemaValidationPipe, type ArgumentsHost, type ExceptionFilter } from '@nestjs/common'
 import { HttpAdapterHost } from '@nestjs/core'
+import { RouteConfig } from '@nestjs/platform-fastify'
 import type { StandardSchemaV1 } from '@standard-schema/spec'
 import t, { type Test } from 'tap'
 import { MailChannelsWebhook, MailChannelsWebhooksModule, WebhookEvents, type MailChannelsWebhooksModuleOptions, type WebhookEvent } from '../../src/nestjs/index.js'
@@ -43,6 +44,14 @@ class Hooks {
     }
     this.inbox.received.push(events)
     return { received: events.map((e) => e.event) }
+  }
+
+  /** A route with Fastify route config of its own, applied after the mark (it replaces the config the mark set). */
+  @Post('webhooks/configured')
+  @RouteConfig({ owner: 'the app' })
+  @MailChannelsWebhook()
+  configured (@WebhookEvents() events: WebhookEvent[]) {
+    return { received: events.length }
   }
 
   @Post('api/echo')
@@ -119,6 +128,11 @@ for (const platform of PLATFORMS) {
       const g = await post(url + HOOK, { ...z.headers, 'content-encoding': 'gzip' }, gzipSync(z.body))
       t.equal(g.status, 415, g.text)
       t.match(g.json(), { ...REFUSAL, statusCode: 415, code: 'unsupported_media_type' })
+
+      const configured = await post(`${url}/webhooks/configured`, { ...z.headers, 'content-encoding': 'gzip' }, gzipSync(z.body))
+      t.equal(configured.status, 415, `with @RouteConfig() too: ${configured.text}`)
+      t.match(configured.json(), { ...REFUSAL, statusCode: 415, code: 'unsupported_media_type' })
+      t.equal((await post(`${url}/webhooks/configured`, z.headers, z.body)).status, 200, 'and it receives')
 
       const stale = delivery({ created: Math.floor(Date.now() / 1000) - 3600 })
       const s = await post(url + HOOK, stale.headers, stale.body)

@@ -4,7 +4,7 @@ import { Controller, Inject, Injectable, Module, Post } from '@nestjs/common'
 import t from 'tap'
 import { MailChannelsWebhook, MailChannelsWebhooksModule, MailChannelsWebhooksReceiver, OnWebhookEvent, WebhookEvents, type MailChannelsWebhooksModuleOptions, type WebhookEvent } from '../../src/nestjs/index.js'
 import { MemorySeenEventsStore } from '../../src/index.js'
-import { delivery, HANDLE, KEYS } from '../fastify/helpers/fixtures.js'
+import { delivery, HANDLE, KEYS, OTHER_KEYS, recordingLogger } from '../fastify/helpers/fixtures.js'
 import { initError, PLATFORMS, post, startApp } from './helpers/app.js'
 
 @Controller()
@@ -85,6 +85,34 @@ class BadHandler {
 t.test('an unknown event type in @OnWebhookEvent fails the start-up, naming the method', async (t) => {
   const err = await initError(t, 'express', { imports: [MailChannelsWebhooksModule.forRoot({ publicKey: KEYS.publicKey, customerHandles: [HANDLE] })], providers: [BadHandler] })
   t.match(err?.message, /@OnWebhookEvent\(\) on BadHandler\.handle: .*hard-bouncd/)
+})
+
+@Injectable()
+class Handlers {
+  @OnWebhookEvent('delivered')
+  delivered () {}
+}
+
+t.test('a route that takes @WebhookEvents() while the module answers deliveries itself fails the start-up', async (t) => {
+  const dispatching = await initError(t, 'express', { imports: [MailChannelsWebhooksModule.forRoot({ publicKey: KEYS.publicKey, customerHandles: [HANDLE] })], controllers: [Hooks], providers: [Handlers] })
+  t.match(dispatching?.message, /@WebhookEvents\(\) on Hooks\.receive: the module dispatches the events to the @OnWebhookEvent handlers/)
+  const queueing = await initError(t, 'fastify', { imports: [MailChannelsWebhooksModule.forRoot({ publicKey: KEYS.publicKey, customerHandles: [HANDLE], enqueue: () => {} })], controllers: [Hooks] })
+  t.match(queueing?.message, /@WebhookEvents\(\) on Hooks\.receive: the module hands the events to the queue/)
+})
+
+t.test('log lines go to the logger option, else to Nest\'s logger under the context MailChannelsWebhooks', async (t) => {
+  const forged = delivery({ privateKey: OTHER_KEYS.privateKey })
+  const { logger, entries } = recordingLogger()
+  const withOption = await startApp(t, 'express', { imports: [MailChannelsWebhooksModule.forRoot({ publicKey: KEYS.publicKey, customerHandles: [HANDLE], logger })], controllers: [Hooks] })
+  t.equal((await post(`${withOption.url}/hooks`, forged.headers, forged.body)).status, 401)
+  t.match(entries, [{ level: 'info', obj: { reason: 'signature_invalid', statusCode: 401, keyId: 'mckey' }, msg: 'mailchannels webhook rejected' }])
+
+  const lines: Array<[string, string, string]> = []
+  const at = (level: string) => (message: unknown, context?: unknown) => { lines.push([level, String(message), String(context)]) }
+  const nestLogger = { log: at('log'), error: at('error'), warn: at('warn'), debug: at('debug'), verbose: at('verbose') }
+  const byNest = await startApp(t, 'fastify', { imports: [MailChannelsWebhooksModule.forRoot({ publicKey: KEYS.publicKey, customerHandles: [HANDLE] })], controllers: [Hooks], options: { logger: nestLogger } })
+  t.equal((await post(`${byNest.url}/hooks`, forged.headers, forged.body)).status, 401)
+  t.match(lines.filter(([, , context]) => context === 'MailChannelsWebhooks'), [['log', /^mailchannels webhook rejected \{"reason":"signature_invalid","statusCode":401,"keyId":"mckey"\}$/, 'MailChannelsWebhooks']])
 })
 
 t.test('the receiver is injectable and says how routes answer', async (t) => {

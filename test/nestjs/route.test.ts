@@ -4,8 +4,9 @@
 // HTTP: valid, replayed, forged, tampered, oversize, gzip-encoded. Refusals keep the library's
 // status, code and body; the other route keeps Nest's parsing and the app's pipe and filter.
 import { gzipSync } from 'node:zlib'
-import { Body, Catch, Controller, HttpException, Inject, Injectable, Post, StandardSchemaValidationPipe, type ArgumentsHost, type ExceptionFilter } from '@nestjs/common'
+import { Body, Catch, type INestApplication, Controller, HttpException, Inject, Injectable, Post, StandardSchemaValidationPipe, type ArgumentsHost, type ExceptionFilter } from '@nestjs/common'
 import { HttpAdapterHost } from '@nestjs/core'
+import type { NestExpressApplication } from '@nestjs/platform-express'
 import { RouteConfig } from '@nestjs/platform-fastify'
 import type { StandardSchemaV1 } from '@standard-schema/spec'
 import t, { type Test } from 'tap'
@@ -72,7 +73,7 @@ class EverythingFilter implements ExceptionFilter {
 
 const HOOK = '/webhooks/mailchannels'
 
-async function app (t: Test, platform: Platform, options: Partial<MailChannelsWebhooksModuleOptions> = {}) {
+async function app (t: Test, platform: Platform, options: Partial<MailChannelsWebhooksModuleOptions> = {}, setup?: (a: INestApplication) => void) {
   const running = await startApp(t, platform, {
     imports: [MailChannelsWebhooksModule.forRoot({ publicKey: KEYS.publicKey, customerHandles: [HANDLE], ...options })],
     controllers: [Hooks],
@@ -80,6 +81,7 @@ async function app (t: Test, platform: Platform, options: Partial<MailChannelsWe
     setup: (a) => {
       a.useGlobalPipes(new StandardSchemaValidationPipe({ validateCustomDecorators: true }))
       a.useGlobalFilters(new EverythingFilter(a.get(HttpAdapterHost)))
+      setup?.(a)
     },
   })
   return { ...running, inbox: running.app.get(Inbox) }
@@ -139,6 +141,20 @@ for (const platform of PLATFORMS) {
       t.equal(s.status, 401)
       t.match(s.json(), { code: 'signature_expired' })
       t.equal(inbox.received.length, 0, 'the handler never ran')
+    })
+
+    t.test('a delivery of 300 kB, within the receiver\'s 1 MiB bodyLimit, is received', async (t) => {
+      const big = delivery({ events: Array.from({ length: 1500 }, (_, i) => event({ request_id: `large-${i}`, email: `recipient-${i}@example.com` })) })
+      t.ok(big.body.length > 200_000, `${big.body.length} bytes`)
+      if (platform === 'express') {
+        // Nest's JSON parser on Express refuses more than body-parser's 100 kB by default (docs/nestjs.md).
+        const { url } = await app(t, platform)
+        t.equal((await post(url + HOOK, big.headers, big.body)).status, 413, 'refused by the parser at its default limit')
+      }
+      const { url, inbox } = await app(t, platform, {}, (a) => { if (platform === 'express') (a as NestExpressApplication).useBodyParser('json', { limit: '1mb' }) })
+      const res = await post(url + HOOK, big.headers, big.body)
+      t.equal(res.status, 200, res.text.slice(0, 200))
+      t.equal(inbox.received[0]?.length, 1500)
     })
 
     t.test('the other routes keep Nest\'s JSON parsing, the global pipe and the global filter', async (t) => {

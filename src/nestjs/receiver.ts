@@ -76,8 +76,7 @@ interface FastifyReplyLike { code (status: number): FastifyReplyLike, headers (h
 export class MailChannelsWebhooksReceiver implements OnModuleInit {
   /** The router of the `@OnWebhookEvent` handlers, with the module's `seenEvents` store. */
   readonly router: WebhookEventRouter<ReceiverContext, any>
-  /** How routes answer verified deliveries, known once the app is initialized. */
-  answers: AnswerMode = 'route'
+  #answers: AnswerMode = 'route'
   readonly #options: Omit<MailChannelsWebhooksModuleOptions, typeof ROUTER_OPTIONS[number]>
   readonly #log: Logger
   readonly #discovery: DiscoveryService
@@ -222,16 +221,16 @@ export class MailChannelsWebhooksReceiver implements OnModuleInit {
     }
 
     const { enqueue } = this.#options
-    this.answers = enqueue !== undefined ? 'enqueue' : handlers > 0 ? 'handlers' : 'route'
+    this.#answers = enqueue !== undefined ? 'enqueue' : handlers > 0 ? 'handlers' : 'route'
     if (this.#seenEvents && handlers === 0) {
       throw new TypeError('seenEvents is given, but no method is marked @OnWebhookEvent(type): seenEvents makes the handlers of the module\'s router take effect once; mark your handler methods, or leave seenEvents out')
     }
-    if (this.answers === 'handlers') this.#pipeline = this.#build(this.router)
+    if (this.#answers === 'handlers') this.#pipeline = this.#build(this.router)
     if (routes.length === 0) return
 
-    const answering = routes.filter((r) => r.events && this.answers !== 'route')
+    const answering = routes.filter((r) => r.events && this.#answers !== 'route')
     if (answering.length > 0) {
-      const by = this.answers === 'enqueue' ? 'hands the events to the queue (enqueue)' : 'dispatches the events to the @OnWebhookEvent handlers'
+      const by = this.#answers === 'enqueue' ? 'hands the events to the queue (enqueue)' : 'dispatches the events to the @OnWebhookEvent handlers'
       throw new Error(`@WebhookEvents() on ${answering.map((r) => r.name).join(', ')}: the module ${by} and answers each delivery itself, so the route's method never runs. Leave the parameter out, and handle the events there.`)
     }
     const names = routes.map((r) => r.name).join(', ')
@@ -252,6 +251,15 @@ export class MailChannelsWebhooksReceiver implements OnModuleInit {
     const raw = nodeRequest(req)
     const response = (((res as { raw?: unknown }).raw) ?? res) as ServerResponse
     return this.#pipeline.handle({ req: req as NestContext['req'], raw, res: response })
+  }
+
+  /**
+   * How the routes answer verified deliveries, known once the app is initialized: `'route'` (the
+   * route's method runs), `'handlers'` (the `@OnWebhookEvent` methods, through `router`) or
+   * `'enqueue'` (the `enqueue` option).
+   */
+  get answers (): AnswerMode {
+    return this.#answers
   }
 
   /** The platform under the app (`'express'`, `'fastify'`), once the app has its adapter. */

@@ -1,6 +1,9 @@
 // What a Nest app learns at start-up: options validated once with the receivers' messages
 // (forRoot and forRootAsync), and a clear error when the app parses bodies without rawBody.
 import { Controller, Inject, Injectable, Module, Post } from '@nestjs/common'
+import { NestFactory } from '@nestjs/core'
+import { ExpressAdapter } from '@nestjs/platform-express'
+import { FastifyAdapter } from '@nestjs/platform-fastify'
 import t from 'tap'
 import { MailChannelsWebhook, MailChannelsWebhooksModule, MailChannelsWebhooksReceiver, OnWebhookEvent, WebhookEvents, type MailChannelsWebhooksModuleOptions, type WebhookEvent } from '../../src/nestjs/index.js'
 import { MemorySeenEventsStore } from '../../src/index.js'
@@ -31,6 +34,15 @@ for (const platform of PLATFORMS) {
       t.ok(err, 'init() rejected')
       t.match(err?.message, /Hooks\.receive/)
       t.match(err?.message, /NestFactory\.create\(AppModule, \{ rawBody: true \}\)/)
+    })
+
+    t.test('rawBody off with NestFactory.create, as an app starts: init() fails the same way', async (t) => {
+      @Module({ imports: [MailChannelsWebhooksModule.forRoot({ publicKey: KEYS.publicKey, customerHandles: [HANDLE] })], controllers: [Hooks] })
+      class AppModule {}
+      const adapter = platform === 'fastify' ? new FastifyAdapter() : new ExpressAdapter()
+      const app = await NestFactory.create(AppModule, adapter, { logger: false, abortOnError: false })
+      t.teardown(() => app.close())
+      await t.rejects(app.init(), { message: /NestFactory\.create\(AppModule, \{ rawBody: true \}\)/ })
     })
 
     t.test('without any webhook route, rawBody is not needed', async (t) => {

@@ -9,10 +9,11 @@ import { WebhookEventRouter } from '../dispatch/router.js'
 import type { WebhookEventName } from '../dispatch/types.js'
 import { VerificationError } from '../errors.js'
 import type { Logger } from '../logger.js'
-import type { AcceptedOutcome } from '../receiver/receiver.js'
-import type { ReceiverContext, WebhookReceiverOptions } from '../receiver/options.js'
+import type { ReceiverContext } from '../receiver/options.js'
 import { readNodeBody } from '../receiver/node/raw-body.js'
-import { createWebhookPipeline, type SettleHandler, type WebhookPipeline, type WebhookPort } from '../receiver/pipeline.js'
+import { answerDelivery } from '../receiver/answer.js'
+import { resolveEventAnswer, type EventAnswer } from '../receiver/options.js'
+import { createWebhookPipeline, type WebhookPort } from '../receiver/pipeline.js'
 import type { Reply } from '../receiver/reply.js'
 import { nestLogger } from './logger.js'
 import { metadata, nodeRequest, takesWebhookEvents, verifiedEvents, WEBHOOK_HANDLER, WEBHOOK_ROUTE } from './metadata.js'
@@ -26,6 +27,12 @@ interface NestContext { req: { rawBody?: unknown, body?: unknown }, raw: Incomin
 
 /** What the pipeline answers the guard: a reply of the library's to send, or null (the route's method runs). */
 type Verdict = Reply | null
+
+/** The pipeline of the module's routes (src/receiver/pipeline.ts), and what its port's `run` is handed. */
+type Pipeline = ReturnType<typeof createWebhookPipeline<NestContext, Verdict>>
+type Run = WebhookPort<NestContext, Verdict>['run']
+type AcceptedOutcome = Parameters<Run>[1]
+type SettleHandler = Parameters<Run>[2]
 
 /** The router options, taken out of the module's options before the receiver's are validated. */
 const ROUTER_OPTIONS = ['seenEvents', 'concurrency', 'claimLifetime'] as const
@@ -82,11 +89,12 @@ export class MailChannelsWebhooksReceiver implements OnModuleInit {
   readonly #discovery: DiscoveryService
   readonly #scanner: MetadataScanner
   readonly #seenEvents: boolean
-  #pipeline: WebhookPipeline<NestContext, Verdict>
+  readonly #pipeline: Pipeline
+  /** With `@OnWebhookEvent` handlers (and no `enqueue`): the router's answer, as the `handlers` option gives it. */
+  #dispatch: EventAnswer | null = null
   #platform: Platform | undefined
   /** Whether a body parser of the app's was set up, and whether every one keeps the raw bytes. */
   #parsers = { registered: false, raw: true }
-  readonly #port: WebhookPort<NestContext, Verdict>
 
   constructor (options: MailChannelsWebhooksModuleOptions, adapterHost: HttpAdapterHost, discovery: DiscoveryService, scanner: MetadataScanner) {
     if (options === null || typeof options !== 'object') throw new TypeError('MailChannelsWebhooksModule options must be an object')
@@ -101,18 +109,12 @@ export class MailChannelsWebhooksReceiver implements OnModuleInit {
     this.#log = receiverOptions.logger ?? nestLogger()
     this.#discovery = discovery
     this.#scanner = scanner
-    this.#port = this.#makePort()
-    // Every receiver option validated now, at start-up, with the receivers' messages.
-    this.#pipeline = this.#build(undefined)
+    // Every receiver option validated now, at start-up, with the receivers' messages. Whether the
+    // @OnWebhookEvent handlers answer is known at init (onModuleInit); until then, none.
+    this.#pipeline = createWebhookPipeline({ ...receiverOptions, logger: this.#log }, this.#makePort())
     // The adapter is known before the app initializes (NestFactory.create, or @nestjs/testing's
     // createNestApplication), before it sets up its body parsers and routes.
     adapterHost.init$.subscribe(() => { this.#attach(adapterHost.httpAdapter as unknown as AdapterLike | undefined) })
-  }
-
-  #build (handlers: WebhookEventRouter<ReceiverContext, any> | undefined): WebhookPipeline<NestContext, Verdict> {
-    const options: WebhookReceiverOptions & { logger: Logger } = { ...this.#options, logger: this.#log }
-    if (handlers !== undefined) options.handlers = handlers
-    return createWebhookPipeline(options, this.#port)
   }
 
   #makePort (): WebhookPort<NestContext, Verdict> {
@@ -120,7 +122,10 @@ export class MailChannelsWebhooksReceiver implements OnModuleInit {
       headers: (ctx) => ctx.raw.headers,
       readBody: (ctx, limit) => this.#readBody(ctx, limit),
       reply: (_ctx, reply) => reply,
-      run (ctx, outcome, settle) {
+      run: (ctx, outcome, settle) => {
+        // The handlers answer: the receivers' own answer step (src/receiver/answer.ts) runs the
+        // router, settles the claim with its reply's status, and its reply is sent.
+        if (this.#dispatch !== null) return answerDelivery(this.#dispatch, outcome, this.#log)
         verifiedEvents.set(ctx.raw, outcome.events)
         if (outcome.claim !== null) settleOnEnd(ctx.res, outcome, settle)
         return null
@@ -225,7 +230,7 @@ export class MailChannelsWebhooksReceiver implements OnModuleInit {
     if (this.#seenEvents && handlers === 0) {
       throw new TypeError('seenEvents is given, but no method is marked @OnWebhookEvent(type): seenEvents makes the handlers of the module\'s router take effect once; mark your handler methods, or leave seenEvents out')
     }
-    if (this.#answers === 'handlers') this.#pipeline = this.#build(this.router)
+    if (this.#answers === 'handlers') this.#dispatch = resolveEventAnswer({ handlers: this.router })
     if (routes.length === 0) return
 
     const answering = routes.filter((r) => r.events && this.#answers !== 'route')

@@ -14,7 +14,7 @@ import { readNodeBody } from '../receiver/node/raw-body.js'
 import { answerDelivery } from '../receiver/answer.js'
 import { resolveEventAnswer, type EventAnswer } from '../receiver/options.js'
 import { createWebhookPipeline, type WebhookPort } from '../receiver/pipeline.js'
-import type { Reply } from '../receiver/reply.js'
+import { errorReply, type Reply } from '../receiver/reply.js'
 import { nestLogger } from './logger.js'
 import { metadata, nodeRequest, takesWebhookEvents, verifiedEvents, WEBHOOK_HANDLER, WEBHOOK_ROUTE } from './metadata.js'
 import type { MailChannelsWebhooksModuleOptions } from './options.js'
@@ -33,6 +33,13 @@ type Pipeline = ReturnType<typeof createWebhookPipeline<NestContext, Verdict>>
 type Run = WebhookPort<NestContext, Verdict>['run']
 type AcceptedOutcome = Parameters<Run>[1]
 type SettleHandler = Parameters<Run>[2]
+
+/** The answer to any method but POST. */
+const METHOD_NOT_ALLOWED: Reply = (() => {
+  const reply = errorReply(405, 'method_not_allowed', 'Webhook deliveries are POST requests.')
+  reply.headers.allow = 'POST'
+  return reply
+})()
 
 /** The router options, taken out of the module's options before the receiver's are validated. */
 const ROUTER_OPTIONS = ['seenEvents', 'concurrency', 'claimLifetime'] as const
@@ -254,6 +261,8 @@ export class MailChannelsWebhooksReceiver implements OnModuleInit {
    */
   verify (req: unknown, res: unknown): Verdict | Promise<Verdict> {
     const raw = nodeRequest(req)
+    // MailChannels delivers with POST only (a route marked on @All() or @Get()): 405, as the fetch handler answers.
+    if (raw.method !== 'POST') return METHOD_NOT_ALLOWED
     const response = (((res as { raw?: unknown }).raw) ?? res) as ServerResponse
     return this.#pipeline.handle({ req: req as NestContext['req'], raw, res: response })
   }

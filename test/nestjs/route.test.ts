@@ -4,11 +4,10 @@
 // HTTP: valid, replayed, forged, tampered, oversize, gzip-encoded. Refusals keep the library's
 // status, code and body; the other route keeps Nest's parsing and the app's pipe and filter.
 import { gzipSync } from 'node:zlib'
-import { Body, Catch, type INestApplication, Controller, HttpException, Inject, Injectable, Post, StandardSchemaValidationPipe, type ArgumentsHost, type ExceptionFilter } from '@nestjs/common'
+import { All, Body, Catch, type INestApplication, type ParameterDecoratorOptions, Controller, HttpException, Inject, Injectable, Post, StandardSchemaValidationPipe, type ArgumentsHost, type ExceptionFilter } from '@nestjs/common'
 import { HttpAdapterHost } from '@nestjs/core'
 import type { NestExpressApplication } from '@nestjs/platform-express'
 import { RouteConfig } from '@nestjs/platform-fastify'
-import type { StandardSchemaV1 } from '@standard-schema/spec'
 import t, { type Test } from 'tap'
 import { MailChannelsWebhook, MailChannelsWebhooksModule, WebhookEvents, type MailChannelsWebhooksModuleOptions, type WebhookEvent } from '../../src/nestjs/index.js'
 import { delivery, event, HANDLE, KEYS, OTHER_KEYS } from '../fastify/helpers/fixtures.js'
@@ -22,12 +21,12 @@ class Inbox {
 }
 
 /** A hand-written Standard Schema (https://standardschema.dev): `{ name: string }`. */
-const NAMED: StandardSchemaV1<unknown, { name: string }> = {
+const NAMED: NonNullable<ParameterDecoratorOptions['schema']> = {
   '~standard': {
     version: 1,
     vendor: 'test',
     validate: (value) => typeof value === 'object' && value !== null && typeof (value as { name?: unknown }).name === 'string'
-      ? { value: value as { name: string } }
+      ? { value }
       : { issues: [{ message: 'name must be a string', path: ['name'] }] },
   },
 }
@@ -52,6 +51,12 @@ class Hooks {
   @RouteConfig({ owner: 'the app' })
   @MailChannelsWebhook()
   configured (@WebhookEvents() events: WebhookEvent[]) {
+    return { received: events.length }
+  }
+
+  @All('webhooks/any-method')
+  @MailChannelsWebhook()
+  anyMethod (@WebhookEvents() events: WebhookEvent[]) {
     return { received: events.length }
   }
 
@@ -155,6 +160,16 @@ for (const platform of PLATFORMS) {
       const res = await post(url + HOOK, big.headers, big.body)
       t.equal(res.status, 200, res.text.slice(0, 200))
       t.equal(inbox.received[0]?.length, 1500)
+    })
+
+    t.test('a route marked on @All() answers any other method 405 with Allow: POST, and receives POSTs', async (t) => {
+      const { url } = await app(t, platform)
+      const res = await fetch(`${url}/webhooks/any-method`, { signal: AbortSignal.timeout(15_000) })
+      t.equal(res.status, 405)
+      t.equal(res.headers.get('allow'), 'POST')
+      t.match(await res.json(), { ...REFUSAL, statusCode: 405, code: 'method_not_allowed' })
+      const d = delivery()
+      t.strictSame((await post(`${url}/webhooks/any-method`, d.headers, d.body)).json(), { received: 1 })
     })
 
     t.test('the other routes keep Nest\'s JSON parsing, the global pipe and the global filter', async (t) => {

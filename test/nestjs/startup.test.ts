@@ -1,6 +1,6 @@
 // What a Nest app learns at start-up: options validated once with the receivers' messages
 // (forRoot and forRootAsync), and a clear error when the app parses bodies without rawBody.
-import { Controller, Inject, Injectable, Module, Post } from '@nestjs/common'
+import { Controller, Inject, Injectable, Module, Post, Scope } from '@nestjs/common'
 import { NestFactory } from '@nestjs/core'
 import { ExpressAdapter } from '@nestjs/platform-express'
 import { FastifyAdapter } from '@nestjs/platform-fastify'
@@ -68,6 +68,34 @@ for (const platform of PLATFORMS) {
     })
   })
 }
+
+t.test('Express with bodyParser: false: nothing reads the body before the guard, which reads it itself', async (t) => {
+  const { url } = await startApp(t, 'express', { imports: [MailChannelsWebhooksModule.forRoot({ publicKey: KEYS.publicKey, customerHandles: [HANDLE] })], controllers: [Hooks], options: { bodyParser: false, rawBody: false } })
+  const d = delivery()
+  t.strictSame((await post(`${url}/hooks`, d.headers, d.body)).json(), { received: 1 })
+})
+
+t.test('Fastify with bodyParser: false: init() fails, saying why', async (t) => {
+  const err = await initError(t, 'fastify', { imports: [MailChannelsWebhooksModule.forRoot({ publicKey: KEYS.publicKey, customerHandles: [HANDLE] })], controllers: [Hooks], options: { bodyParser: false } })
+  t.match(err?.message, /bodyParser: false, so Fastify's own parser reads the body/)
+})
+
+t.test('Express: a delivery labelled text/plain (which Nest does not parse) is read from the request and received', async (t) => {
+  const { url } = await startApp(t, 'express', { imports: [MailChannelsWebhooksModule.forRoot({ publicKey: KEYS.publicKey, customerHandles: [HANDLE] })], controllers: [Hooks] })
+  const d = delivery()
+  t.strictSame((await post(`${url}/hooks`, { ...d.headers, 'content-type': 'text/plain' }, d.body)).json(), { received: 1 })
+})
+
+@Injectable({ scope: Scope.REQUEST })
+class ScopedHandler {
+  @OnWebhookEvent('delivered')
+  handle () {}
+}
+
+t.test('@OnWebhookEvent on a request-scoped provider fails the start-up, naming it', async (t) => {
+  const err = await initError(t, 'express', { imports: [MailChannelsWebhooksModule.forRoot({ publicKey: KEYS.publicKey, customerHandles: [HANDLE] })], providers: [ScopedHandler] })
+  t.match(err?.message, /@OnWebhookEvent\(\) on ScopedHandler\.handle: the provider is request-scoped/)
+})
 
 t.test('options are validated once, at start-up, with the receivers\' messages', async (t) => {
   const cases: Array<[string, unknown, RegExp]> = [

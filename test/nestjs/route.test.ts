@@ -2,12 +2,14 @@
 // rawBody: true) with a route marked @MailChannelsWebhook() beside an ordinary JSON route, a global
 // validation pipe and a global catch-all exception filter, receiving real signed deliveries over
 // HTTP: valid, replayed, forged, tampered, oversize, gzip-encoded. Refusals keep the library's
-// status, code and body; the other route keeps Nest's parsing and the app's pipe and filter.
+// status, code and body (a global interceptor does not wrap them either); the other route keeps
+// Nest's parsing and the app's pipe and filter.
 import { gzipSync } from 'node:zlib'
-import { All, Body, Catch, type INestApplication, type ParameterDecoratorOptions, Controller, HttpException, Inject, Injectable, Post, StandardSchemaValidationPipe, type ArgumentsHost, type ExceptionFilter } from '@nestjs/common'
+import { All, Body, Catch, type CallHandler, type ExecutionContext, type INestApplication, type NestInterceptor, type ParameterDecoratorOptions, Controller, HttpException, Inject, Injectable, Post, StandardSchemaValidationPipe, type ArgumentsHost, type ExceptionFilter } from '@nestjs/common'
 import { HttpAdapterHost } from '@nestjs/core'
 import type { NestExpressApplication } from '@nestjs/platform-express'
 import { RouteConfig } from '@nestjs/platform-fastify'
+import { map, type Observable } from 'rxjs'
 import t, { type Test } from 'tap'
 import { MailChannelsWebhook, MailChannelsWebhooksModule, WebhookEvents, type MailChannelsWebhooksModuleOptions, type WebhookEvent } from '../../src/nestjs/index.js'
 import { delivery, event, HANDLE, KEYS, OTHER_KEYS } from '../fastify/helpers/fixtures.js'
@@ -170,6 +172,20 @@ for (const platform of PLATFORMS) {
       t.match(await res.json(), { ...REFUSAL, statusCode: 405, code: 'method_not_allowed' })
       const d = delivery()
       t.strictSame((await post(`${url}/webhooks/any-method`, d.headers, d.body)).json(), { received: 1 })
+    })
+
+    t.test('a global response-wrapping interceptor wraps the route\'s own answers, never the library\'s replies', async (t) => {
+      @Injectable()
+      class Wrap implements NestInterceptor {
+        intercept (_context: ExecutionContext, next: CallHandler): Observable<unknown> { return next.handle().pipe(map((data) => ({ data }))) }
+      }
+      const { url } = await app(t, platform, {}, (a) => { a.useGlobalInterceptors(new Wrap()) })
+      const d = delivery()
+      const first = await post(url + HOOK, d.headers, d.body)
+      t.strictSame(first.json(), { data: { received: ['delivered'] } }, 'the route\'s answer, wrapped as the app wraps every answer')
+      t.strictSame((await post(url + HOOK, d.headers, d.body)).json(), { duplicate: true }, 'the duplicate reply, as the library sends it')
+      const forged = delivery({ privateKey: OTHER_KEYS.privateKey })
+      t.match((await post(url + HOOK, forged.headers, forged.body)).json(), { ...REFUSAL, statusCode: 401, code: 'signature_invalid' })
     })
 
     t.test('the other routes keep Nest\'s JSON parsing, the global pipe and the global filter', async (t) => {

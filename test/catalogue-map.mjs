@@ -199,6 +199,7 @@ const lines = [
   '| `package/`, `readme/`, `examples/`, `runtimes/` | exports, the module graph, bundle size and the packed tarball; the README\'s snippets and quick start; the examples; workerd, Deno, Bun and edge-runtime |',
   '| `property/` | fast-check properties: single-byte mutations, hostile header strings, duplicated members, legal SF reformattings, fast/strict parser agreement, the `created` window, prototype-safe JSON, the Content-Digest verdict, a model-based KeyStore test |',
   '| `fastify/`, `express/` | the adapters through `fastify.inject` / a real Express server on 127.0.0.1 |',
+  '| `nestjs/` | the NestJS module: real Nest apps on platform-express and platform-fastify (`@nestjs/testing`, 127.0.0.1), start-up checks, handlers as providers under exactly once on Redis, PostgreSQL and SQLite, the BullMQ hand-off |',
   '| `batches-route/`, `client/` | the batches proxy and the API client against a loopback fake MailChannels API |',
   '| `replay/` | memory and Redis replay and seen-events stores (a real `redis-server`, and a local six-node Redis Cluster with failovers) |',
   '| `dispatch/`, `receivers-dispatch/` | the `WebhookEventRouter` (typing, statuses, exactly-once claims in memory and Redis) and every receiver with `handlers` / `enqueue` |',

@@ -90,6 +90,7 @@ const FOLDERS: Array<[folder: string, name: string, flows: number]> = [
   ['bun', 'Bun (examples/bun)', 1],
   ['cloudflare-worker', 'Cloudflare Worker in workerd (examples/cloudflare-worker)', 1],
   ['hono', 'Hono (examples/hono)', 2],
+  ['nestjs', 'NestJS on Express and on Fastify (examples/nestjs)', 2],
 ]
 
 for (const [folder, name, count] of FOLDERS) {

@@ -25,11 +25,11 @@ t.before(() => {
   if (!existsSync(path.join(dist, 'index.js')) || !existsSync(path.join(dist, 'web/index.js')) || !existsSync(path.join(dist, 'hono/index.js'))) execFileSync(tsc, ['-p', 'tsconfig.build.json'], { cwd: root, stdio: 'pipe' })
 })
 
-const SUBPATHS = ['.', './testing', './fastify', './express', './web', './hono'] as const
+const SUBPATHS = ['.', './testing', './fastify', './express', './web', './hono', './nestjs'] as const
 const specifier = (sub: string): string => (sub === '.' ? pkg.name : `${pkg.name}/${sub.slice(2)}`)
 
-t.test('package.json exports list exactly the nine entry points (plus package.json)', async (t) => {
-  t.strictSame(Object.keys(pkg.exports).sort(), ['.', './bullmq', './express', './fastify', './hono', './package.json', './postgres', './sqlite', './testing', './web'])
+t.test('package.json exports list exactly the ten entry points (plus package.json)', async (t) => {
+  t.strictSame(Object.keys(pkg.exports).sort(), ['.', './bullmq', './express', './fastify', './hono', './nestjs', './package.json', './postgres', './sqlite', './testing', './web'])
 })
 
 t.test('import() and require() by package name resolve every subpath', async (t) => {
@@ -41,6 +41,7 @@ t.test('import() and require() by package name resolve every subpath', async (t)
     './web': ['createWebhookHandler', 'verifyWebhookRequest', 'MemoryReplayStore'],
     './hono': ['mailchannelsWebhooks'],
     './bullmq': ['bullmqEnqueue', 'createWebhookEventQueue', 'createWebhookEventWorker'],
+    './nestjs': ['MailChannelsWebhooksModule', 'MailChannelsWebhook', 'WebhookEvents', 'OnWebhookEvent', 'MailChannelsWebhooksReceiver'],
   }
   // A plain `node` child, not this test process: the test runner's TypeScript loader hooks
   // require() and would hand back its own transpiled copy instead of Node's require(esm).
@@ -101,7 +102,7 @@ function specifiers (code: string): string[] {
   return out
 }
 
-t.test('the core never imports fastify or express (scan of emitted files)', async (t) => {
+t.test('the core never imports fastify, express or nest (scan of emitted files)', async (t) => {
   const visited = new Set<string>()
   const bare = new Set<string>()
   const queue = [path.join(dist, 'index.js'), path.join(dist, 'testing/index.js')]
@@ -118,11 +119,11 @@ t.test('the core never imports fastify or express (scan of emitted files)', asyn
   t.ok(visited.size > 10, `scanned ${visited.size} emitted files`)
   for (const file of visited) {
     const rel = path.relative(dist, file)
-    t.notOk(rel.startsWith('fastify') || rel.startsWith('express'), `core reaches no adapter file (${rel})`)
+    t.notOk(rel.startsWith('fastify') || rel.startsWith('express') || rel.startsWith('nestjs'), `core reaches no adapter file (${rel})`)
   }
   const packages = [...bare].map((s) => s.startsWith('@') ? s.split('/').slice(0, 2).join('/') : s.split('/')[0]!)
   for (const name of packages) {
-    t.notOk(/^(fastify|express|@fastify\/|fastify-plugin|body-parser)/.test(name), `core does not import ${name}`)
+    t.notOk(/^(fastify|express|@fastify\/|fastify-plugin|body-parser|@nestjs\/|reflect-metadata|rxjs)/.test(name), `core does not import ${name}`)
     const builtin = name.startsWith('node:') || builtinModules.includes(name)
     t.ok(builtin || Object.hasOwn(pkg.dependencies, name), `${name} is a builtin or a runtime dependency`)
   }

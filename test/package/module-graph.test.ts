@@ -234,7 +234,7 @@ const FLOORS: ReadonlyArray<readonly string[]> = [
   ['dispatch'],
   ['client', 'receiver'],
   ['batches-route'],
-  ['fastify', 'express', 'web', 'hono', 'bullmq', 'postgres', 'sqlite'], // adapters, the queue hand-off, the PostgreSQL and SQLite stores: never each other
+  ['fastify', 'express', 'web', 'hono', 'nestjs', 'bullmq', 'postgres', 'sqlite'], // adapters, the queue hand-off, the PostgreSQL and SQLite stores: never each other
   ['testing'],
   ['cli'],
   ['(entries)'],
@@ -279,7 +279,7 @@ t.test('imports run down the floors: the core never imports the client, receiver
   const folderEdges = new Set([...graph].flatMap(([from, targets]) => targets.map((to) => `${floorOf(from).folder} -> ${floorOf(to).folder}`)))
   const upward: string[] = []
   for (const low of ['crypto', 'diagnostics', 'events', 'keys', 'verify', 'replay', 'dispatch', 'client']) {
-    for (const high of ['receiver', 'batches-route', 'fastify', 'express', 'web', 'hono', 'bullmq', 'testing', 'cli']) {
+    for (const high of ['receiver', 'batches-route', 'fastify', 'express', 'web', 'hono', 'nestjs', 'bullmq', 'testing', 'cli']) {
       if (folderEdges.has(`${low} -> ${high}`)) upward.push(`${low}/ imports ${high}/`)
     }
   }

@@ -64,7 +64,7 @@ t.before(async () => {
   }
   installOutput = await run(npm, ['install', '--offline', '--no-save', tarball], { cwd: consumer, env, timeout: 120_000 })
   // Peers and type packages a user would have installed for the subpaths they use.
-  for (const peer of ['fastify', 'express', 'hono', 'bullmq', 'ioredis', '@types/node', '@types/express']) {
+  for (const peer of ['fastify', 'express', 'hono', 'bullmq', 'ioredis', '@nestjs/common', '@nestjs/core', '@types/node', '@types/express']) {
     const target = path.join(consumer, 'node_modules', peer)
     mkdirSync(path.dirname(target), { recursive: true })
     if (!existsSync(target)) symlinkSync(path.join(root, 'node_modules', peer), target, 'dir')
@@ -114,6 +114,8 @@ const SUBPATHS: Record<string, string[]> = {
   // pg and better-sqlite3 are optional peers: the entries load without them.
   '/postgres': ['postgresSeenEvents', 'postgresSeenEventsSchema', 'PostgresSeenEventsStore'],
   '/sqlite': ['sqliteSeenEvents', 'SqliteSeenEventsStore'],
+  // @nestjs/common and @nestjs/core are optional peers, installed here as a Nest app has them.
+  '/nestjs': ['MailChannelsWebhooksModule', 'MailChannelsWebhook', 'WebhookEvents', 'OnWebhookEvent'],
 }
 
 t.test('every subpath imports with import and require, and the package verifies its own test kit\'s delivery', async (t) => {

@@ -5,10 +5,11 @@
 // status, code and body (a global interceptor does not wrap them either); the other route keeps
 // Nest's parsing and the app's pipe and filter.
 import { gzipSync } from 'node:zlib'
-import { All, Body, Catch, type CallHandler, type ExecutionContext, type INestApplication, type NestInterceptor, type ParameterDecoratorOptions, Controller, HttpException, Inject, Injectable, Post, StandardSchemaValidationPipe, type ArgumentsHost, type ExceptionFilter } from '@nestjs/common'
+import { All, Body, Catch, type CallHandler, type ExecutionContext, type INestApplication, type NestInterceptor, Controller, HttpException, Inject, Injectable, Post, ValidationPipe, type ArgumentsHost, type ExceptionFilter } from '@nestjs/common'
 import { HttpAdapterHost } from '@nestjs/core'
 import type { NestExpressApplication } from '@nestjs/platform-express'
 import { RouteConfig } from '@nestjs/platform-fastify'
+import { IsString } from 'class-validator'
 import { map, type Observable } from 'rxjs'
 import t, { type Test } from 'tap'
 import { MailChannelsWebhook, MailChannelsWebhooksModule, WebhookEvents, type MailChannelsWebhooksModuleOptions, type WebhookEvent } from '../../src/nestjs/index.js'
@@ -22,15 +23,10 @@ class Inbox {
   failures = 0
 }
 
-/** A hand-written Standard Schema (https://standardschema.dev): `{ name: string }`. */
-const NAMED: NonNullable<ParameterDecoratorOptions['schema']> = {
-  '~standard': {
-    version: 1,
-    vendor: 'test',
-    validate: (value) => typeof value === 'object' && value !== null && typeof (value as { name?: unknown }).name === 'string'
-      ? { value }
-      : { issues: [{ message: 'name must be a string', path: ['name'] }] },
-  },
+/** The ordinary route's body, validated by the app's global `ValidationPipe` (class-validator). */
+class NamedDto {
+  @IsString()
+  name!: string
 }
 
 @Controller()
@@ -63,10 +59,15 @@ class Hooks {
   }
 
   @Post('api/echo')
-  echo (@Body({ schema: NAMED }) body: { name: string }) {
+  echo (@Body() body: NamedDto) {
     return { hello: body.name }
   }
 }
+
+// What tsc (emitDecoratorMetadata) writes for these parameters, which the test's TypeScript loader
+// (esbuild) does not emit: the global ValidationPipe sees the DTO's class, and the events' Array.
+Reflect.defineMetadata('design:paramtypes', [NamedDto], Hooks.prototype, 'echo')
+for (const route of ['receive', 'configured', 'anyMethod']) Reflect.defineMetadata('design:paramtypes', [Array], Hooks.prototype, route)
 
 /** The app's global catch-all filter: every error becomes its own shape. */
 @Catch()
@@ -86,7 +87,7 @@ async function app (t: Test, platform: Platform, options: Partial<MailChannelsWe
     controllers: [Hooks],
     providers: [Inbox],
     setup: (a) => {
-      a.useGlobalPipes(new StandardSchemaValidationPipe({ validateCustomDecorators: true }))
+      a.useGlobalPipes(new ValidationPipe({ validateCustomDecorators: true, whitelist: true, forbidNonWhitelisted: true, transform: true }))
       a.useGlobalFilters(new EverythingFilter(a.get(HttpAdapterHost)))
       setup?.(a)
     },

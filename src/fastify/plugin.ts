@@ -8,15 +8,15 @@ import fp from 'fastify-plugin'
 import { VerificationError } from '../errors.js'
 import type { WebhookEvent } from '../events/types.js'
 import {
-  createReceiver,
+  createWebhookPipeline,
   keyStoreFactory,
   rejectUnknownOptions,
+  resolveBodyLimit,
   resolveReceiverOptions,
-  type ResolvedReceiver,
   type WebhookReceiverOptions,
   type WebhookRouteOptions,
 } from '../receiver/index.js'
-import { answerHandler, kAccepted, kEvents, receiveDelivery, refuse, settleOnSend, type RouteState } from './hooks.js'
+import { answerHandler, FASTIFY_PORT, kAccepted, kEvents, receiveDelivery, refuse, settleOnSend, type RouteState } from './hooks.js'
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -157,23 +157,22 @@ function setup (fastify: FastifyInstance, registration: MailChannelsWebhooksOpti
     if (methods.length !== 1 || methods[0] !== 'POST') {
       throw coded(new Error(`${route} opts in with config.mailchannelsWebhooks, but MailChannels delivers webhooks with POST only: declare the webhook route for POST alone`), 'FST_MCWH_INVALID_ROUTE')
     }
-    let r: ResolvedReceiver = base
+    let routeOptions: WebhookReceiverOptions = { ...options, replay: base.replay ?? false }
     if (opt !== true) {
       const routeOpt = opt as WebhookRouteOptions
-      r = validating(() => {
-        rejectUnknownOptions(routeOpt)
-        // handlers, enqueue (and its timeout) of the route replace the plugin's: never both.
-        const ownAnswer = ANSWER_OPTIONS.some((name) => name in routeOpt) ? { handlers: undefined, enqueue: undefined, enqueueTimeout: undefined } : {}
-        return resolveReceiverOptions({ ...options, ...ownAnswer, ...routeOpt, replay: 'replay' in routeOpt ? routeOpt.replay : base.replay ?? false } as WebhookReceiverOptions, keyStoreFor)
-      })
-      if (r.anyCustomer && !base.anyCustomer) {
-        fastify.log.warn({ url }, "mailchannels-webhooks: customerHandles is 'any' on this route: deliveries signed for any MailChannels customer are accepted")
-      }
+      validating(() => { rejectUnknownOptions(routeOpt) })
+      // handlers, enqueue (and its timeout) of the route replace the plugin's: never both.
+      const ownAnswer = ANSWER_OPTIONS.some((name) => name in routeOpt) ? { handlers: undefined, enqueue: undefined, enqueueTimeout: undefined } : {}
+      routeOptions = { ...options, ...ownAnswer, ...routeOpt, replay: 'replay' in routeOpt ? routeOpt.replay : base.replay ?? false } as WebhookReceiverOptions
     }
     // The app's own limit is never loosened: the smaller of the two applies.
     const limit = appLimit ?? serverBodyLimit
-    if (limit < r.bodyLimit) r = { ...r, bodyLimit: limit }
-    return { receiver: createReceiver(r), answered: r.answer !== null }
+    if (limit < validating(() => resolveBodyLimit(routeOptions.bodyLimit))) routeOptions = { ...routeOptions, bodyLimit: limit }
+    const pipeline = validating(() => createWebhookPipeline(routeOptions, FASTIFY_PORT, { extra: FASTIFY_REGISTER_OPTIONS, keyStores: () => keyStoreFor, log: fastify.log, warnAnyCustomer: false }))
+    if (pipeline.options.anyCustomer && !base.anyCustomer) {
+      fastify.log.warn({ url }, "mailchannels-webhooks: customerHandles is 'any' on this route: deliveries signed for any MailChannels customer are accepted")
+    }
+    return { pipeline, answer: pipeline.options.answer }
   }
 
   fastify.decorateRequest(kEvents as unknown as string, null)
@@ -210,9 +209,9 @@ function setup (fastify: FastifyInstance, registration: MailChannelsWebhooksOpti
       const onRequest = asArray(routeOptions.onRequest as unknown).filter((h) => (h as { [kGuard]?: true })[kGuard] !== true)
       routeOptions.onRequest = (onRequest.length > 0 ? onRequest : undefined) as RouteOptions['onRequest']
     }
-    if (state.answered) {
+    if (state.answer !== null) {
       // The plugin answers: dispatch or enqueue in the handler's place, after the route's own hooks.
-      routeOptions.handler = answerHandler(state) as RouteOptions['handler']
+      routeOptions.handler = answerHandler(state.answer) as RouteOptions['handler']
       answered.push(`POST ${routeOptions.url}`)
     }
     verified.push(`POST ${routeOptions.url}`)

@@ -4,33 +4,13 @@
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import { VerificationError } from '../errors.js'
 import { readNodeBody } from '../receiver/node/raw-body.js'
-import { writeReply } from '../receiver/node/reply.js'
-import { createWebhookPipeline, type AcceptedOutcome, type SettleHandler, type WebhookPort } from '../receiver/index.js'
+import { settleOnEnd, writeReply } from '../receiver/node/reply.js'
+import { createWebhookPipeline, type WebhookPort } from '../receiver/index.js'
 import { markUnverified, verifiedRequests } from './events.js'
 import type { MailChannelsWebhooksOptions, WebhookMiddleware, WebhookRequest } from './options.js'
 
 /** One request as the pipeline sees it. */
 interface ExpressContext { req: WebhookRequest, res: ServerResponse, next: (err?: unknown) => void }
-
-/**
- * The handler's outcome in Express is the status it answers with: the first `res.end()`
- * (behind `res.json`, `res.send`, a piped stream, Express' final error handler) settles the
- * claim with `res.statusCode`, whether or not the socket is still open. The wrapper stays in
- * place after that first call (a flag, not a second write of `res.end`): see `verifiedRequests`.
- */
-function settleOnEnd (res: ServerResponse, outcome: AcceptedOutcome, settle: SettleHandler): void {
-  const end = res.end as (...a: unknown[]) => ServerResponse
-  let settled = false
-  res.end = function (this: ServerResponse) {
-    if (!settled) {
-      settled = true
-      settle(outcome, res.statusCode)
-    }
-    // `arguments` as given (no rest array per request), so end() sees exactly its caller's arguments.
-    // eslint-disable-next-line prefer-rest-params
-    return end.apply(this, arguments as unknown as unknown[])
-  } as ServerResponse['end']
-}
 
 /** Express's request and response, translated for the pipeline. */
 const PORT: Omit<WebhookPort<ExpressContext, void>, 'readBody'> = {

@@ -97,7 +97,7 @@ export interface AcceptedOutcome {
 export type WebhookErrorBody = ErrorBody<VerifyErrorType>
 
 /** The body answered for a duplicate delivery. */
-export const DUPLICATE_BODY = Object.freeze({ duplicate: true as const })
+const DUPLICATE_BODY = Object.freeze({ duplicate: true as const })
 
 /** A refused or duplicate delivery: the reply to send; the handler does not run. */
 interface Answered { readonly kind: 'rejected' | 'duplicate', readonly reply: Reply }

@@ -2,10 +2,9 @@
 // and response (connect-style, so a bare node:http server too) for the request pipeline
 // (../receiver/pipeline.ts). Its types are in ./options.ts, the request's events in ./events.ts.
 import type { IncomingMessage, ServerResponse } from 'node:http'
-import { VerificationError } from '../errors.js'
-import { readNodeBody } from '../receiver/node/raw-body.js'
+import { nodeBodyReader } from '../receiver/node/raw-body.js'
 import { settleOnEnd, writeReply } from '../receiver/node/reply.js'
-import { createWebhookPipeline, type WebhookPort } from '../receiver/index.js'
+import { createWebhookPipeline, type WebhookPipeline, type WebhookPort } from '../receiver/index.js'
 import { markUnverified, verifiedRequests } from './events.js'
 import type { MailChannelsWebhooksOptions, WebhookMiddleware, WebhookRequest } from './options.js'
 
@@ -60,23 +59,8 @@ const PORT: Omit<WebhookPort<ExpressContext, void>, 'readBody'> = {
  * Throws a `TypeError` naming the option when an option is invalid; `customerHandles` is required.
  */
 export function mailchannelsWebhooks (options: MailChannelsWebhooksOptions): WebhookMiddleware {
-  let told = false
-  const pipeline = createWebhookPipeline(options, {
-    ...PORT,
-    // Where the exact bytes come from on Node (../receiver/node/raw-body.ts). A body a parser
-    // consumed is refused on every delivery; the line that fixes it is logged once.
-    readBody ({ req }, limit) {
-      try {
-        return readNodeBody(req, limit)
-      } catch (err) {
-        if (!told && err instanceof VerificationError && err.type === 'configuration_error') {
-          told = true
-          pipeline.log.error({}, `mailchannels webhook: ${err.message}`)
-        }
-        throw err
-      }
-    },
-  })
+  // Where the exact bytes come from on Node (../receiver/node/raw-body.ts).
+  const pipeline: WebhookPipeline<ExpressContext, void> = createWebhookPipeline(options, { ...PORT, readBody: nodeBodyReader(() => pipeline.log) })
   // One function per middleware, not a closure per request.
   const failed = (err: unknown): void => { pipeline.log.error({ err }, 'mailchannels webhook: failed after verification') }
   let serverChecked = false

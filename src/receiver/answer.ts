@@ -1,8 +1,9 @@
 // The answer of `handlers` (a WebhookEventRouter) or `enqueue`, when the receiver answers a
-// verified delivery itself: step 5 of the pipeline (./pipeline.ts, which settles the claim with
-// the reply's status). Runtime-neutral: no node: import.
+// verified delivery itself, and the settlement of its claim by the reply's status: steps 5 and 6
+// of the pipeline (./pipeline.ts) for those options. Runtime-neutral: no node: import.
 import type { DispatchReport } from '../dispatch/types.js'
 import type { Logger } from '../logger.js'
+import type { ClaimSettlement } from '../replay/delivery-claim.js'
 import { ReplayStoreError } from '../replay/errors.js'
 import type { EventAnswer } from './options.js'
 import type { WebhookEvent } from '../events/types.js'
@@ -112,4 +113,22 @@ export async function answerEvents (answer: EventAnswer, events: WebhookEvent[],
     log.error({ err: errorMessage(err), keyId }, 'mailchannels webhook: failed after verification')
     return handlerErrorReply()
   }
+}
+
+/** What `answerDelivery` needs of a verified delivery (the pipeline's `AcceptedOutcome`). */
+export interface AnsweredDelivery {
+  readonly events: WebhookEvent[]
+  readonly keyId: string
+  readonly claim: ClaimSettlement | null
+}
+
+/**
+ * Answers a verified delivery with `handlers` or `enqueue`, then settles its claim with the
+ * reply's status (a 2xx completes it; anything else releases it, so MailChannels' retry is
+ * handled; the code answered goes with it, for the delivery's diagnostics). Never rejects.
+ */
+export async function answerDelivery (answer: EventAnswer, outcome: AnsweredDelivery, log: Logger): Promise<DeliveryReply> {
+  const reply = await answerEvents(answer, outcome.events, outcome.keyId, log)
+  if (outcome.claim !== null) outcome.claim.settle(reply.status, reply.status >= 300 ? (reply.body as ErrorBody<DeliveryErrorCode>).code : undefined)
+  return reply
 }

@@ -3,7 +3,6 @@
 // I/O of each kind of runtime lives beside it: ./node/ (node:http streams and responses) and
 // ./web/ (fetch `Request` / `Response`).
 export {
-  answerDelivery,
   createWebhookPipeline,
   refusal,
   settle,
@@ -25,4 +24,4 @@ export {
   type WebhookReceiverOptions,
   type WebhookRouteOptions,
 } from './options.js'
-export type { DeliveryErrorCode, DispatchedBody, QueuedBody } from './answer.js'
+export { answerDelivery, type DeliveryErrorCode, type DispatchedBody, type QueuedBody } from './answer.js'

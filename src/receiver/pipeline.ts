@@ -22,7 +22,7 @@ import { claimDelivery, ClaimSettlement, REPLAY_RETRY_AFTER, type ClaimOutcome }
 import { readSignatureFields, type HeadersInput } from '../verify/headers.js'
 import { parseSignature } from '../verify/signature-input.js'
 import { verifyDelivery, type VerifiedDelivery } from '../verify/verify-webhook.js'
-import { answerEvents, errorMessage, handlerErrorReply, type DeliveryErrorCode, type DeliveryReply } from './answer.js'
+import { answerDelivery, errorMessage, handlerErrorReply } from './answer.js'
 import { keyStoreFactory, rejectUnknownOptions, resolveLogger, resolveReceiverOptions, type EventAnswer, type ResolvedReceiver, type WebhookReceiverOptions } from './options.js'
 import { errorReply, type ErrorBody, type Reply } from './reply.js'
 import { checkHeaders, tooLarge } from './transport.js'
@@ -133,6 +133,12 @@ export interface WebhookPipeline<C, T> {
   readonly log: Logger
   /** One request, from its headers to its answer (and, through `run`, the settlement of its claim). */
   handle (this: void, ctx: C): T | Promise<T>
+  /**
+   * Step 1 alone, the transport checks: the refusal (logged), or null when the body may be read.
+   * For a framework that reads the body before the pipeline could (NestJS on Fastify, whose
+   * parser runs before any guard): it refuses early, then hands the request to `handle`.
+   */
+  check (this: void, headers: HeadersInput, log?: Logger): Reply<WebhookErrorBody> | null
 }
 
 /** The log level of a rejection: client errors are routine (info), dependencies down (503) warn, misconfiguration error. */
@@ -185,16 +191,6 @@ export function settle (outcome: AcceptedOutcome, status: number, type?: Webhook
   if (outcome.claim !== null) outcome.claim.settle(status, type)
 }
 
-/**
- * Step 5 by `handlers` or `enqueue`, then step 6: the reply's status settles the claim (a 2xx
- * completes it; anything else releases it, so MailChannels' retry is handled). Never rejects.
- */
-export async function answerDelivery (answer: EventAnswer, outcome: AcceptedOutcome, log: Logger): Promise<DeliveryReply> {
-  const reply = await answerEvents(answer, outcome.events, outcome.keyId, log)
-  settle(outcome, reply.status, reply.status >= 300 ? (reply.body as ErrorBody<DeliveryErrorCode>).code : undefined)
-  return reply
-}
-
 // ---------------------------------------------------------------------------------------------
 // The pipeline.
 
@@ -212,12 +208,17 @@ export function createWebhookPipeline<C, T> (options: PipelineOptions, port: Web
   const answer = port.answers === true ? null : r.answer
   const logOf = port.log === undefined ? () => log : port.log.bind(port)
 
+  // 1. Transport checks, before any body byte is read.
+  function check (headers: HeadersInput, requestLog: Logger = log): Reply<WebhookErrorBody> | null {
+    const bad = checkHeaders(headers, bodyLimit, contentTypes)
+    return bad === null ? null : refusal(bad, headers, requestLog)
+  }
+
   function handle (ctx: C): T | Promise<T> {
     const requestLog = logOf(ctx)
     const headers = port.headers(ctx)
-    // 1. Transport checks, before any body byte is read.
-    const bad = checkHeaders(headers, bodyLimit, contentTypes)
-    if (bad !== null) return port.reply(ctx, refusal(bad, headers, requestLog))
+    const refused = check(headers, requestLog)
+    if (refused !== null) return port.reply(ctx, refused)
     // 2. The raw body, through the port.
     let body: Uint8Array | Promise<Uint8Array>
     try {
@@ -314,5 +315,5 @@ export function createWebhookPipeline<C, T> (options: PipelineOptions, port: Web
     return port.reply(ctx, handlerErrorReply())
   }
 
-  return { options: r, log, handle }
+  return { options: r, log, handle, check }
 }

@@ -42,7 +42,8 @@ export async function verifyWebhookRequest (request: Request, options: VerifyWeb
     // left to the digest and the strict JSON checks, as `Webhooks.verify` leaves them.
     const declared = checkContentLength(request.headers.get('content-length'), bodyLimit)
     if (declared !== null) throw declared
-    return await verifyFetchBody(verifyOptions, await readBodyAtMost(request, bodyLimit), request.headers)
+    const body = await readBodyAtMost(request, bodyLimit)
+    return await verifyFetchBody(verifyOptions, body, request.headers)
   } catch (err) {
     return { data: null, error: toErrorResponse(err) }
   }

@@ -305,3 +305,14 @@ t.test('one tiny port, five handlers: refused, duplicate, accepted, throwing and
   t.same(answers, [], 'and nothing was answered for it')
   t.same(await step(hung, never), { result: 'reply 200', answers: [['reply', 200]], ops: ['claim:processing'] }, 'a resend meanwhile is a duplicate, never a second run')
 })
+
+t.test('check: the transport checks alone, before any body is read (a framework that parses before a guard refuses early with it)', async (t) => {
+  const { flow, entries } = setup({ bodyLimit: 100 })
+  const d = delivery()
+  t.equal(flow.check(d.headers), null, 'a delivery whose headers pass: null, the body may be read')
+  const gzip = flow.check({ ...d.headers, 'content-encoding': 'gzip' })
+  t.same(gzip && [gzip.status, gzip.body.code], [415, 'unsupported_media_type'], 'a compressed body is refused')
+  const big = flow.check({ ...d.headers, 'content-length': '101' })
+  t.same(big && [big.status, big.body.code, big.headers.connection], [413, 'payload_too_large', 'close'], 'a declared length over bodyLimit is refused')
+  t.equal(entries.filter((e) => e.msg === 'mailchannels webhook rejected').length, 2, 'each refusal logged once')
+})

@@ -194,7 +194,7 @@ const lines = [
   '| `verify/` | example-based verification tests: every catalogue row of the core pipeline, known-answer vectors (RFC 9421 §B.2.6, RFC 9530, a delivery signed with the RFC 8032 §7.1 TEST 1 key, Wycheproof), header strictness, options, prototype poisoning |',
   '| `keys/`, `crypto/` | the key store, key budget, key faults and refresh; the Node and WebCrypto ports and libsodium |',
   '| `events/` | the typed events by example: typed keys per type, `fields`, unknown types, the customer policy, refused bodies |',
-  '| `receiver/` | the shared receiver flow (the ending, settlement, options passed through) |',
+  '| `receiver/` | the request pipeline through a tiny port (every outcome, settlement, options passed through) |',
   '| `postgres/`, `sqlite/` | the transactional inbox on a real PostgreSQL server and on SQLite files, crash tests in child processes |',
   '| `package/`, `readme/`, `examples/`, `runtimes/` | exports, the module graph, bundle size and the packed tarball; the README\'s snippets and quick start; the examples; workerd, Deno, Bun and edge-runtime |',
   '| `property/` | fast-check properties: single-byte mutations, hostile header strings, duplicated members, legal SF reformattings, fast/strict parser agreement, the `created` window, prototype-safe JSON, the Content-Digest verdict, a model-based KeyStore test |',

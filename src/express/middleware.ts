@@ -1,128 +1,18 @@
+// The Express middleware (`mailchannels-webhooks/express`): a translation of Express's request
+// and response (connect-style, so a bare node:http server too) for the request pipeline
+// (../receiver/pipeline.ts). Its types are in ./options.ts, the request's events in ./events.ts.
 import type { IncomingMessage, ServerResponse } from 'node:http'
-import { VerificationError } from '../errors.js'
-import type { WebhookEvent } from '../events/types.js'
-import type { Logger } from '../logger.js'
-import { createWebhookFlow, type AcceptedOutcome, type SettleHandler, type WebhookIO, type WebhookReceiverOptions } from '../receiver/index.js'
-import { readNodeBody, type NodeBodyRequest } from '../receiver/node/raw-body.js'
-import { writeReply } from '../receiver/node/reply.js'
+import { nodeBodyReader } from '../receiver/node/raw-body.js'
+import { settleOnEnd, writeReply } from '../receiver/node/reply.js'
+import { createWebhookPipeline, type WebhookPipeline, type WebhookPort } from '../receiver/index.js'
+import { markUnverified, verifiedRequests } from './events.js'
+import type { MailChannelsWebhooksOptions, WebhookMiddleware, WebhookRequest } from './options.js'
 
-declare const verifiedLocals: unique symbol
-
-/**
- * A type-only mark on `res.locals` that `mailchannelsWebhooks()` puts on the handlers after it
- * on the same route (Express infers one locals type for a route's handlers); no such property
- * exists at run time. It is how `req.webhookEvents` is known to be set there.
- */
-export interface WebhookLocals { readonly [verifiedLocals]: true }
-
-declare global {
-  // Express's own augmentation point (works with express 4 and 5 types).
-  // eslint-disable-next-line @typescript-eslint/no-namespace
-  namespace Express {
-    interface Request {
-      /**
-       * The verified, typed events of a MailChannels delivery; set by `mailchannelsWebhooks()`
-       * only after verification succeeded. A `WebhookEvent[]` in a handler that follows the
-       * middleware on its route (`app.post(path, mailchannelsWebhooks(options), handler)`),
-       * possibly undefined anywhere else. On a request the middleware let through unverified
-       * (any method but POST, as with `app.all(path, mailchannelsWebhooks(options), handler)`)
-       * reading it throws an `Error` saying why, so a handler never goes on without verified
-       * events. `webhookEventsOf(req)` never throws.
-       */
-      webhookEvents: this extends { res?: { locals: WebhookLocals } } ? WebhookEvent[] : WebhookEvent[] | undefined
-    }
-  }
-}
-
-/** Options of the Express middleware: the receiver options plus a logger. */
-export interface MailChannelsWebhooksOptions extends WebhookReceiverOptions {
-  /**
-   * Where rejections, duplicates, key-fetch failures, replay-store failures and startup
-   * warnings are logged: the same lines as the Fastify plugin writes to `request.log`. Any
-   * pino-compatible logger (`pino()`, or `req.log` style loggers), called as `log.info(obj, msg)`.
-   * @default no logging
-   */
-  logger?: Logger
-}
-
-/** The request as the middleware sees it (Express's `Request` fits). */
-export type WebhookRequest = NodeBodyRequest & { webhookEvents?: WebhookEvent[] }
-
-/**
- * A connect-style middleware; fits `app.post(path, mailchannelsWebhooks(...), handler)` in
- * express 4 and 5, and a bare `node:http` server. Its second signature only marks the route's
- * `res.locals` type (`WebhookLocals`), so that `req.webhookEvents` is a `WebhookEvent[]` in the
- * handlers after it: Express types infer the route's locals from the last signature.
- */
-export interface WebhookMiddleware {
-  (req: IncomingMessage, res: ServerResponse, next: (err?: unknown) => void): void
-  (req: IncomingMessage, res: ServerResponse & { locals: Record<string, any> & WebhookLocals }, next: (err?: unknown) => void): void
-}
-
-/**
- * Requests a mailchannelsWebhooks() already verified. A WeakSet (their events are on
- * `req.webhookEvents`; a WeakMap holding them too measured slower on 1,000-event deliveries), not a mark on
- * the request: Express gives every request and response a prototype of its own app
- * (`Object.setPrototypeOf`), after which V8 shares no hidden class between them, so each property
- * added to one builds a new hidden class (about 1 µs, and garbage). The middleware adds one
- * (`req.webhookEvents`) and writes `res.end` once.
- */
-const verifiedRequests = new WeakSet<object>()
-
-/**
- * The verified events of a request, or `undefined` when no `mailchannelsWebhooks()` verified it
- * (never throws, unlike reading `req.webhookEvents` on a request the middleware let through).
- */
-export function webhookEventsOf (req: IncomingMessage): WebhookEvent[] | undefined {
-  return verifiedRequests.has(req) ? (req as WebhookRequest).webhookEvents : undefined
-}
-
-/** Why `req.webhookEvents` is not set on a request the middleware let through. */
-function notVerified (this: IncomingMessage): never {
-  throw new Error(`req.webhookEvents is not set: mailchannelsWebhooks() verifies POST requests only and let this ${String(this.method)} request through unverified, ` +
-    'so it carries no verified delivery. Declare the webhook route with app.post(path, mailchannelsWebhooks(options), handler) rather than app.all() or app.use(), ' +
-    'or use webhookEventsOf(req) where the events may be absent.')
-}
-
-/** Assigning it anyway (the app's own value) replaces the throwing getter with a plain property. */
-function assignEvents (this: IncomingMessage, value: unknown): void {
-  Object.defineProperty(this, 'webhookEvents', { value, writable: true, enumerable: true, configurable: true })
-}
-
-/**
- * Marks a request let through unverified: reading `req.webhookEvents` throws, saying why. Not
- * enumerable, so loggers, `JSON.stringify` and `util.inspect` never call it.
- */
-function markUnverified (req: IncomingMessage): void {
-  Object.defineProperty(req, 'webhookEvents', { get: notVerified, set: assignEvents, enumerable: false, configurable: true })
-}
-
-/** One request as the flow sees it. */
+/** One request as the pipeline sees it. */
 interface ExpressContext { req: WebhookRequest, res: ServerResponse, next: (err?: unknown) => void }
 
-
-/**
- * The handler's outcome in Express is the status it answers with: the first `res.end()`
- * (behind `res.json`, `res.send`, a piped stream, Express' final error handler) settles the
- * claim with `res.statusCode`, whether or not the socket is still open. The wrapper stays in
- * place after that first call (a flag, not a second write of `res.end`): see `verifiedRequests`.
- */
-function settleOnEnd (res: ServerResponse, outcome: AcceptedOutcome, settle: SettleHandler): void {
-  const end = res.end as (...a: unknown[]) => ServerResponse
-  let settled = false
-  res.end = function (this: ServerResponse) {
-    if (!settled) {
-      settled = true
-      settle(outcome, res.statusCode)
-    }
-    // `arguments` as given (no rest array per request), so end() sees exactly its caller's arguments.
-    // eslint-disable-next-line prefer-rest-params
-    return end.apply(this, arguments as unknown as unknown[])
-  } as ServerResponse['end']
-}
-
-/** Express's request and response, translated for the flow. */
-const IO: Omit<WebhookIO<ExpressContext, void>, 'readBody'> = {
+/** Express's request and response, translated for the pipeline. */
+const PORT: Omit<WebhookPort<ExpressContext, void>, 'readBody'> = {
   headers: ({ req }) => req.headers,
   reply ({ res }, reply) {
     // Something else already answered (a timeout middleware, say): end the connection rather than answer twice.
@@ -169,51 +59,29 @@ const IO: Omit<WebhookIO<ExpressContext, void>, 'readBody'> = {
  * Throws a `TypeError` naming the option when an option is invalid; `customerHandles` is required.
  */
 export function mailchannelsWebhooks (options: MailChannelsWebhooksOptions): WebhookMiddleware {
-  let told = false
-  const flow = createWebhookFlow(options, {
-    ...IO,
-    // The readBody port: where the exact bytes come from on Node (../receiver/node/raw-body.ts).
-    // A body a parser consumed is refused on every delivery; the line that fixes it is logged once.
-    readBody ({ req }, limit) {
-      try {
-        return readNodeBody(req, limit)
-      } catch (err) {
-        if (!told && err instanceof VerificationError && err.type === 'configuration_error') {
-          told = true
-          flow.log.error({}, `mailchannels webhook: ${err.message}`)
-        }
-        throw err
-      }
-    },
-  })
+  // Where the exact bytes come from on Node (../receiver/node/raw-body.ts).
+  const pipeline: WebhookPipeline<ExpressContext, void> = createWebhookPipeline(options, { ...PORT, readBody: nodeBodyReader(() => pipeline.log) })
   // One function per middleware, not a closure per request.
-  const failed = (err: unknown): void => { flow.log.error({ err }, 'mailchannels webhook: failed after verification') }
+  const failed = (err: unknown): void => { pipeline.log.error({ err }, 'mailchannels webhook: failed after verification') }
   let serverChecked = false
 
   return function mailchannelsWebhooksMiddleware (incoming: IncomingMessage, res: ServerResponse, next: (err?: unknown) => void): void {
     const req = incoming as WebhookRequest
-    // MailChannels delivers with POST only: anything else passes through untouched (GET /health
-    // under app.use(mailchannelsWebhooks(...))). A request another mailchannelsWebhooks() already
+    // MailChannels delivers with POST only: anything else passes through, and reading its
+    // req.webhookEvents throws, saying why. A request another mailchannelsWebhooks() already
     // verified (mounted app-wide and on the route) goes on as it is: its body is consumed and its claim made.
-    if (verifiedRequests.has(req)) {
-      next()
-      return
-    }
+    if (verifiedRequests.has(req)) return next()
     if (req.method !== 'POST') {
-      // Its handler may read req.webhookEvents (app.all): that throws, saying why, never undefined.
       markUnverified(req)
-      next()
-      return
+      return next()
     }
     if (!serverChecked) {
       serverChecked = true
       // The same startup warning as the Fastify plugin, at the first delivery (the server is not known before).
       const server = (req.socket as { server?: { requestTimeout?: number } } | undefined)?.server
-      if (server?.requestTimeout === 0) {
-        flow.log.warn({}, 'mailchannels-webhooks: the HTTP server\'s requestTimeout is 0, so a client can trickle a request body forever; set server.requestTimeout = 30000 and server.headersTimeout = 60000')
-      }
+      if (server?.requestTimeout === 0) pipeline.log.warn({}, 'mailchannels-webhooks: the HTTP server\'s requestTimeout is 0, so a client can trickle a request body forever; set server.requestTimeout = 30000 and server.headersTimeout = 60000')
     }
-    const done = flow.handle({ req, res, next })
+    const done = pipeline.handle({ req, res, next })
     if (done instanceof Promise) done.catch(failed)
   }
 }

@@ -1,97 +1,92 @@
-// The request flow of a webhook route as Fastify hooks: one preParsing hook, the route's last,
-// reads the exact raw bytes itself, verifies and claims them (the receiver in ../receiver/), then
-// lets Fastify skip body parsing for the request, so no content-type parser of the app runs on a
-// delivery and none is needed; the handler's answer settles the claim (onSend). The request's
-// headers are never changed. Registration is in ./plugin.ts.
+// A webhook route's request as Fastify hooks: the port through which the request pipeline
+// (../receiver/pipeline.ts) reads a route's preParsing hook, the route's last. The pipeline reads
+// the exact raw bytes from the hook's payload stream, verifies and claims them; an accepted
+// delivery is recorded on the request and Fastify is let go on, skipping body parsing for the
+// request (no content-type parser of the app runs on a delivery, and none is needed), to the
+// route's hooks and handler, whose answer settles the claim (onSend). The request's headers are
+// never changed. Registration is in ./plugin.ts.
+import { Readable } from 'node:stream'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import { VerificationError } from '../errors.js'
 import type { WebhookEvent } from '../events/types.js'
-import { answerDelivery, rejection, settle, type AcceptedOutcome, type Receiver } from '../receiver/index.js'
 import { readStream } from '../receiver/node/read-stream.js'
-import { Readable } from 'node:stream'
+import { answerDelivery, refusal, settle, type AcceptedOutcome, type EventAnswer, type WebhookPipeline, type WebhookPort } from '../receiver/index.js'
+import type { Reply } from '../receiver/reply.js'
 
 /** The verified events of the request (a request decoration; null until verified). */
 export const kEvents = Symbol('mailchannels-webhooks.events')
 /** The accepted outcome whose claim the handler's answer settles (a request decoration; null until verified). */
 export const kAccepted = Symbol('mailchannels-webhooks.accepted')
 
-/** One webhook route: its receiver (options resolved once) and whether the plugin answers it. */
+/** One webhook route: its pipeline (options resolved once) and, when the plugin answers it, the answer. */
 export interface RouteState {
-  readonly receiver: Receiver
-  readonly answered: boolean
+  readonly pipeline: WebhookPipeline<Delivery, void>
+  readonly answer: EventAnswer | null
 }
 
 type WebhookRequest = FastifyRequest & { [kEvents]: WebhookEvent[] | null, [kAccepted]: AcceptedOutcome | null }
 type Done = (err?: Error | null, payload?: never) => void
-type Payload = Parameters<typeof readStream>[0]
+
+/**
+ * One request in a route's preParsing hook. `early`: a route declared before the plugin loaded,
+ * verified by a scope hook (./plugin.ts), whose handler the plugin could not replace.
+ */
+export interface Delivery {
+  readonly request: FastifyRequest
+  readonly reply: FastifyReply
+  readonly payload: Parameters<typeof readStream>[0]
+  readonly done: Done
+  readonly route: RouteState
+  readonly early: boolean
+}
 
 /** The verified events of a request, or `undefined` when it was not a verified delivery (never throws). */
 export function webhookEventsOf (request: FastifyRequest): WebhookEvent[] | undefined {
   return (request as Partial<WebhookRequest>)[kEvents] ?? undefined
 }
 
-/** Sends a receiver reply (a rejection or a duplicate); the handler does not run. */
-function send (reply: FastifyReply, r: { status: number, headers: Record<string, string>, body: unknown }): void {
+/** Sends a pipeline reply (a refusal, a duplicate, an answer); the handler does not run. */
+function send (reply: FastifyReply, r: Reply): void {
   reply.code(r.status).headers(r.headers).send(r.body)
 }
 
 /** Refuses a request with `err` (logged, in the webhook error shape); the handler does not run. */
 export function refuse (request: FastifyRequest, reply: FastifyReply, err: unknown): void {
-  send(reply, rejection(err, request.headers, request.log).reply)
+  send(reply, refusal(err, request.headers, request.log))
 }
 
 /**
- * The preParsing hook of a webhook route: transport checks before any byte is read, then the raw
- * bytes (at most `bodyLimit`), verification and the replay claim. Accepted: `request.body` is the
- * raw bytes, `request.webhookEvents` the events, and Fastify is told the body is already read
- * (see `hideBodyFromParser`). `early`: a route declared before the plugin loaded, verified by a
- * scope hook: the plugin answers `handlers` / `enqueue` here (it could not replace the route's
- * handler).
+ * Fastify's port: the preParsing hook's payload stream is the body; an accepted delivery is
+ * recorded on the request (`request.body` the raw bytes, `request.webhookEvents` the events) and
+ * Fastify is told the body is already read (see `hideBodyFromParser`), so it runs the route's
+ * hooks and handler: the app's, or the plugin's answer of `handlers` / `enqueue` (`answers`:
+ * after the route's own hooks). An early route's `handlers` / `enqueue` are answered here.
  */
-export function receiveDelivery (state: RouteState, request: FastifyRequest, reply: FastifyReply, payload: Payload, done: Done, early: boolean): void {
-  const { receiver } = state
-  const bad = receiver.check(request.headers, request.log)
-  if (bad !== null) {
-    send(reply, bad.reply)
-    return
-  }
-  readStream(payload, receiver.options.bodyLimit).then((body) => {
-    const outcome = receiver.receive(body, request.headers, request.log)
-    if (!(outcome instanceof Promise)) {
-      proceed(state, request, reply, body, outcome, done, early)
+export const FASTIFY_PORT: WebhookPort<Delivery, void> = {
+  headers: (d) => d.request.headers,
+  log: (d) => d.request.log,
+  readBody: (d, limit) => readStream(d.payload, limit),
+  reply: (d, r) => { send(d.reply, r) },
+  answers: true,
+  run (d, outcome) {
+    const { request, reply, route } = d
+    const r = request as WebhookRequest
+    r.body = outcome.body
+    r[kAccepted] = outcome
+    r[kEvents] = outcome.events
+    if (d.early && route.answer !== null) {
+      // answerDelivery never rejects and settles the claim itself.
+      void answerDelivery(route.answer, outcome, request.log).then((answered) => { send(reply, answered) })
       return
     }
-    return outcome.then((o) => { proceed(state, request, reply, body, o, done, early) })
-  }, (err: unknown) => { refuse(request, reply, err) }).catch((err: unknown) => {
-    request.log.error({ err }, 'mailchannels webhook: failed after verification')
-  })
-}
-
-function proceed (state: RouteState, request: FastifyRequest, reply: FastifyReply, body: Uint8Array, outcome: Awaited<ReturnType<Receiver['receive']>>, done: Done, early: boolean): void {
-  if (outcome.kind !== 'accepted') {
-    send(reply, outcome.reply)
-    return
-  }
-  const r = request as WebhookRequest
-  r.body = body
-  r[kAccepted] = outcome
-  r[kEvents] = outcome.events
-  if (early && state.answered) {
-    // answerDelivery never rejects and settles the claim itself.
-    void answerDelivery(state.receiver.options.answer!, outcome, request.log).then((answered) => { send(reply, answered) })
-    return
-  }
-  if (reply.sent) return
-  if (early) {
-    // A scope hook: the route's own preParsing hooks, declared before the plugin loaded, run
-    // after it. One that reads request.headers takes the one read meant for Fastify, which then
-    // parses: it is handed the verified bytes, never the socket's (already read) stream.
+    if (reply.sent) return
     hideBodyFromParser(request)
-    done(null, Readable.from([body]) as never)
-    return
-  }
-  hideBodyFromParser(request)
-  done()
+    // An early route's own preParsing hooks, declared before the plugin loaded, run after this
+    // one. One that reads request.headers takes the one read meant for Fastify, which then
+    // parses: it is handed the verified bytes, never the socket's (already read) stream.
+    if (d.early) d.done(null, Readable.from([outcome.body]) as never)
+    else d.done()
+  },
 }
 
 /** What Fastify's body check reads in place of the request's headers, once: no Content-Type, no length. */
@@ -124,6 +119,14 @@ function writeThrough (this: FastifyRequest, headers: unknown): void {
   ;(this as { headers: unknown }).headers = headers
 }
 
+/** The preParsing step of a webhook route: one request through the route's pipeline. */
+export function receiveDelivery (route: RouteState, request: FastifyRequest, reply: FastifyReply, payload: Delivery['payload'], done: Done, early: boolean): void {
+  const handled = route.pipeline.handle({ request, reply, payload, done, route, early })
+  if (handled instanceof Promise) {
+    handled.catch((err: unknown) => { request.log.error({ err }, 'mailchannels webhook: failed after verification') })
+  }
+}
+
 /** onSend of a webhook route: the handler's answer, whatever the socket's state, settles the claim. */
 export function settleOnSend (request: FastifyRequest, reply: FastifyReply, payload: unknown, done: (err: null, payload: unknown) => void): void {
   const accepted = (request as WebhookRequest)[kAccepted]
@@ -133,11 +136,11 @@ export function settleOnSend (request: FastifyRequest, reply: FastifyReply, payl
 }
 
 /** The handler of a route the plugin answers (`handlers` or `enqueue`): dispatches or enqueues the verified events; never throws. */
-export function answerHandler (state: RouteState): (request: FastifyRequest, reply: FastifyReply) => Promise<unknown> {
+export function answerHandler (answer: EventAnswer): (request: FastifyRequest, reply: FastifyReply) => Promise<unknown> {
   return async function answerMailChannelsDelivery (request, reply) {
     const accepted = (request as WebhookRequest)[kAccepted]
     if (accepted === null) throw new VerificationError('configuration_error', 'The delivery was not verified.')
-    const answered = await answerDelivery(state.receiver.options.answer!, accepted, request.log)
+    const answered = await answerDelivery(answer, accepted, request.log)
     reply.code(answered.status).headers(answered.headers)
     return answered.body
   }

@@ -4,9 +4,7 @@ import { mailchannelsWebhooksPlugin } from './plugin.js'
 export default mailchannelsWebhooksPlugin
 export { mailchannelsWebhooksPlugin as mailchannelsWebhooks, webhookEventsOf }
 export type { MailChannelsWebhooksOptions } from './plugin.js'
-export type { WebhookReceiverOptions, WebhookRouteOptions } from '../receiver/options.js'
-export type { WebhookErrorBody } from '../receiver/receiver.js'
-export type { ReceiverContext, DeliveryErrorCode, DispatchedBody, QueuedBody } from '../receiver/index.js'
+export type { WebhookReceiverOptions, WebhookRouteOptions, ReceiverContext, WebhookErrorBody, DeliveryErrorCode, DispatchedBody, QueuedBody } from '../receiver/index.js'
 export type { EnqueueEvents, EnqueueContext } from '../dispatch/types.js'
 export type { WebhookEvent } from '../events/types.js'
 export type { ReplayStore, ClaimState } from '../replay/types.js'

@@ -1,10 +1,11 @@
-// The Hono middleware (`mailchannels-webhooks/hono`). Types only from hono (an optional peer):
-// nothing of hono is loaded at run time, so the middleware works with whichever copy the app uses.
+// The Hono middleware (`mailchannels-webhooks/hono`): a translation of Hono's context for the
+// request pipeline (../receiver/pipeline.ts). Types only from hono (an optional peer): nothing of
+// hono is loaded at run time, so the middleware works with whichever copy the app uses.
 import type { Context, MiddlewareHandler, Next } from 'hono'
 import type { WebhookEvent } from '../events/types.js'
 import type { Logger } from '../logger.js'
-import type { WebhookReceiverOptions } from '../receiver/index.js'
-import { createWebFlow } from '../receiver/web/flow.js'
+import { createWebhookPipeline, type WebhookReceiverOptions } from '../receiver/index.js'
+import { fetchPort } from '../receiver/web/port.js'
 
 export type { WebhookEvent } from '../events/types.js'
 export type { ReceiverContext, DeliveryErrorCode, DispatchedBody, QueuedBody } from '../receiver/index.js'
@@ -21,10 +22,10 @@ export interface MailChannelsWebhooksEnv {
   }
 }
 
-/** One request as the flow sees it. */
+/** One request as the pipeline sees it. */
 interface HonoContext { c: Context<MailChannelsWebhooksEnv>, next: Next }
 
-/** Options of the Hono middleware: the Node receivers' options plus a logger. */
+/** Options of the Hono middleware: the receiver options shared by every adapter, plus a logger. */
 export interface MailChannelsWebhooksOptions extends WebhookReceiverOptions {
   /**
    * Where rejections, duplicates, key-fetch failures and replay-store failures are logged (the
@@ -56,22 +57,20 @@ export interface MailChannelsWebhooksOptions extends WebhookReceiverOptions {
  * The keys listed in `keyIds` are fetched when the first delivery arrives, not at creation.
  */
 export function mailchannelsWebhooks (options: MailChannelsWebhooksOptions): MiddlewareHandler<MailChannelsWebhooksEnv> {
-  const flow = createWebFlow<HonoContext, void>(options, {
-    request: ({ c }) => c.req.raw,
-    async run ({ c, next }, outcome, settle) {
-      c.set('webhookEvents', outcome.events)
-      await next()
-      // Hono answers a thrown error through the app's onError: whatever that answered, the handler failed.
-      if (c.error === undefined) settle(outcome, c.res.status)
-      else settle(outcome, 500, c.error)
-    },
+  const { port, setup } = fetchPort<HonoContext, void>(({ c }) => c.req.raw, async ({ c, next }, outcome, settle) => {
+    c.set('webhookEvents', outcome.events)
+    await next()
+    // Hono answers a thrown error through the app's onError: whatever that answered, the handler failed.
+    if (c.error === undefined) settle(outcome, c.res.status)
+    else settle(outcome, 500, c.error)
   })
+  const pipeline = createWebhookPipeline(options, port, setup)
 
   return async function mailchannelsWebhooksMiddleware (c, next) {
     if (c.req.raw.method !== 'POST') {
       await next()
       return
     }
-    return await flow.handle({ c, next })
+    return await pipeline.handle({ c, next })
   }
 }

@@ -15,6 +15,7 @@ import { answerDelivery } from '../receiver/answer.js'
 import { resolveEventAnswer, type EventAnswer } from '../receiver/options.js'
 import { createWebhookPipeline, type WebhookPort } from '../receiver/pipeline.js'
 import { errorReply, type Reply } from '../receiver/reply.js'
+import { settleOnEnd } from '../receiver/node/reply.js'
 import { nestLogger } from './logger.js'
 import { metadata, nodeRequest, takesWebhookEvents, verifiedEvents, WEBHOOK_HANDLER, WEBHOOK_ROUTE } from './metadata.js'
 import type { MailChannelsWebhooksModuleOptions } from './options.js'
@@ -46,23 +47,6 @@ const ROUTER_OPTIONS = ['seenEvents', 'concurrency', 'claimLifetime'] as const
 
 const RAW_BODY_FIX = 'create the app with { rawBody: true }: NestFactory.create(AppModule, { rawBody: true }) ' +
   '(with @nestjs/testing: moduleRef.createNestApplication(adapter, { rawBody: true }))'
-
-/**
- * The settlement of the replay claim by the route's answer: the first `res.end()` (Express's
- * `res.json`, Fastify's `reply.send`, Nest's exception layer) settles it with the status sent,
- * whether or not the client is still connected.
- */
-function settleOnEnd (res: ServerResponse, outcome: AcceptedOutcome, settle: SettleHandler): void {
-  const end = res.end as (...a: unknown[]) => ServerResponse
-  let settled = false
-  res.end = function (this: ServerResponse, ...args: unknown[]) {
-    if (!settled) {
-      settled = true
-      settle(outcome, res.statusCode)
-    }
-    return end.apply(this, args)
-  } as ServerResponse['end']
-}
 
 /** The platform under the app, as Nest's adapters name it. */
 type Platform = 'express' | 'fastify' | string
@@ -184,13 +168,13 @@ export class MailChannelsWebhooksReceiver implements OnModuleInit {
       // answers a refusal with the library's reply. Nest copies the method's metadata onto the
       // handler it registers, which is how the route is recognised here.
       const early: EarlyHook = (request, reply, done) => {
-        const refused = request.method === 'POST' ? this.#pipeline.receiver.check(request.headers, this.#log) : null
+        const refused = request.method === 'POST' ? this.#pipeline.check(request.headers, this.#log) : null
         if (refused === null) {
           done()
           return
         }
         // Fastify's early reply from a hook: send, and do not call done().
-        reply.code(refused.reply.status).headers(refused.reply.headers).send(refused.reply.body)
+        reply.code(refused.status).headers(refused.headers).send(refused.body)
       }
       const fastify = adapter.getInstance?.() as FastifyLike | undefined
       fastify?.addHook('onRoute', (route) => {

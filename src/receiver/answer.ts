@@ -1,12 +1,12 @@
-// The answer step, when the receiver answers a verified delivery itself with the `handlers` (a
-// WebhookEventRouter) or `enqueue` option: once for every adapter (Fastify, Express, the web
-// handler, Hono). The answer is a `Reply`, and the delivery's replay claim is settled with its
-// status before it is returned. Runtime-neutral: no node: import.
+// The answer of `handlers` (a WebhookEventRouter) or `enqueue`, when the receiver answers a
+// verified delivery itself, and the settlement of its claim by the reply's status: steps 5 and 6
+// of the pipeline (./pipeline.ts) for those options. Runtime-neutral: no node: import.
 import type { DispatchReport } from '../dispatch/types.js'
 import type { Logger } from '../logger.js'
+import type { ClaimSettlement } from '../replay/delivery-claim.js'
 import { ReplayStoreError } from '../replay/errors.js'
 import type { EventAnswer } from './options.js'
-import { settle, type AcceptedOutcome } from './receiver.js'
+import type { WebhookEvent } from '../events/types.js'
 import { errorReply, type ErrorBody, type Reply } from './reply.js'
 
 /** Seconds a sender should wait after a seen-events store or queue failure. */
@@ -25,7 +25,7 @@ export interface QueuedBody { queued: number }
  */
 export type DeliveryErrorCode = 'handler_error' | 'event_in_progress' | 'queue_unavailable' | 'replay_store_unavailable'
 
-/** What `answerDelivery` resolves: the reply to send (the claim is already settled with its status). */
+/** What `answerEvents` resolves: the reply to send. */
 export type DeliveryReply = Reply<DispatchedBody | QueuedBody | ErrorBody<DeliveryErrorCode>>
 
 /** The message of an error for a log line: its message only, never a body or a stack. */
@@ -77,20 +77,19 @@ async function withTimeout (promise: Promise<void>, ms: number, log: Logger): Pr
   }
 }
 
-async function dispatchEvents (answer: EventAnswer & { kind: 'handlers' }, outcome: AcceptedOutcome, log: Logger): Promise<DeliveryReply> {
+async function dispatchEvents (answer: EventAnswer & { kind: 'handlers' }, events: WebhookEvent[], keyId: string, log: Logger): Promise<DeliveryReply> {
   let report: DispatchReport
   try {
-    report = await answer.router.dispatch(outcome.events, { keyId: outcome.keyId, log })
+    report = await answer.router.dispatch(events, { keyId, log })
   } catch (err) {
     // A router never rejects; anything else given as `handlers` may.
-    log.error({ err: errorMessage(err), keyId: outcome.keyId }, 'mailchannels webhook: dispatch failed')
+    log.error({ err: errorMessage(err), keyId }, 'mailchannels webhook: dispatch failed')
     return handlerErrorReply()
   }
-  return dispatchReply(report, answer.retryAfter, outcome.keyId, log)
+  return dispatchReply(report, answer.retryAfter, keyId, log)
 }
 
-async function enqueueEvents (answer: EventAnswer & { kind: 'enqueue' }, outcome: AcceptedOutcome, log: Logger): Promise<DeliveryReply> {
-  const { events, keyId } = outcome
+async function enqueueEvents (answer: EventAnswer & { kind: 'enqueue' }, events: WebhookEvent[], keyId: string, log: Logger): Promise<DeliveryReply> {
   // Nothing to hand on: no job to add.
   if (events.length === 0) return { status: 200, headers: {}, body: { queued: 0 } }
   try {
@@ -104,19 +103,32 @@ async function enqueueEvents (answer: EventAnswer & { kind: 'enqueue' }, outcome
 }
 
 /**
- * Answers an accepted delivery with `handlers` or `enqueue` and settles its replay claim with
- * the reply's status (a 2xx completes it; anything else releases it, so MailChannels' retry is
- * handled). Never rejects: a handler or a queue that throws becomes a 500 or a 503.
+ * Answers verified events with `handlers` or `enqueue`. Never rejects: a handler or a queue that
+ * throws becomes a 500 or a 503.
  */
-export async function answerDelivery (answer: EventAnswer, outcome: AcceptedOutcome, log: Logger): Promise<DeliveryReply> {
-  let reply: DeliveryReply
+export async function answerEvents (answer: EventAnswer, events: WebhookEvent[], keyId: string, log: Logger): Promise<DeliveryReply> {
   try {
-    reply = answer.kind === 'handlers' ? await dispatchEvents(answer, outcome, log) : await enqueueEvents(answer, outcome, log)
+    return answer.kind === 'handlers' ? await dispatchEvents(answer, events, keyId, log) : await enqueueEvents(answer, events, keyId, log)
   } catch (err) {
-    log.error({ err: errorMessage(err), keyId: outcome.keyId }, 'mailchannels webhook: failed after verification')
-    reply = handlerErrorReply()
+    log.error({ err: errorMessage(err), keyId }, 'mailchannels webhook: failed after verification')
+    return handlerErrorReply()
   }
-  // The code answered goes with the status, for the delivery's diagnostics.
-  settle(outcome, reply.status, reply.status >= 300 ? (reply.body as ErrorBody<DeliveryErrorCode>).code : undefined)
+}
+
+/** What `answerDelivery` needs of a verified delivery (the pipeline's `AcceptedOutcome`). */
+export interface AnsweredDelivery {
+  readonly events: WebhookEvent[]
+  readonly keyId: string
+  readonly claim: ClaimSettlement | null
+}
+
+/**
+ * Answers a verified delivery with `handlers` or `enqueue`, then settles its claim with the
+ * reply's status (a 2xx completes it; anything else releases it, so MailChannels' retry is
+ * handled; the code answered goes with it, for the delivery's diagnostics). Never rejects.
+ */
+export async function answerDelivery (answer: EventAnswer, outcome: AnsweredDelivery, log: Logger): Promise<DeliveryReply> {
+  const reply = await answerEvents(answer, outcome.events, outcome.keyId, log)
+  if (outcome.claim !== null) outcome.claim.settle(reply.status, reply.status >= 300 ? (reply.body as ErrorBody<DeliveryErrorCode>).code : undefined)
   return reply
 }

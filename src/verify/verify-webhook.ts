@@ -29,7 +29,7 @@ export interface CheckedDelivery {
 }
 
 /**
- * Steps 1-3 of the pipeline, all local and cheap: header shape and profile, freshness,
+ * The local checks, all cheap: header shape and profile, freshness, key id allowed,
  * Content-Digest over the raw bytes. Nothing here touches the network. Synchronous on Node; a
  * promise where the runtime's digest is WebCrypto's.
  */
@@ -61,7 +61,7 @@ function checkFields (config: ResolvedVerifyConfig, body: Uint8Array, fields: Si
   return { sig, base: signatureBase(fields.contentDigest, sig.params), body }
 }
 
-/** Step 4 without waiting when it can: the configured key, a cached key, or a promise of a fetched one. */
+/** The key, without waiting when it can: the configured key, a cached key, or a promise of a fetched one. */
 export function resolveKey (config: ResolvedVerifyConfig, keyId: string): VerifyKey | Promise<VerifyKey> {
   if (config.publicKey !== null) return config.publicKey
   const store = config.keyStore ?? keyStoreFor(config.freshStorePerCall!.baseUrl, config.logger)
@@ -74,7 +74,7 @@ function finish (config: ResolvedVerifyConfig, checked: CheckedDelivery): Verifi
 }
 
 /**
- * The whole pipeline. Returns synchronously when the key is at hand and `async` is false,
+ * The whole verification: local checks, key, signature, events. Returns synchronously when the key is at hand and `async` is false,
  * otherwise a promise. Throws (or rejects with) `VerificationError` only.
  *
  * @param async verify Ed25519 on the libuv pool (frees the event loop; pays a round trip).
@@ -103,12 +103,12 @@ export function verifyFields (config: ResolvedVerifyConfig, body: Uint8Array, fi
 /** How Ed25519 is run: `verifyEd25519` (this thread where it can) or `verifyEd25519Async` (the pool). */
 type Verifier = (base: Uint8Array, key: VerifyKey, signature: Uint8Array) => void | Promise<void>
 
-/** Steps 4-10 once the local checks passed, on the calling thread. */
+/** Once the local checks passed: the key, the Ed25519 signature, then the events, on the calling thread. */
 function verifyHere (config: ResolvedVerifyConfig, checked: CheckedDelivery): VerifiedDelivery | Promise<VerifiedDelivery> {
   return verifyWithKey(config, checked, resolveKey(config, checked.sig.keyId), verifyEd25519)
 }
 
-/** Steps 4-10 on the libuv pool (the receivers' choice for small bodies); apart so a Worker bundle leaves it out. */
+/** The same with the signature checked on the libuv pool (the receivers' choice for small bodies); apart so a Worker bundle leaves it out. */
 function verifyOnPool (config: ResolvedVerifyConfig, checked: CheckedDelivery): VerifiedDelivery | Promise<VerifiedDelivery> {
   const key = resolveKey(config, checked.sig.keyId)
   if (key instanceof Promise) return verifyWithKey(config, checked, key, verifyEd25519Async)

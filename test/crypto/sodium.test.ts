@@ -8,7 +8,9 @@ import { availableParallelism } from 'node:os'
 import t from 'tap'
 import * as node from '../../src/crypto/node.js'
 import { loadSodiumVerify } from '../../src/crypto/sodium.js'
-import { createStandaloneReceiver } from '../../src/receiver/index.js'
+import { createWebhookPipeline, type AcceptedOutcome, type WebhookPort } from '../../src/receiver/index.js'
+import type { Reply } from '../../src/receiver/reply.js'
+import type { SignedWebhook } from '../../src/testing/index.js'
 import { generateSigningKeyPair, signWebhook } from '../../src/testing/index.js'
 
 interface WycheproofTest { tcId: number, comment: string, msg: string, sig: string, result: 'valid' | 'invalid' | 'acceptable' }
@@ -79,27 +81,25 @@ t.test("verifyOnThreadPool: 'auto' keeps at most two verifies per other CPU on t
   const silent = { debug () {}, info () {}, warn () {}, error () {} }
   let n = 0
   const delivery = () => signWebhook({ events: [{ event: 'delivered', customer_handle: 'acct_1', timestamp: 1700000000, request_id: `s${++n}` }], privateKey: keys.privateKey, keyId: 'k' })
-  const receiverWith = (setting?: boolean | 'auto') => createStandaloneReceiver({ publicKey: keys.publicKey, customerHandles: ['acct_1'], replay: false, logger: silent, ...(setting === undefined ? {} : { verifyOnThreadPool: setting }) })
+  // A port that hands back what the pipeline decided: the accepted outcome (kind 'accepted'), or the reply.
+  const port: WebhookPort<SignedWebhook, AcceptedOutcome | Reply> = { headers: (d) => d.headers, readBody: (d) => d.body, reply: (_d, r) => r, run: (_d, o) => o }
+  const receiverWith = (setting?: boolean | 'auto') => createWebhookPipeline({ publicKey: keys.publicKey, customerHandles: ['acct_1'], replay: false, logger: silent, ...(setting === undefined ? {} : { verifyOnThreadPool: setting }) }, port)
 
   for (const setting of ['auto', undefined] as const) {
-    const { receiver, log } = receiverWith(setting)
+    const receiver = receiverWith(setting)
     const outcomes = []
-    for (let i = 0; i <= slots + 1; i++) {
-      const signed = delivery()
-      outcomes.push(receiver.receive(signed.body, signed.headers, log))
-    }
+    for (let i = 0; i <= slots + 1; i++) outcomes.push(receiver.handle(delivery()))
     const onPool = outcomes.map((o) => o instanceof Promise)
     t.strictSame(onPool, [...Array(slots).fill(true), false, false], `${String(setting ?? 'default')}: the first ${slots} on the pool (a promise), then the event loop (synchronous)`)
-    for (const o of await Promise.all(outcomes)) t.equal(o.kind, 'accepted')
-    const signed = delivery()
-    const again = receiver.receive(signed.body, signed.headers, log)
+    for (const o of await Promise.all(outcomes)) t.match(o, { kind: 'accepted' })
+    const again = receiver.handle(delivery())
     t.equal(again instanceof Promise, slots > 0, 'once they answered, the pool takes verifies again')
     await again
   }
   for (const [setting, onPool] of [[true, true], [false, false]] as const) {
-    const { receiver, log } = receiverWith(setting)
-    const outcomes = Array.from({ length: slots + 3 }, () => { const signed = delivery(); return receiver.receive(signed.body, signed.headers, log) })
+    const receiver = receiverWith(setting)
+    const outcomes = Array.from({ length: slots + 3 }, () => receiver.handle(delivery()))
     t.ok(outcomes.every((o) => (o instanceof Promise) === onPool), `${setting}: ${onPool ? 'always the pool' : 'always the event loop'}`)
-    for (const o of await Promise.all(outcomes)) t.equal(o.kind, 'accepted')
+    for (const o of await Promise.all(outcomes)) t.match(o, { kind: 'accepted' })
   }
 })

@@ -1,6 +1,6 @@
 // The framework-free adapter core shared by the plugin and the middleware.
 import t from 'tap'
-import { failureReply } from '../../src/receiver/receiver.js'
+import { failureReply } from '../../src/receiver/pipeline.js'
 import { checkTransport, mediaTypeOf, resolveContentTypes } from '../../src/receiver/transport.js'
 import { VerificationError } from '../../src/errors.js'
 

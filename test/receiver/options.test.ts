@@ -5,15 +5,25 @@
 import t from 'tap'
 import { KeyStore } from '../../src/keys/key-store.js'
 import { MemoryReplayStore } from '../../src/index.js'
-import { createReceiver, keyStoreFactory, rejectUnknownOptions, resolveBodyLimit, resolveReceiverOptions, tooLargeMessage } from '../../src/receiver/index.js'
+import { createWebhookPipeline, keyStoreFactory, rejectUnknownOptions, resolveBodyLimit, resolveReceiverOptions, type WebhookErrorBody, type WebhookPort } from '../../src/receiver/index.js'
+import { tooLargeMessage } from '../../src/receiver/transport.js'
 import { VERIFY_OPTIONS, type VerifyConfig } from '../../src/verify/options.js'
 import { verifyWebhookRequest } from '../../src/web/index.js'
-import { generateSigningKeyPair, signWebhook } from '../../src/testing/index.js'
+import { generateSigningKeyPair, signWebhook, type SignedWebhook } from '../../src/testing/index.js'
 import { noopLogger } from '../../src/logger.js'
 
 const KEYS = generateSigningKeyPair()
 const base = { publicKey: KEYS.publicKey, customerHandles: ['acct_1'] }
 const resolve = (options: object) => resolveReceiverOptions({ ...base, ...options } as never, keyStoreFactory(noopLogger), () => new MemoryReplayStore())
+
+/** A port that answers what the pipeline decided: the refusal's code and message, or `accepted`. */
+const PORT: WebhookPort<SignedWebhook, { kind: string, error?: { type: string, message: string } }> = {
+  headers: (d) => d.headers,
+  readBody: (d) => d.body,
+  reply: (_d, reply) => ({ kind: 'rejected', error: { type: (reply.body as WebhookErrorBody).code, message: (reply.body as WebhookErrorBody).message } }),
+  run: () => ({ kind: 'accepted' }),
+}
+const pipeline = (options: object) => createWebhookPipeline({ ...base, ...options } as never, PORT)
 
 /** The receivers' own option, not passed to verify (`logger` is the adapter's). */
 type PassedThrough = Exclude<keyof VerifyConfig, 'logger'>
@@ -49,12 +59,12 @@ t.test('every verify option is a known receiver option, and nothing else slips t
 t.test('good verify values take effect in the receiver (maxEvents, customerHandles, maxAge)', async (t) => {
   const events = ['delivered', 'open'].map((event, i) => ({ event, customer_handle: 'acct_1', timestamp: 1700000000 + i, request_id: `req-${i}`, email: 'a@example.net' }))
   const d = signWebhook({ privateKey: KEYS.privateKey, events })
-  const outcome = async (options: object) => await createReceiver(resolve({ replay: false, verifyOnThreadPool: false, ...options })).receive(d.body, d.headers, noopLogger)
+  const outcome = async (options: object) => await pipeline({ replay: false, verifyOnThreadPool: false, ...options }).handle(d)
   t.equal((await outcome({})).kind, 'accepted')
   t.match(await outcome({ maxEvents: 1 }), { kind: 'rejected', error: { type: 'payload_too_large', message: /maxEvents/ } })
   t.match(await outcome({ customerHandles: ['acct_2'] }), { kind: 'rejected', error: { type: 'customer_not_allowed' } })
   const old = signWebhook({ privateKey: KEYS.privateKey, events, created: Math.floor(Date.now() / 1000) - 120 })
-  const aged = async (maxAge: number) => await createReceiver(resolve({ replay: false, maxAge })).receive(old.body, old.headers, noopLogger)
+  const aged = async (maxAge: number) => await pipeline({ replay: false, maxAge }).handle(old)
   t.equal((await aged(300)).kind, 'accepted')
   t.match(await aged(60), { kind: 'rejected', error: { type: 'signature_expired' } })
   const store = new KeyStore({ baseUrl: 'http://127.0.0.1:1' })

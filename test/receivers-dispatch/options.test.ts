@@ -9,7 +9,7 @@ import { mailchannelsWebhooks as expressWebhook } from '../../src/express/index.
 import { mailchannelsWebhooks as honoWebhook } from '../../src/hono/index.js'
 import { createWebhookHandler } from '../../src/web/index.js'
 import { MemorySeenEventsStore, WebhookEventRouter, ReplayStoreError, type DispatchReport, type WebhookEvent } from '../../src/index.js'
-import { dispatchReply } from '../../src/receiver/index.js'
+import { dispatchReply } from '../../src/receiver/answer.js'
 import { noopLogger } from '../../src/logger.js'
 import { HANDLE, KEYS, sign, wireEvents } from './helpers/adapters.js'
 

@@ -1,5 +1,6 @@
 import type { IncomingMessage } from 'node:http'
 import { VerificationError } from '../../errors.js'
+import type { Logger } from '../../logger.js'
 import { readStream } from './read-stream.js'
 
 /** A Node request as the body port reads it: what body parsers may have left on it. */
@@ -60,4 +61,24 @@ export function readNodeBody (req: NodeBodyRequest, limit: number): Uint8Array |
   if (Buffer.isBuffer(req.body)) return req.body
   if (req._body === true || req.readableEnded) throw new VerificationError('configuration_error', CONSUMED_MESSAGE)
   return readStream(req, limit)
+}
+
+/**
+ * The `readBody` port of a Node adapter (the Express middleware): `readNodeBody` of the context's
+ * `req`. A body a parser consumed is refused on every delivery; the line that fixes it is logged
+ * once, to `log()`.
+ */
+export function nodeBodyReader (log: () => Logger): (ctx: { req: NodeBodyRequest }, limit: number) => Uint8Array | Promise<Uint8Array> {
+  let told = false
+  return function readBody ({ req }, limit) {
+    try {
+      return readNodeBody(req, limit)
+    } catch (err) {
+      if (!told && err instanceof VerificationError && err.type === 'configuration_error') {
+        told = true
+        log().error({}, `mailchannels webhook: ${err.message}`)
+      }
+      throw err
+    }
+  }
 }

@@ -1,9 +1,9 @@
-// The flow of the fetch-style adapters (the web handler, the Hono middleware): a fetch `Request`
-// in, a `Response` out, and a key store suited to isolates. Runtime-neutral.
+// The port of the fetch-style adapters (the web handler, the Hono middleware):
+// a fetch `Request` in, the pipeline's replies as `Response`s, and a key store suited to isolates.
+// Runtime-neutral.
 import { KeyStore } from '../../keys/key-store.js'
 import type { Logger } from '../../logger.js'
-import { createWebhookFlow, type WebhookFlow, type WebhookIO } from '../flow.js'
-import type { WebhookReceiverOptions } from '../options.js'
+import type { PipelineSetup, WebhookPort } from '../pipeline.js'
 import { readBodyAtMost } from './read-body.js'
 import { replyResponse } from './reply.js'
 
@@ -37,28 +37,22 @@ class FirstRequestPrefetchKeyStore extends KeyStore {
   }
 }
 
-/** What a fetch-style adapter gives its flow: where its `Request` is, and how it runs the application's handler. */
-export interface WebIO<C, T> extends Pick<WebhookIO<C, T | Response>, 'run'> {
-  /** The fetch `Request` of a request context. */
-  request (ctx: C): Request
-}
-
 /**
- * The flow of a fetch-style adapter: the receiver's replies as `Response`s, the body read with
- * its limit, and the adapter's own key store, whose advance fetch of `keyIds` the first body
- * read waits for. Options validated once, here (`extra`: the adapter's own option names).
+ * A fetch-style adapter's port and setup for `createWebhookPipeline`: the body read with its
+ * limit once the transport checks passed (after the deferred key fetch, if any), the replies as
+ * `Response`s, and the adapter's own key store (one per pipeline: its cache lives as long as the
+ * handler, the isolate). `extra`: the adapter's own option names.
  */
-export function createWebFlow<C, T> (options: WebhookReceiverOptions & { logger?: Logger }, io: WebIO<C, T>, extra: readonly string[] = []): WebhookFlow<C, T | Response> {
-  // One key store per handler (one baseUrl): its cache lives as long as the handler (the isolate).
+export function fetchPort<C, T> (request: (ctx: C) => Request, run: WebhookPort<C, T | Response>['run'], extra: readonly string[] = []): { port: WebhookPort<C, T | Response>, setup: PipelineSetup } {
   let store: FirstRequestPrefetchKeyStore | undefined
-  return createWebhookFlow<C, T | Response>(options, {
-    headers: (ctx) => io.request(ctx).headers,
-    // The body is read only once the transport checks passed, before any key is used.
+  const port: WebhookPort<C, T | Response> = {
+    headers: (ctx) => request(ctx).headers,
     readBody (ctx, limit) {
       const warming = store?.warm()
-      return warming === undefined ? readBodyAtMost(io.request(ctx), limit) : warming.then(() => readBodyAtMost(io.request(ctx), limit))
+      return warming === undefined ? readBodyAtMost(request(ctx), limit) : warming.then(() => readBodyAtMost(request(ctx), limit))
     },
     reply: (_ctx, reply) => replyResponse(reply),
-    run: io.run,
-  }, { extra, keyStores: (logger) => (baseUrl) => (store ??= new FirstRequestPrefetchKeyStore({ baseUrl, logger })) })
+    run,
+  }
+  return { port, setup: { extra, keyStores: (logger) => (baseUrl) => (store ??= new FirstRequestPrefetchKeyStore({ baseUrl, logger })) } }
 }

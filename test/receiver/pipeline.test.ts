@@ -1,10 +1,11 @@
-// The shared receiver flow (src/receiver/flow.ts) on its own, without a framework: a request
-// context of plain objects, real signed deliveries, the real MemoryReplayStore. The adapters'
-// suites (test/express, test/web, test/hono, test/receivers-dispatch) check the same behaviour
-// through each framework; these check the flow that all of them now share.
+// The request pipeline (src/receiver/pipeline.ts) on its own, without a framework: a tiny port of
+// plain objects, real signed deliveries, the real MemoryReplayStore. The adapters' suites
+// (test/express, test/fastify, test/web, test/hono, test/receivers-dispatch) check the same
+// behaviour through each framework; these check the pipeline that all of them share.
 import t from 'tap'
 import { MemoryReplayStore, WebhookEventRouter } from '../../src/index.js'
-import { createWebhookFlow, tooLargeMessage, type AcceptedOutcome, type SettleHandler, type WebhookIO } from '../../src/receiver/index.js'
+import { createWebhookPipeline, type AcceptedOutcome, type SettleHandler, type WebhookPort } from '../../src/receiver/index.js'
+import { tooLargeMessage } from '../../src/receiver/transport.js'
 import type { WebhookReceiverOptions } from '../../src/receiver/options.js'
 import type { Reply } from '../../src/receiver/reply.js'
 import { generateSigningKeyPair, signWebhook, type SignedWebhook } from '../../src/testing/index.js'
@@ -27,7 +28,7 @@ async function idOf (d: SignedWebhook): Promise<string> {
   return deliveryId(Buffer.from(value.slice(value.indexOf('=:') + 2, -1), 'base64'))
 }
 
-/** One request: its delivery, and what the flow did with it. */
+/** One request: its delivery, and what the pipeline did with it. */
 interface Ctx {
   d: SignedWebhook
   headers?: Record<string, string>
@@ -43,7 +44,7 @@ type Handler = (ctx: Ctx, outcome: AcceptedOutcome, settle: SettleHandler) => st
 
 function setup (options: Partial<WebhookReceiverOptions> = {}, handler: Handler = (_c, o, settle) => { settle(o, 200); return 'ran' }) {
   const { logger, entries } = recordingLogger()
-  const io: WebhookIO<Ctx, string> = {
+  const io: WebhookPort<Ctx, string> = {
     headers: (ctx) => ctx.headers ?? ctx.d.headers,
     readBody (ctx) {
       ctx.reads++
@@ -53,7 +54,7 @@ function setup (options: Partial<WebhookReceiverOptions> = {}, handler: Handler 
     reply (ctx, reply) { ctx.replies.push(reply); return 'replied' },
     run (ctx, outcome, settle) { ctx.ran.push(outcome); return handler(ctx, outcome, settle) },
   }
-  const flow = createWebhookFlow<Ctx, string>({ publicKey: KEYS.publicKey, customerHandles: [HANDLE], verifyOnThreadPool: false, logger, ...options }, io)
+  const flow = createWebhookPipeline<Ctx, string>({ publicKey: KEYS.publicKey, customerHandles: [HANDLE], verifyOnThreadPool: false, logger, ...options }, io)
   const send = async (d: SignedWebhook, extra: Partial<Ctx> = {}): Promise<Ctx & { result: string }> => {
     const ctx: Ctx = { d, reads: 0, replies: [], ran: [], ...extra }
     const result = await flow.handle(ctx)
@@ -69,13 +70,13 @@ t.test('a verified delivery runs the handler once; its 2xx completes the claim, 
   t.equal(first.result, 'ran', 'the handler answered')
   t.same(first.ran[0]?.events.map((e) => e.event), ['delivered', 'open'], 'with the typed events')
   t.equal(first.ran[0]?.keyId, signWebhookKeyId(d))
-  t.same(first.replies, [], 'the flow sent nothing itself')
+  t.same(first.replies, [], 'the pipeline sent nothing itself')
   const again = await send(d)
   t.same(again.ran, [], 'the handler does not run for the resend')
   t.same(again.replies.map((r) => [r.status, r.body]), [[200, { duplicate: true }]])
 })
 
-t.test('a refused delivery is answered by the flow; the handler never runs', async (t) => {
+t.test('a refused delivery is answered by the pipeline; the handler never runs', async (t) => {
   const { send, entries } = setup()
   const d = delivery()
   const forged = { ...d, body: Buffer.from(d.body.toString().replace('delivered', 'bounced')) }
@@ -144,7 +145,7 @@ t.test('the handler settles with its own status: a non-2xx releases the claim, a
   t.same((await send(d)).replies.map((r) => r.body), [{ duplicate: true }], 'completed by the 200')
 })
 
-t.test('a handler that settles later (after the flow returned) still decides the claim', async (t) => {
+t.test('a handler that settles later (after the pipeline returned) still decides the claim', async (t) => {
   let later: (() => void) | undefined
   const { send } = setup({ replay: new MemoryReplayStore() }, (_c, o, settle) => { later = () => { settle(o, 204) }; return 'next' })
   const d = delivery()
@@ -155,7 +156,7 @@ t.test('a handler that settles later (after the flow returned) still decides the
   t.same((await send(d)).ran, [], 'completed')
 })
 
-t.test('handlers: the flow answers with the router and settles; the application handler never runs', async (t) => {
+t.test('handlers: the pipeline answers with the router and settles; the application handler never runs', async (t) => {
   const seen: string[] = []
   const router = new WebhookEventRouter().on('*', (e) => { seen.push(e.event) })
   const { send } = setup({ replay: new MemoryReplayStore(), handlers: router }, () => { t.fail('the handler must not run'); return 'ran' })
@@ -226,16 +227,7 @@ t.test('a memory store whose method was replaced is called through it: a claim t
   t.equal(r.replies[0]?.headers['retry-after'], '10')
 })
 
-t.test('finish answers an outcome made elsewhere (a framework that runs the steps in its own hooks)', async (t) => {
-  const { flow } = setup({ replay: false })
-  const d = delivery()
-  const ctx: Ctx = { d, reads: 0, replies: [], ran: [] }
-  const outcome = await flow.receiver.receive(d.body, d.headers, flow.log)
-  t.equal(await flow.finish(ctx, outcome), 'ran')
-  t.equal(ctx.ran.length, 1)
-})
-
-t.test('options are validated when the flow is made, naming the option', async (t) => {
+t.test('options are validated when the pipeline is made, naming the option', async (t) => {
   t.throws(() => setup({ customerHandle: ['x'] } as never), { name: 'TypeError', message: /customerHandle is not a known option/ })
   t.throws(() => setup({ bodyLimit: 0 }), { name: 'TypeError', message: /bodyLimit must be a positive integer number of bytes/ })
   t.throws(() => setup({ handlers: new WebhookEventRouter(), enqueue: async () => {} }), { name: 'TypeError', message: /handlers and enqueue cannot both be given/ })
@@ -248,7 +240,7 @@ function signWebhookKeyId (d: SignedWebhook): string {
 t.test('an adapter with a logger per request (Fastify request.log) gets the request\'s lines there', async (t) => {
   const flowLog = recordingLogger()
   const requestLog = recordingLogger()
-  const flow = createWebhookFlow<SignedWebhook, number>({ publicKey: KEYS.publicKey, customerHandles: [HANDLE], logger: flowLog.logger }, {
+  const flow = createWebhookPipeline<SignedWebhook, number>({ publicKey: KEYS.publicKey, customerHandles: [HANDLE], logger: flowLog.logger }, {
     log: () => requestLog.logger,
     headers: (d) => d.headers,
     readBody: (d) => d.body,
@@ -259,4 +251,68 @@ t.test('an adapter with a logger per request (Fastify request.log) gets the requ
   t.equal(await flow.handle({ ...d, headers: { ...d.headers, signature: 'sig1=:AAAA:' } }), 400, 'a malformed signature is refused')
   t.ok(requestLog.entries.some((e) => e.msg === 'mailchannels webhook rejected'), 'the rejection is logged to the request\'s logger')
   t.notOk(flowLog.entries.some((e) => e.msg === 'mailchannels webhook rejected'), 'not to the flow\'s')
+})
+
+t.test('one tiny port, five handlers: refused, duplicate, accepted, throwing and hanging, each with what it leaves in the replay store', async (t) => {
+  // A real memory store, its calls recorded on the way through.
+  const memory = new MemoryReplayStore()
+  const ops: string[] = []
+  const store = {
+    claim: async (id: string, ttl: number) => { const s = await memory.claim(id, ttl); ops.push(`claim:${s}`); return s },
+    complete: async (id: string, ttl: number) => { ops.push('complete'); await memory.complete(id, ttl) },
+    release: async (id: string) => { ops.push('release'); await memory.release(id) },
+  }
+  type Port = { d: SignedWebhook, handler: () => number | Promise<number> }
+  const answers: Array<[string, number]> = []
+  const pipeline = createWebhookPipeline<Port, string>({ publicKey: KEYS.publicKey, customerHandles: [HANDLE], replay: store, verifyOnThreadPool: false }, {
+    headers: (p) => p.d.headers,
+    readBody: (p) => p.d.body,
+    reply: (_p, reply) => { answers.push(['reply', reply.status]); return `reply ${reply.status}` },
+    run: (p, outcome, settle) => {
+      const status = p.handler()
+      if (status instanceof Promise) return status.then((s) => { settle(outcome, s); answers.push(['handler', s]); return `handler ${s}` })
+      settle(outcome, status)
+      answers.push(['handler', status])
+      return `handler ${status}`
+    },
+  })
+  const step = async (d: SignedWebhook, handler: () => number | Promise<number>) => {
+    answers.length = 0
+    ops.length = 0
+    return { result: await pipeline.handle({ d, handler }), answers: [...answers], ops: [...ops] }
+  }
+  const never = () => { throw new Error('the handler must not run') }
+
+  const forged = delivery()
+  t.same(await step({ ...forged, headers: { ...forged.headers, signature: 'sig1=:AAAA:' } }, never), { result: 'reply 400', answers: [['reply', 400]], ops: [] }, 'refused: answered, nothing claimed, the handler not run')
+
+  const d = delivery()
+  t.same(await step(d, () => 204), { result: 'handler 204', answers: [['handler', 204]], ops: ['claim:claimed', 'complete'] }, 'accepted: run, and its 204 completes the claim')
+  t.same(await step(d, never), { result: 'reply 200', answers: [['reply', 200]], ops: ['claim:done'] }, 'duplicate: answered 200, the handler not run')
+
+  const thrown = delivery()
+  const threw = await step(thrown, () => { throw new Error('boom') })
+  t.same(threw, { result: 'reply 500', answers: [['reply', 500]], ops: ['claim:claimed', 'release'] }, 'throwing: 500, and the claim released')
+  t.same((await step(thrown, () => 200)).ops, ['claim:claimed', 'complete'], 'so the retry runs it')
+
+  const hung = delivery()
+  answers.length = 0
+  ops.length = 0
+  const pending = pipeline.handle({ d: hung, handler: () => new Promise<number>(() => {}) })
+  t.ok(pending instanceof Promise, 'hanging: the answer never comes')
+  await new Promise((resolve) => setImmediate(resolve))
+  t.same(ops, ['claim:claimed'], 'its claim stays processing: neither completed nor released')
+  t.same(answers, [], 'and nothing was answered for it')
+  t.same(await step(hung, never), { result: 'reply 200', answers: [['reply', 200]], ops: ['claim:processing'] }, 'a resend meanwhile is a duplicate, never a second run')
+})
+
+t.test('check: the transport checks alone, before any body is read (a framework that parses before a guard refuses early with it)', async (t) => {
+  const { flow, entries } = setup({ bodyLimit: 100 })
+  const d = delivery()
+  t.equal(flow.check(d.headers), null, 'a delivery whose headers pass: null, the body may be read')
+  const gzip = flow.check({ ...d.headers, 'content-encoding': 'gzip' })
+  t.same(gzip && [gzip.status, gzip.body.code], [415, 'unsupported_media_type'], 'a compressed body is refused')
+  const big = flow.check({ ...d.headers, 'content-length': '101' })
+  t.same(big && [big.status, big.body.code, big.headers.connection], [413, 'payload_too_large', 'close'], 'a declared length over bodyLimit is refused')
+  t.equal(entries.filter((e) => e.msg === 'mailchannels webhook rejected').length, 2, 'each refusal logged once')
 })

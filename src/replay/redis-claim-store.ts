@@ -244,9 +244,17 @@ export class RedisClaimStore implements ClaimStore {
     }
   }
 
-  /** Cancels failed claims, retrying a few times (1 s, 2 s, 4 s) while Redis cannot take it. */
+  /**
+   * Cancels failed claims, retrying a few times (1 s, 2 s, 4 s) while Redis cannot take it. Sent
+   * as EVAL with the script's text, one command per key in the same tick: no NOSCRIPT round trip
+   * on a node that never ran it, so the claims that did run are given back before the caller's
+   * next call reaches the same connections.
+   */
   #cancel (claims: readonly StoreClaim[], lifetime: number, attempts: number): void {
-    this.#each('cancel', CANCEL, claims.map((c) => c.fingerprint), [lifetime], (i) => [CLAIM_PREFIX + claims[i]!.token], false).catch(() => {
+    const client = this.#client
+    const source = CANCEL.perKey.source
+    guarded('cancel', this.#timeout, async () => await Promise.all(claims.map(async (c) =>
+      await client.eval(source, 1, this.#prefix + c.fingerprint, lifetime, CLAIM_PREFIX + c.token)))).catch(() => {
       if (attempts <= 1) return
       setTimeout(() => { this.#cancel(claims, lifetime, attempts - 1) }, 1000 * 2 ** (3 - attempts)).unref()
     })

@@ -199,7 +199,7 @@ const lines = [
   '| `property/` | fast-check properties: single-byte mutations, hostile header strings, duplicated members, legal SF reformattings, fast/strict parser agreement, the `created` window, prototype-safe JSON, the Content-Digest verdict, a model-based KeyStore test |',
   '| `fastify/`, `express/` | the adapters through `fastify.inject` / a real Express server on 127.0.0.1 |',
   '| `batches-route/`, `client/` | the batches proxy and the API client against a loopback fake MailChannels API |',
-  '| `replay/` | memory and Redis replay and seen-events stores (a real `redis-server`, and a local six-node Redis Cluster with failovers) |',
+  '| `replay/` | memory and Redis claim stores, for deliveries and events (the per-delivery faces included) (a real `redis-server`, and a local six-node Redis Cluster with failovers) |',
   '| `dispatch/`, `receivers-dispatch/` | the `WebhookEventRouter` (typing, statuses, exactly-once claims in memory and Redis) and every receiver with `handlers` / `enqueue` |',
   '| `bullmq/` | the BullMQ hand-off: jobs per event, worker processes killed mid-job, the example, a Redis Cluster |',
   '| `diagnostics/` | the diagnostics channels per outcome, silence without subscribers, the Prometheus and OpenTelemetry recipes |',

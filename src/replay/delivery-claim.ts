@@ -10,7 +10,6 @@ import type { Logger } from '../logger.js'
 import { isClaimStore, type ClaimStore, type StoreClaim } from './claim-store.js'
 import { DONE, PROCESSING, synchronousClaims, type SynchronousClaims } from './memory-claim-store.js'
 import { claimStoreBehindMemory } from './memory-store.js'
-import { claimStoreBehindRedis } from './redis-store.js'
 import { deliveryClaimKey, deliveryId, type DeliveryReplayStore, type ReplayStore } from './types.js'
 
 /** Seconds a sender should wait when the replay store cannot answer. */
@@ -44,7 +43,7 @@ function synchronousOf (store: ReplayStore): SynchronousClaims | null {
 
 /** The claim store `store` is or stands for; null for a per-delivery store of the user's own. */
 function claimStoreOf (store: ReplayStore): ClaimStore | null {
-  const behind = claimStoreBehindRedis(store) ?? claimStoreBehindMemory(store)
+  const behind = claimStoreBehindMemory(store)
   if (behind !== null) return behind
   return isClaimStore(store) ? store : null
 }

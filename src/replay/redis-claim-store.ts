@@ -21,6 +21,9 @@ export interface RedisClaimStoreOptions extends ClaimStoreOptions, RedisStoreOpt
 // the sender's retry into a duplicate. Cancelled tokens are tombstones: 'c:~,t1,t2,' (no live
 // claim) or 'c:<token>|,t1,t2,' (a live claim carrying them). Every value that is not a done mark
 // starts with 'c:', so the first version, reading one, waits for it like a claim.
+// RedisReplayStore's keys (a delivery id under its own prefix) may still hold what its previous
+// version wrote: 'done', 'processing:<token>|<tombstones>' or 'cancelled|<tombstones>'; they read
+// as done, processing and free, so a rolling upgrade never handles a delivery twice.
 const CLAIM_PREFIX = 'c:'
 
 // Each operation is one function of one key, run as a one-key script (a Cluster) or over a
@@ -34,11 +37,19 @@ const CLAIM = new KeyOperation(`local function op (key, lifetime, claim)
     redis.call('SET', key, claim, 'PX', lifetime)
     return 'claimed'
   end
-  if v == '1' then return 'done' end
-  -- Not a value of this store's: answered as is, which fails the call (closed).
-  if string.sub(v, 1, 2) ~= 'c:' then return v end
-  if string.sub(v, 3, 3) ~= '~' then return 'processing' end
-  local tombs = string.sub(v, 4)
+  if v == '1' or v == 'done' then return 'done' end
+  if string.sub(v, 1, 11) == 'processing:' then return 'processing' end
+  local tombs = ''
+  if string.sub(v, 1, 10) == 'cancelled|' then
+    tombs = string.sub(v, 11)
+  elseif string.sub(v, 1, 3) == 'c:~' then
+    tombs = string.sub(v, 4)
+  elseif string.sub(v, 1, 2) == 'c:' then
+    return 'processing'
+  else
+    -- Not a value of this store's: answered as is, which fails the call (closed).
+    return v
+  end
   if string.find(tombs, ',' .. string.sub(claim, 3) .. ',', 1, true) then return 'cancelled' end
   local ttl = redis.call('PTTL', key)
   if ttl < tonumber(lifetime) then ttl = lifetime end
@@ -54,7 +65,8 @@ end`, 1, 0)
 // 1 where this call marked the key (a live claim counts as taken, tombstones alone do not).
 const ADD = new KeyOperation(`local function op (key, ttl)
   if redis.call('SET', key, '1', 'NX', 'EX', ttl) then return 1 end
-  if string.sub(redis.call('GET', key) or '', 1, 3) ~= 'c:~' then return 0 end
+  local v = redis.call('GET', key) or ''
+  if string.sub(v, 1, 3) ~= 'c:~' and string.sub(v, 1, 10) ~= 'cancelled|' then return 0 end
   redis.call('SET', key, '1', 'EX', ttl)
   return 1
 end`, 1, 0)
@@ -86,6 +98,7 @@ const CANCEL = new KeyOperation(`local function op (key, lifetime, claim)
     redis.call('SET', key, 'c:~,' .. tok .. ',', 'PX', lifetime)
     return 1
   end
+  if string.sub(v, 1, 10) == 'cancelled|' then v = 'c:~' .. string.sub(v, 11) end
   if string.sub(v, 1, 2) ~= 'c:' then return 0 end
   local head, tombs = v, ','
   if string.sub(v, 3, 3) == '~' then
@@ -157,7 +170,7 @@ export class RedisClaimStore implements ClaimStore {
     if (!Array.isArray(replies) || replies.length !== keys.length) throw new ReplayStoreError('has', 'Redis answered has with an unexpected reply.')
     return replies.map((v) => {
       if (v !== null && typeof v !== 'string') throw new ReplayStoreError('has', 'Redis answered has with an unexpected reply.')
-      return v !== null && !v.startsWith(CLAIM_PREFIX)
+      return v !== null && !v.startsWith(CLAIM_PREFIX) && !v.startsWith('processing:') && !v.startsWith('cancelled|')
     })
   }
 

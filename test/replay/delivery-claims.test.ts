@@ -159,14 +159,15 @@ t.test('a real redis-server', async (t) => {
       return { status: res.status, body: await res.json() }
     }
     const events = [event({ request_id: 'shared-1' }), event({ request_id: 'shared-2' })]
-    const d = delivery({ events })
+    const now = Math.floor(Date.now() / 1000)
+    const d = delivery({ events, created: now - 10 })
     t.equal((await post(d)).status, 200)
     t.equal(ran.length, 2, 'both events handled')
     const key = `shared:${deliveryClaimKey(Buffer.from(d.headers.signature.slice(d.headers.signature.indexOf('=:') + 2, -1), 'base64'))}`
     for (let i = 0; i < 3000 && await client.get(key) !== '1'; i++) await new Promise((resolve) => setTimeout(resolve, 10))
     t.equal(await client.get(key), '1', 'the delivery is done in the same store')
     t.same(await post(d), { status: 200, body: { duplicate: true } }, 'an exact resend is a duplicate delivery')
-    const resigned = delivery({ events, created: Math.floor(Date.now() / 1000) - 1 })
+    const resigned = delivery({ events, created: now - 5 })
     t.not(resigned.headers.signature, d.headers.signature, 'a re-signed resend: another signature')
     t.equal((await post(resigned)).status, 200, 'a new delivery')
     t.equal(ran.length, 2, 'whose events were already done: no handler ran again')

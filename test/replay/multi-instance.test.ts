@@ -9,7 +9,7 @@ import type { Redis } from 'ioredis'
 import t, { type Test } from 'tap'
 import plugin from '../../src/fastify/index.js'
 import { mailchannelsWebhooks, type WebhookRequest } from '../../src/express/index.js'
-import { RedisReplayStore, deliveryClaimKey } from '../../src/index.js'
+import { RedisReplayStore, deliveryId } from '../../src/index.js'
 import { generateSigningKeyPair, signWebhook, type SignedWebhook } from '../../src/testing/index.js'
 import { startRedisServer, waitFor, type RedisServer } from './helpers/redis-server.js'
 
@@ -38,10 +38,10 @@ function delivery (): SignedWebhook {
   })
 }
 
-/** The Redis key of a delivery (what the receiver claims: the deliveryClaimKey of the signature bytes). */
+/** The Redis key of a delivery (what RedisReplayStore claims: deliveryId of the signature bytes). */
 function replayKey (prefix: string, d: SignedWebhook): string {
   const sig = d.headers.signature.slice(d.headers.signature.indexOf('=:') + 2, -1)
-  return prefix + deliveryClaimKey(Buffer.from(sig, 'base64'))
+  return prefix + deliveryId(Buffer.from(sig, 'base64'))
 }
 
 interface Instance { url: string }

@@ -3,7 +3,6 @@ import { Redis } from 'ioredis'
 import { RedisReplayStore, ReplayStoreError, deliveryId, type RedisClientLike } from '../../src/index.js'
 import { startRedisServer } from './helpers/redis-server.js'
 import { closedPort } from '../helpers/closed-port.js'
-import { claimKeyOfDeliveryId } from '../../src/replay/types.js'
 
 const unhandled: unknown[] = []
 const onUnhandled = (reason: unknown): void => { unhandled.push(reason) }
@@ -13,8 +12,8 @@ t.teardown(() => {
 })
 
 const id = (n: number): string => { const sig = Buffer.alloc(64, 7); sig.writeUInt32BE(n); return deliveryId(sig) }
-/** The Redis key of a delivery's claim: the prefix and its `deliveryClaimKey` (a one-key claim of the claim store behind). */
-const key = (prefix: string, n: number): string => prefix + claimKeyOfDeliveryId(id(n))
+/** The Redis key of a delivery's claim: the prefix and its delivery id, as before (a one-key claim of the claim store behind). */
+const key = (prefix: string, n: number): string => prefix + id(n)
 
 t.test('against a real redis-server', async (t) => {
   const redis = await startRedisServer()
@@ -76,6 +75,19 @@ t.test('against a real redis-server', async (t) => {
   t.test('an unexpected value under the key fails closed', async (t) => {
     await admin.set(key('mailchannels-webhooks:replay:', 8), 'something-else')
     await t.rejects(store.claim(id(8), 360), { name: 'ReplayStoreError', operation: 'claim' })
+  })
+
+  t.test('a rolling upgrade: what the previous version wrote under a delivery still reads as it did', async (t) => {
+    const prefix = 'upgrade:'
+    const upgraded = new RedisReplayStore(client, { prefix })
+    await admin.set(prefix + id(60), 'done', 'EX', 60)
+    await admin.set(prefix + id(61), 'processing:previous-token|,', 'EX', 60)
+    await admin.set(prefix + id(62), 'cancelled|,previous-token,', 'EX', 60)
+    t.equal(await upgraded.claim(id(60), 360), 'done', 'its done delivery is done')
+    t.equal(await upgraded.claim(id(61), 360), 'processing', 'its live claim holds')
+    t.equal(await upgraded.claim(id(62), 360), 'claimed', 'its cancelled claim leaves the delivery free')
+    await upgraded.release(id(62))
+    t.equal(await upgraded.claim(id(62), 360), 'claimed', 'and released again')
   })
 
   t.test('waitForReplicas on a Redis without replicas: the claim fails with ReplayStoreError and never counts', async (t) => {

@@ -1,6 +1,6 @@
-import { LRUCache } from 'lru-cache'
 import type { StoreClaim } from './claim-store.js'
 import { ReplayStoreError } from './errors.js'
+import { hold } from './memory-store.js'
 import { RedisClaimStore } from './redis-claim-store.js'
 import type { RedisClientLike, RedisStoreOptions } from './redis-client.js'
 import { checkTtl } from './ttl.js'
@@ -26,8 +26,8 @@ export interface RedisReplayStoreOptions extends RedisStoreOptions {
  */
 export class RedisReplayStore implements DeliveryReplayStore {
   readonly #store: RedisClaimStore
-  /** The claim of each delivery id this instance holds through `claim` (bounded; a forgotten one only makes release a no-op). */
-  readonly #held = new LRUCache<string, StoreClaim>({ max: 100_000, ttl: 1, ttlAutopurge: false })
+  /** The claim of each delivery id this instance holds through `claim`, oldest first (bounded to 100,000: a forgotten one only makes release a no-op). */
+  readonly #held = new Map<string, StoreClaim>()
 
   constructor (client: RedisClientLike, options: RedisReplayStoreOptions = {}) {
     this.#store = new RedisClaimStore(client, { ...options, prefix: options.prefix ?? 'mailchannels-webhooks:replay:' })
@@ -38,7 +38,7 @@ export class RedisReplayStore implements DeliveryReplayStore {
     const [result] = await this.#store.claim([id], ttlSeconds)
     if (result === 'processing' || result === 'done') return result
     if (result === undefined) throw new ReplayStoreError('claim', 'Redis answered claim with an unexpected reply.')
-    this.#held.set(id, result, { ttl: ttlSeconds * 1000 })
+    hold(this.#held, id, result, 100_000)
     return 'claimed'
   }
 

@@ -1,5 +1,5 @@
 import { base64url, hashBase64url } from '#crypto'
-import type { ClaimStore } from './claim-store.js'
+import type { StoreClaim, StoreClaimResult } from './claim-store.js'
 
 /**
  * The key of a verified delivery's claim in a `ClaimStore` (per-delivery replay protection):
@@ -45,9 +45,15 @@ export type ClaimState = 'claimed' | 'processing' | 'done'
  * What the receivers' `replay` option takes: a `ClaimStore` (`MemoryClaimStore`,
  * `RedisClaimStore`, the PostgreSQL and SQLite stores), which claims each delivery as one key
  * (`deliveryClaimKey`) and can serve `WebhookEventRouter` too, or a per-delivery
- * `DeliveryReplayStore` of your own.
+ * `DeliveryReplayStore` of your own. Both fit this shape (each method takes either's arguments),
+ * so an object literal of either kind type-checks as it is; the receivers tell them apart by the
+ * methods only a `ClaimStore` has (`has`, `add`, `delete`, `extend`).
  */
-export type ReplayStore = ClaimStore | DeliveryReplayStore
+export interface ReplayStore {
+  claim (idOrKeys: string | readonly string[], seconds: number): Promise<ClaimState | StoreClaimResult[]>
+  complete (idOrClaims: string | readonly StoreClaim[], seconds?: number): Promise<void>
+  release (idOrClaims: string | readonly StoreClaim[]): Promise<void>
+}
 
 /**
  * A per-delivery replay store of your own: three methods over delivery ids (`deliveryId`).

@@ -48,8 +48,11 @@ export interface SynchronousClaims {
   claimKey (key: string, lifetimeSeconds: number): StoreClaim | typeof PROCESSING | typeof DONE
   /** Writes the done mark of `claim`'s key (whatever held it), remembered for `doneSeconds`. */
   completeKey (claim: StoreClaim, doneSeconds: number): void
-  /** Drops `claim`'s key where `claim` (by its token) still holds it. */
-  releaseKey (claim: StoreClaim): void
+  /**
+   * Drops `claim`'s key where `claim` (by its token) still holds it. Given a key instead, drops
+   * whatever live claim holds it (a done mark stays): the per-delivery `MemoryReplayStore`'s release by id.
+   */
+  releaseKey (claim: StoreClaim | string): void
 }
 /** @deprecated Use `SynchronousClaims`. */
 export type SynchronousSeenEvents = SynchronousClaims
@@ -155,8 +158,10 @@ export class MemoryClaimStore implements ClaimStore {
       },
       releaseKey: (claim) => {
         const table = this.#table
-        const slot = table.locate(claim.fingerprint)
-        if (slot >= 0 && this.#claimOf(table.value(slot))?.token === claim.token) this.#forget(slot)
+        const slot = table.locate(typeof claim === 'string' ? claim : claim.fingerprint)
+        if (slot < 0) return
+        const held = this.#claimOf(table.value(slot))
+        if (held !== undefined && (typeof claim === 'string' || held.token === claim.token)) this.#forget(slot)
       },
     }
   }

@@ -24,8 +24,9 @@ export class MemoryReplayStore implements DeliveryReplayStore {
   readonly #max: number
   #store: MemoryClaimStore
   #claims: SynchronousClaims
-  /** The claim behind each delivery id claimed through `claim`, oldest first (bounded to `max`: a forgotten one only makes release a no-op). */
-  readonly #held = new Map<string, StoreClaim>()
+  /** The last delivery id and its key: a delivery's complete or release follows its claim, mostly with nothing between. */
+  #lastId = ''
+  #lastKey = ''
 
   static {
     claimsOf = (store) => store.#store
@@ -42,31 +43,34 @@ export class MemoryReplayStore implements DeliveryReplayStore {
 
   async claim (id: string, ttlSeconds: number): Promise<ClaimState> {
     checkTtl(ttlSeconds)
-    const claim = this.#claims.claimKey(claimKeyOfDeliveryId(id), ttlSeconds)
+    const claim = this.#claims.claimKey(this.#keyOf(id), ttlSeconds)
     if (typeof claim === 'number') return claim === DONE ? 'done' : 'processing'
-    hold(this.#held, id, claim, this.#max)
     return 'claimed'
   }
 
   async complete (id: string, ttlSeconds: number): Promise<void> {
     checkTtl(ttlSeconds)
-    const claim = this.#held.get(id) ?? { fingerprint: claimKeyOfDeliveryId(id), token: '' }
-    this.#held.delete(id)
-    this.#claims.completeKey(claim, ttlSeconds)
+    // A done mark is written whatever claim held the key: no token needed.
+    this.#claims.completeKey({ fingerprint: this.#keyOf(id), token: '' }, ttlSeconds)
   }
 
   async release (id: string): Promise<void> {
-    const claim = this.#held.get(id)
-    if (claim === undefined) return
-    this.#held.delete(id)
-    this.#claims.releaseKey(claim)
+    // By id, as this store always released: whichever request's claim holds it (a done delivery stays done).
+    this.#claims.releaseKey(this.#keyOf(id))
+  }
+
+  #keyOf (id: string): string {
+    if (id !== this.#lastId) {
+      this.#lastKey = claimKeyOfDeliveryId(id)
+      this.#lastId = id
+    }
+    return this.#lastKey
   }
 
   /** Forgets every delivery. */
   clear (): void {
     this.#store = new MemoryClaimStore({ max: this.#max })
     this.#claims = synchronousClaims(this.#store)!
-    this.#held.clear()
   }
 }
 

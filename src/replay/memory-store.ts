@@ -76,7 +76,8 @@ export class MemoryReplayStore implements DeliveryReplayStore {
 
 /**
  * Remembers `claim` under `id` in `held`, forgetting the oldest beyond `max`. A plain `Map`:
- * lru-cache's `delete` after each `set` cost about 250 µs a delivery at 100,000 entries.
+ * with lru-cache 11, a `set` then `delete` (a claim, then its settlement) cost about 250 µs of CPU
+ * at 100,000 entries, 490 µs with per-entry TTLs (measured on Node 20).
  */
 export function hold (held: Map<string, StoreClaim>, id: string, claim: StoreClaim, max: number): void {
   held.delete(id)

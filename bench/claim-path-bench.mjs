@@ -1,11 +1,14 @@
 // The default replay claim alone, per delivery, of two builds side by side in one process: the
 // delivery id, the claim on a full MemoryReplayStore (100,000 deliveries: every claim evicts the
-// oldest) and its completion, as the receiver runs them. A build whose store offers
-// `synchronousClaims` (src/replay/memory-store.ts) is run the way its receiver runs it (no
-// promise); one without it through the store's promises, awaited as its receiver awaited them.
+// oldest) and its completion, as the receiver runs them. A build with src/replay/delivery-claim.ts
+// is run through it, as its receiver calls it: `claimDelivery`, then `ClaimSettlement.settle(200)`.
+// An older build whose store offers `synchronousClaims` (src/replay/memory-store.ts) is run the
+// way its receiver ran it (no promise); one without it through the store's promises, awaited as
+// its receiver awaited them. `--store claim` gives a build that has one a `MemoryClaimStore`
+// ({ max: --fill }) instead: the store one receiver and router can share.
 // CPU time per delivery (process.cpuUsage), builds interleaved in blocks of 1,000 deliveries.
 //
-//   node bench/claim-path-bench.mjs --lib /tmp/old/dist,dist [--deliveries 50000] [--reps 9]
+//   node bench/claim-path-bench.mjs --lib /tmp/old/dist,dist [--deliveries 50000] [--reps 9] [--store default|claim]
 import path from 'node:path'
 import { pathToFileURL } from 'node:url'
 import { parseArgs } from 'node:util'
@@ -16,6 +19,7 @@ const { values: args } = parseArgs({
     deliveries: { type: 'string', default: '50000' },
     reps: { type: 'string', default: '9' },
     fill: { type: 'string', default: '100000' },
+    store: { type: 'string', default: 'default' },
   },
 })
 const N = Number(args.deliveries)
@@ -32,21 +36,39 @@ const signatures = Array.from({ length: N }, (_, i) => { const s = Buffer.alloc(
 const builds = []
 for (const lib of libs) {
   const url = (p) => pathToFileURL(path.join(lib, p)).href
-  const { MemoryReplayStore, deliveryId } = await import(url('index.js'))
+  const { MemoryReplayStore, MemoryClaimStore, deliveryId } = await import(url('index.js'))
   const memory = await import(url('replay/memory-store.js'))
   const idOf = deliveryId.length === 2 ? (sig) => deliveryId(base, sig) : (sig) => deliveryId(sig)
+  const receiverPath = await import(url('replay/delivery-claim.js')).catch(() => null)
+  const claimStore = args.store === 'claim' && MemoryClaimStore !== undefined
+  const makeStore = () => claimStore ? new MemoryClaimStore({ max: FILL }) : new MemoryReplayStore()
+  const noLog = { debug () {}, info () {}, warn () {}, error (o) { throw new Error(JSON.stringify(o)) } }
   const fresh = () => {
-    const store = new MemoryReplayStore()
+    const store = makeStore()
     const filler = Buffer.alloc(64, 9)
-    for (let i = 0; i < FILL; i++) { filler.writeUInt32BE(i); void store.claim(idOf(filler), TTL) }
+    if (receiverPath !== null) {
+      for (let i = 0; i < FILL; i++) { filler.writeUInt32BE(i); void receiverPath.claimDelivery(store, filler, TTL) }
+    } else {
+      for (let i = 0; i < FILL; i++) { filler.writeUInt32BE(i); void store.claim(idOf(filler), TTL) }
+    }
     return store
   }
-  const sync = typeof memory.synchronousClaims === 'function'
+  const sync = receiverPath !== null || typeof memory.synchronousClaims === 'function'
   builds.push({
-    name: path.basename(path.dirname(lib)),
+    name: path.basename(path.dirname(lib)) + (claimStore ? ' (MemoryClaimStore)' : ''),
     sync,
     fresh,
     async run (store, from, to) {
+      if (receiverPath !== null) {
+        const { claimDelivery, ClaimSettlement } = receiverPath
+        for (let i = from; i < to; i++) {
+          let outcome = claimDelivery(store, signatures[i], TTL)
+          if (outcome instanceof Promise) outcome = await outcome
+          if (!outcome.claimed) throw new Error('not new')
+          new ClaimSettlement(store, outcome.id, TTL, noLog).settle(200)
+        }
+        return
+      }
       if (sync) {
         const claims = memory.synchronousClaims(store)
         for (let i = from; i < to; i++) {
@@ -93,7 +115,7 @@ console.log(`Settings: ${N} distinct deliveries per repetition into a MemoryRepl
 console.log('')
 console.log('| build | path | µs CPU / delivery (median) | min–max |')
 console.log('|---|---|---|---|')
-builds.forEach((b, i) => console.log(`| ${b.name} | ${b.sync ? 'id + synchronous claim + complete' : 'id + awaited claim + complete (promises)'} | ${median(results[i]).toFixed(2)} | ${Math.min(...results[i]).toFixed(2)}–${Math.max(...results[i]).toFixed(2)} |`))
+builds.forEach((b, i) => console.log(`| ${b.name} | ${b.sync ? 'claim + settle, synchronous' : 'id + awaited claim + complete (promises)'} | ${median(results[i]).toFixed(2)} | ${Math.min(...results[i]).toFixed(2)}–${Math.max(...results[i]).toFixed(2)} |`))
 if (builds.length === 2) {
   const rs = results[0].map((x, i) => x / results[1][i])
   console.log('')

@@ -201,7 +201,7 @@ const lines = [
   '| `fastify/`, `express/` | the adapters through `fastify.inject` / a real Express server on 127.0.0.1 |',
   '| `nestjs/` | the NestJS module: real Nest apps on platform-express and platform-fastify (`@nestjs/testing`, 127.0.0.1), start-up checks, handlers as providers under exactly once on Redis, PostgreSQL and SQLite, the BullMQ hand-off |',
   '| `batches-route/`, `client/` | the batches proxy and the API client against a loopback fake MailChannels API |',
-  '| `replay/` | memory and Redis replay and seen-events stores (a real `redis-server`, and a local six-node Redis Cluster with failovers) |',
+  '| `replay/` | memory and Redis claim stores, for deliveries and events (the per-delivery faces included) (a real `redis-server`, and a local six-node Redis Cluster with failovers) |',
   '| `dispatch/`, `receivers-dispatch/` | the `WebhookEventRouter` (typing, statuses, exactly-once claims in memory and Redis) and every receiver with `handlers` / `enqueue` |',
   '| `bullmq/` | the BullMQ hand-off: jobs per event, worker processes killed mid-job, the example, a Redis Cluster |',
   '| `diagnostics/` | the diagnostics channels per outcome, silence without subscribers, the Prometheus and OpenTelemetry recipes |',

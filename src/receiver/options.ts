@@ -53,8 +53,9 @@ export interface WebhookReceiverOptions extends Omit<VerifyConfig, 'customerHand
   /**
    * Where verified deliveries are remembered, so an exact resend is answered
    * `200 { duplicate: true }` without running the handler. `false` disables replay protection.
-   * One process only: use a shared store such as `RedisReplayStore` with several instances.
-   * @default a new `MemoryReplayStore` per plugin registration / middleware
+   * A delivery is a one-key claim, so the router's `seenEvents` store can serve here too. One
+   * process only: use a shared store such as `RedisClaimStore` with several instances.
+   * @default a new in-memory store of 100,000 deliveries per plugin registration / middleware
    */
   replay?: ReplayStore | false
   /**
@@ -248,6 +249,7 @@ export function keyStoreFactory (logger: Logger): (baseUrl: string) => KeyStore 
 export function resolveReceiverOptions (
   options: WebhookReceiverOptions,
   keyStoreFor: (baseUrl: string) => KeyStore,
+  // The per-delivery face of a MemoryClaimStore: it keeps the last delivery's key, so settling costs no second hash.
   defaultReplay: () => ReplayStore = () => new MemoryReplayStore(),
 ): ResolvedReceiver {
   if (options === null || typeof options !== 'object') throw new TypeError('options must be an object')
@@ -268,7 +270,7 @@ export function resolveReceiverOptions (
   if (replayOption === false) replay = null
   else if (replayOption === undefined) replay = defaultReplay()
   else if (isReplayStore(replayOption)) replay = replayOption
-  else throw new TypeError('replay must be a ReplayStore (claim, complete, release) or false')
+  else throw new TypeError('replay must be a ClaimStore (such as MemoryClaimStore or RedisClaimStore), a DeliveryReplayStore (claim, complete, release) or false')
 
   const { publicKey, keyStore, cache, baseUrl } = verifyOptions
   if (cache === false && publicKey === undefined && keyStore === undefined) {

@@ -1,53 +1,95 @@
-// The replay claim of one verified delivery: claimed from the replay store at once (the default
-// memory store answers without a promise) or through the store's promise, and settled once by the
-// handler's answer. The receiver's claim step (../receiver/receiver.ts) calls only this file.
-// Runtime-neutral.
+// The replay claim of one verified delivery: a one-key claim (`deliveryClaimKey`) of the claim
+// store the receiver was given, taken at once from a memory store (no promise) or through the
+// store's promise, and settled once by the handler's answer. A per-delivery `DeliveryReplayStore`
+// of the user's own is called with the delivery id instead. The receiver's claim step
+// (../receiver/receiver.ts) calls only this file. Runtime-neutral.
 import type { DeliveryObservation } from '../diagnostics/delivery.js'
 import type { WebhookDeliveryErrorType } from '../diagnostics/types.js'
 import { VerificationError } from '../errors.js'
 import type { Logger } from '../logger.js'
-import { synchronousClaims } from './memory-store.js'
-import { deliveryId, type ClaimState, type ReplayStore } from './types.js'
+import { isClaimStore, type ClaimStore, type StoreClaim } from './claim-store.js'
+import { DONE, PROCESSING, synchronousClaims, type SynchronousClaims } from './memory-claim-store.js'
+import { claimStoreBehindMemory } from './memory-store.js'
+import { deliveryClaimKey, deliveryId, type DeliveryReplayStore, type ReplayStore } from './types.js'
 
 /** Seconds a sender should wait when the replay store cannot answer. */
 export const REPLAY_RETRY_AFTER = 10
 
-/** The outcome of a replay claim. */
-export type ClaimOutcome = { claimed: true, id: string } | { claimed: false, state: Exclude<ClaimState, 'claimed'> }
+/**
+ * A delivery's claim, held until `ClaimSettlement` settles it: the store's `StoreClaim` of its
+ * `deliveryClaimKey` (for a `DeliveryReplayStore`: its delivery id, with no token).
+ */
+export type DeliveryClaim = StoreClaim
+
+/** The outcome of a delivery's claim; `id` is the claim to settle. */
+export type ClaimOutcome = { claimed: true, id: DeliveryClaim } | { claimed: false, state: 'processing' | 'done' }
+
+const PROCESSING_OUTCOME: ClaimOutcome = Object.freeze({ claimed: false, state: 'processing' })
+const DONE_OUTCOME: ClaimOutcome = Object.freeze({ claimed: false, state: 'done' })
 
 function storeUnavailable (err: unknown): VerificationError {
   return new VerificationError('replay_store_unavailable', 'The replay store is unavailable; MailChannels will retry the delivery.', REPLAY_RETRY_AFTER, { cause: err })
 }
 
-function claimOutcome (id: string, state: ClaimState): ClaimOutcome {
-  if (state === 'claimed') return { claimed: true, id }
-  if (state === 'processing' || state === 'done') return { claimed: false, state }
-  throw new VerificationError('replay_store_unavailable', 'The replay store gave an unexpected answer.', REPLAY_RETRY_AFTER)
+function unexpected (): VerificationError {
+  return new VerificationError('replay_store_unavailable', 'The replay store gave an unexpected answer.', REPLAY_RETRY_AFTER)
+}
+
+/** The memory claim store's own synchronous methods, when `store` is (or stands for) one; else null. */
+function synchronousOf (store: ReplayStore): SynchronousClaims | null {
+  const behind = claimStoreBehindMemory(store)
+  return synchronousClaims(behind ?? store as ClaimStore)
+}
+
+/** The claim store `store` is or stands for; null for a per-delivery store of the user's own. */
+function claimStoreOf (store: ReplayStore): ClaimStore | null {
+  const behind = claimStoreBehindMemory(store)
+  if (behind !== null) return behind
+  return isClaimStore(store) ? store : null
 }
 
 /**
- * Claims a verified delivery: at once from the default memory store (no promise), else through
- * the store's promise. Throws / rejects with `replay_store_unavailable` when the store fails (fail closed).
+ * Claims a verified delivery for `ttl` seconds (its freshness window): at once from a memory
+ * claim store (no promise), else through the store's promise. Throws / rejects with
+ * `replay_store_unavailable` when the store fails (fail closed).
  */
 export function claimDelivery (store: ReplayStore, signature: Uint8Array, ttl: number): ClaimOutcome | Promise<ClaimOutcome> {
-  const id = deliveryId(signature)
-  const now = synchronousClaims(store)
+  const now = synchronousOf(store)
   if (now !== null) {
-    let state: ClaimState
+    let claim: StoreClaim | typeof PROCESSING | typeof DONE
     try {
-      state = now.claim(id, ttl)
+      claim = now.claimKey(deliveryClaimKey(signature), ttl)
     } catch (err) {
       throw storeUnavailable(err)
     }
-    return claimOutcome(id, state)
+    return claim === PROCESSING ? PROCESSING_OUTCOME : claim === DONE ? DONE_OUTCOME : { claimed: true, id: claim }
   }
-  let pending: Promise<ClaimState>
+  const claims = claimStoreOf(store)
   try {
-    pending = store.claim(id, ttl)
+    if (claims !== null) {
+      const key = deliveryClaimKey(signature)
+      return Promise.resolve(claims.claim([key], ttl)).then((results) => claimResult(results, key), (err: unknown) => { throw storeUnavailable(err) })
+    }
+    const id = deliveryId(signature)
+    return Promise.resolve((store as DeliveryReplayStore).claim(id, ttl)).then((state) => {
+      if (state === 'claimed') return { claimed: true, id: { fingerprint: id, token: '' } }
+      if (state === 'processing' || state === 'done') return state === 'processing' ? PROCESSING_OUTCOME : DONE_OUTCOME
+      throw unexpected()
+    }, (err: unknown) => { throw storeUnavailable(err) })
   } catch (err) {
     return Promise.reject(storeUnavailable(err))
   }
-  return Promise.resolve(pending).then((state) => claimOutcome(id, state), (err: unknown) => { throw storeUnavailable(err) })
+}
+
+/** A claim store's answer for the one key it was asked for. */
+function claimResult (results: unknown, key: string): ClaimOutcome {
+  if (!Array.isArray(results) || results.length !== 1) throw unexpected()
+  const r: unknown = results[0]
+  if (r === 'processing') return PROCESSING_OUTCOME
+  if (r === 'done') return DONE_OUTCOME
+  const claim = r as Partial<StoreClaim> | null
+  if (claim === null || typeof claim !== 'object' || claim.fingerprint !== key || typeof claim.token !== 'string') throw unexpected()
+  return { claimed: true, id: claim as StoreClaim }
 }
 
 /** Whether a handler's answer counts as handled: any 2xx. */
@@ -58,24 +100,25 @@ function isHandled (status: number): boolean {
 /**
  * Records the outcome of an accepted delivery, once: its replay claim (when replay protection is
  * on) and its diagnostics (when someone subscribed as it arrived). The claim is settled by the handler's own
- * answer, never by the connection: a 2xx completes it (`done`), anything else (a throw answered
- * 5xx, a 4xx) releases it so the sender's retry is processed. A client that goes away settles
- * nothing: the handler still runs and its answer decides; a handler that never answers leaves the
- * claim `processing` until it expires, which for a copy is the same as `done` (the claim lasts the
- * whole freshness window). Releasing because the client left would let an attacker who holds one
- * signed delivery run the handler once per dropped connection.
+ * answer, never by the connection: a 2xx completes it (`done`, remembered for `ttl` seconds),
+ * anything else (a throw answered 5xx, a 4xx) releases it so the sender's retry is processed. A
+ * client that goes away settles nothing: the handler still runs and its answer decides; a handler
+ * that never answers leaves the claim `processing` until it expires, which for a copy is the same
+ * as `done` (the claim lasts the whole freshness window). Releasing because the client left would
+ * let an attacker who holds one signed delivery run the handler once per dropped connection.
  */
 export class ClaimSettlement {
   readonly #store: ReplayStore | null
-  readonly #id: string
+  readonly #claim: DeliveryClaim | ''
   readonly #ttl: number
   readonly #log: Logger
   readonly #observation: DeliveryObservation | null
   #settled = false
 
-  constructor (store: ReplayStore | null, id: string, ttl: number, log: Logger, observation: DeliveryObservation | null = null) {
+  /** `claim`: the claimed outcome's `id`; `''` with no store (diagnostics only). */
+  constructor (store: ReplayStore | null, claim: DeliveryClaim | '', ttl: number, log: Logger, observation: DeliveryObservation | null = null) {
     this.#store = store
-    this.#id = id
+    this.#claim = claim
     this.#ttl = ttl
     this.#log = log
     this.#observation = observation
@@ -86,7 +129,7 @@ export class ClaimSettlement {
     if (this.#settled) return
     this.#settled = true
     const ok = isHandled(status)
-    if (this.#store !== null) settleClaim(this.#store, this.#id, this.#ttl, ok, this.#log)
+    if (this.#store !== null && this.#claim !== '') settleClaim(this.#store, this.#claim, this.#ttl, ok, this.#log)
     if (this.#observation !== null) this.#observation.finish(ok ? 'accepted' : 'failed', ok ? null : type ?? 'handler_error', status)
   }
 }
@@ -95,23 +138,24 @@ export class ClaimSettlement {
  * Completes (`ok`) or releases a claim. Store failures are logged, never thrown: a failed
  * release leaves the claim until it expires (fail closed), a failed complete leaves it `processing`.
  */
-function settleClaim (store: ReplayStore, id: string, ttl: number, ok: boolean, log: Logger): void {
+function settleClaim (store: ReplayStore, claim: DeliveryClaim, ttl: number, ok: boolean, log: Logger): void {
   const failed = (err: unknown): void => {
     log.error({ op: ok ? 'complete' : 'release', err: err instanceof Error ? err.message : String(err) }, 'mailchannels webhook: the replay store failed to record the delivery outcome')
   }
-  const now = synchronousClaims(store)
   let p: Promise<void>
   try {
+    const now = synchronousOf(store)
     if (now !== null) {
-      if (ok) now.complete(id, ttl)
-      else now.release(id)
+      if (ok) now.completeKey(claim, ttl)
+      else now.releaseKey(claim)
       return
     }
-    p = ok ? store.complete(id, ttl) : store.release(id)
+    const claims = claimStoreOf(store)
+    if (claims !== null) p = ok ? claims.complete([claim], ttl) : claims.release([claim])
+    else p = ok ? (store as DeliveryReplayStore).complete(claim.fingerprint, ttl) : (store as DeliveryReplayStore).release(claim.fingerprint)
   } catch (err) {
     failed(err)
     return
   }
   Promise.resolve(p).catch(failed)
 }
-

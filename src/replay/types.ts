@@ -1,14 +1,68 @@
-import { base64url } from '#crypto'
+import { base64url, hashBase64url } from '#crypto'
+import type { StoreClaim, StoreClaimResult } from './claim-store.js'
 
-/** Where a delivery stands in a replay store. */
+/**
+ * The key of a verified delivery's claim in a `ClaimStore` (per-delivery replay protection):
+ * the SHA-256 (base64url, 43 characters) of `mcwh-delivery-v1:` and the delivery's Ed25519
+ * signature bytes in base64url (`deliveryId`).
+ *
+ * The signature identifies the signed delivery: a resend of the same signature gets the same
+ * key, and two different signature bases cannot share a signature. Ed25519 as verified here is
+ * strongly unforgeable (RFC 8032 section 5.1.7 requires S < L, and
+ * https://eprint.iacr.org/2020/823 proves SUF-CMA for that check), so no other valid signature
+ * exists for the same base either, and no one without the key can make one. The bytes are
+ * re-encoded rather than taken from the header, whose base64 text could vary (unused low bits)
+ * for the same bytes. The hash gives the key an event fingerprint's form (the memory store keeps
+ * it as its 256 bits, Redis as a short key) and its own tag: a delivery's key and an event's
+ * `eventFingerprint` (tagged `mcwh-event-v2:`) are a SHA-256 collision apart, so one store holds
+ * both without either answering for the other.
+ */
+export function deliveryClaimKey (signature: Uint8Array): string {
+  return claimKeyOfDeliveryId(base64url(signature))
+}
+
+/** `deliveryClaimKey` of a delivery whose `deliveryId` is `id` (what the per-delivery `ReplayStore` methods are given). */
+export function claimKeyOfDeliveryId (id: string): string {
+  return hashBase64url('sha256', 'mcwh-delivery-v1:' + id)
+}
+
+/**
+ * A delivery's Ed25519 signature bytes, base64url (86 characters): what a per-delivery
+ * `ReplayStore` is given as its `id`.
+ * @deprecated The claim store's key is `deliveryClaimKey`; this is the id a custom `ReplayStore` receives.
+ */
+export function deliveryId (signature: Uint8Array): string {
+  return base64url(signature)
+}
+
+/**
+ * Where a delivery stands in a per-delivery `ReplayStore`.
+ * @deprecated `ClaimStore.claim` answers a `StoreClaimResult`.
+ */
 export type ClaimState = 'claimed' | 'processing' | 'done'
 
 /**
- * Remembers which signed deliveries were already handled, so a replay of the same
- * signature material is never handed to the handler again.
- * Implementations must be atomic across every instance that shares them.
+ * What the receivers' `replay` option takes: a `ClaimStore` (`MemoryClaimStore`,
+ * `RedisClaimStore`, the PostgreSQL and SQLite stores), which claims each delivery as one key
+ * (`deliveryClaimKey`) and can serve `WebhookEventRouter` too, or a per-delivery
+ * `DeliveryReplayStore` of your own. Both fit this shape (each method takes either's arguments),
+ * so an object literal of either kind type-checks as it is; the receivers tell them apart by the
+ * methods only a `ClaimStore` has (`has`, `add`, `delete`, `extend`).
  */
 export interface ReplayStore {
+  claim (idOrKeys: string | readonly string[], seconds: number): Promise<ClaimState | StoreClaimResult[]>
+  complete (idOrClaims: string | readonly StoreClaim[], seconds?: number): Promise<void>
+  release (idOrClaims: string | readonly StoreClaim[]): Promise<void>
+}
+
+/**
+ * A per-delivery replay store of your own: three methods over delivery ids (`deliveryId`).
+ * The receivers still accept one as `replay`, but any `ClaimStore` serves deliveries as one-key
+ * claims, and one store can then serve the receivers and `WebhookEventRouter` alike.
+ * Implementations must be atomic across every instance that shares them.
+ * @deprecated Pass a `ClaimStore` as `replay`.
+ */
+export interface DeliveryReplayStore {
   /**
    * Atomically claims `id` for `ttlSeconds`. `'claimed'`: it is new and now ours to handle;
    * `'processing'`: another request is handling it; `'done'`: it was handled.
@@ -23,18 +77,4 @@ export interface ReplayStore {
    * the handler's answer only. A completed delivery stays done.
    */
   release (id: string): Promise<void>
-}
-
-/**
- * The replay key of a verified delivery: its Ed25519 signature bytes, base64url (86 characters).
- * The signature identifies the signed delivery without a hash over it: a resend of the same
- * signature gets the same key, and two different signature bases cannot share a signature.
- * Ed25519 as verified here is strongly unforgeable (RFC 8032 section 5.1.7 requires S < L, and
- * https://eprint.iacr.org/2020/823 proves SUF-CMA for that check), so no other valid
- * signature exists for the same base either, and no one without the key can make one.
- * The bytes are re-encoded rather than taken from the header, whose base64 text could vary
- * (unused low bits) for the same bytes.
- */
-export function deliveryId (signature: Uint8Array): string {
-  return base64url(signature)
 }

@@ -15,7 +15,7 @@ import plugin from '../../src/fastify/index.js'
 import { mailchannelsWebhooks } from '../../src/express/index.js'
 import { MemoryReplayStore } from '../../src/replay/memory-store.js'
 import { RedisReplayStore } from '../../src/replay/redis-store.js'
-import type { ReplayStore } from '../../src/replay/types.js'
+import type { DeliveryReplayStore } from '../../src/replay/types.js'
 import type { SignedWebhook } from '../../src/testing/index.js'
 import { delivery, event, HANDLE, KEYS } from '../fastify/helpers/fixtures.js'
 import { until, within } from '../helpers/wait.js'
@@ -51,7 +51,7 @@ function freshDelivery (): SignedWebhook {
   return delivery({ events: [event({ request_id: `disconnect-${serial}` })] })
 }
 
-async function fastifyReceiver (t: Test, replay: ReplayStore): Promise<Receiver> {
+async function fastifyReceiver (t: Test, replay: DeliveryReplayStore): Promise<Receiver> {
   const app = Fastify()
   await app.register(plugin, { publicKey: KEYS.publicKey, customerHandles: [HANDLE], replay })
   let runs = 0
@@ -71,7 +71,7 @@ async function fastifyReceiver (t: Test, replay: ReplayStore): Promise<Receiver>
   return { port: (app.server.address() as AddressInfo).port, runs: () => runs, finished: () => finished, behave: (o) => { outcome = o } }
 }
 
-async function expressReceiver (t: Test, replay: ReplayStore): Promise<Receiver> {
+async function expressReceiver (t: Test, replay: DeliveryReplayStore): Promise<Receiver> {
   const app = express()
   let runs = 0
   let finished = 0
@@ -140,7 +140,7 @@ async function post (r: Receiver, d: SignedWebhook): Promise<{ status: number, b
  * round trip more, counted here.
  */
 let storeCalls = 0
-function counted (store: ReplayStore): ReplayStore {
+function counted (store: DeliveryReplayStore): DeliveryReplayStore {
   const count = async <T>(call: () => Promise<T>): Promise<T> => {
     storeCalls++
     try {
@@ -161,11 +161,11 @@ async function settled (r: Receiver): Promise<void> {
   await until(() => r.finished() === r.runs() && storeCalls === 0, 'the handler runs to finish and the store to record their outcomes')
 }
 
-type Build = (t: Test, replay: ReplayStore) => Promise<Receiver>
+type Build = (t: Test, replay: DeliveryReplayStore) => Promise<Receiver>
 const RECEIVERS: Array<[string, Build]> = [['fastify', fastifyReceiver], ['express', expressReceiver]]
 
 let redis: RedisServer | undefined
-async function stores (t: Test): Promise<Array<[string, () => Promise<ReplayStore>]>> {
+async function stores (t: Test): Promise<Array<[string, () => Promise<DeliveryReplayStore>]>> {
   redis ??= await startRedisServer()
   const server = redis
   return [
@@ -230,7 +230,7 @@ t.test('a handler failure (throw or 5xx) still lets the retry through, also when
  * A real store whose first claim answers only when the test says so (a slow Redis), so a client
  * can leave during the claim: `claiming` resolves once that claim was made, `answer()` lets it return.
  */
-function heldClaim (store: ReplayStore): { store: ReplayStore, claiming: Promise<void>, answer: () => void } {
+function heldClaim (store: DeliveryReplayStore): { store: DeliveryReplayStore, claiming: Promise<void>, answer: () => void } {
   let claimed!: () => void
   const claiming = new Promise<void>((resolve) => { claimed = resolve })
   let answer!: () => void

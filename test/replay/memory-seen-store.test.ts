@@ -5,7 +5,7 @@
 import { createHash } from 'node:crypto'
 import t, { type Test } from 'tap'
 import { MemorySeenEventsStore, type EventClaim, type EventClaimResult } from '../../src/index.js'
-import { CLAIMED, DONE, PROCESSING, REPEATED, synchronousSeenEvents, type SynchronousSeenEvents } from '../../src/replay/memory-seen-events.js'
+import { CLAIMED, DONE, PROCESSING, REPEATED, synchronousSeenEvents, type SynchronousSeenEvents } from '../../src/replay/memory-claim-store.js'
 
 const isClaim = (r: EventClaimResult | undefined): r is EventClaim => typeof r === 'object'
 const fingerprint = (n: number | string): string => createHash('sha256').update(`event-${n}`).digest('base64url')

@@ -1,6 +1,10 @@
+// The per-delivery MemoryReplayStore (deprecated: now the per-delivery face of a MemoryClaimStore
+// of its own), and the claim store behind it, which the receivers claim deliveries from at once.
+import { createHash } from 'node:crypto'
 import t from 'tap'
-import { MemoryReplayStore, deliveryId } from '../../src/index.js'
-import { synchronousClaims } from '../../src/replay/memory-store.js'
+import { MemoryClaimStore, MemoryReplayStore, deliveryClaimKey, deliveryId } from '../../src/index.js'
+import { claimStoreBehindMemory } from '../../src/replay/memory-store.js'
+import { DONE, PROCESSING, synchronousClaims } from '../../src/replay/memory-claim-store.js'
 
 const id = (n: number): string => { const sig = Buffer.alloc(64, 7); sig.writeUInt32BE(n); return deliveryId(sig) }
 
@@ -66,32 +70,61 @@ t.test('deliveryId is the signature bytes, re-encoded: the same bytes give the s
   }
 })
 
-t.test('the synchronous claims are the same store as its promises', async (t) => {
-  const store = new MemoryReplayStore()
-  const now = synchronousClaims(store)
-  if (now === null) throw new Error('a MemoryReplayStore has synchronous claims')
-  t.equal(now.claim(id(1), 360), 'claimed')
-  t.equal(await store.claim(id(1), 360), 'processing', 'a claim made at once is seen by the promise API')
-  now.complete(id(1), 360)
-  t.equal(await store.claim(id(1), 360), 'done')
-  now.release(id(1))
-  t.equal(now.claim(id(1), 360), 'done', 'release never forgets a completed delivery')
-  await store.claim(id(2), 360)
-  now.release(id(2))
-  t.equal(now.claim(id(2), 360), 'claimed', 'a released claim is handled again')
-  t.throws(() => now.claim(id(3), 0), { name: 'TypeError', message: /ttlSeconds/ })
-  t.equal(store.size, 2, 'a refused ttl wrote nothing')
+t.test('deliveryClaimKey: a 43-character key of the signature bytes, tagged apart from event fingerprints', async (t) => {
+  const sig = Buffer.alloc(64, 1)
+  t.equal(deliveryClaimKey(sig), deliveryClaimKey(Uint8Array.from(sig)))
+  t.match(deliveryClaimKey(sig), /^[A-Za-z0-9_-]{43}$/)
+  t.equal(deliveryClaimKey(sig), createHash('sha256').update('mcwh-delivery-v1:' + deliveryId(sig)).digest('base64url'), 'the SHA-256 of the tag and the delivery id')
+  for (let byte = 0; byte < 64; byte++) {
+    const other = Buffer.from(sig)
+    other[byte] = other[byte]! ^ 0x80
+    t.not(deliveryClaimKey(other), deliveryClaimKey(sig), `a change in byte ${byte}`)
+  }
 })
 
-t.test('no synchronous claims for a store whose methods are not the memory store\'s own', async (t) => {
+t.test('the synchronous claims behind a MemoryReplayStore are the same store as its promises', async (t) => {
+  const store = new MemoryReplayStore()
+  const behind = claimStoreBehindMemory(store)
+  const now = behind === null ? null : synchronousClaims(behind)
+  if (now === null) throw new Error('a MemoryReplayStore has a memory claim store behind it')
+  const sig = (n: number): Buffer => { const s = Buffer.alloc(64, 7); s.writeUInt32BE(n); return s }
+  const key = (n: number): string => deliveryClaimKey(sig(n))
+  const claim = now.claimKey(key(1), 360)
+  if (typeof claim === 'number') throw new Error('a new delivery is claimed')
+  t.equal(await store.claim(deliveryId(sig(1)), 360), 'processing', 'a claim made at once is seen by the promise API')
+  now.completeKey(claim, 360)
+  t.equal(await store.claim(deliveryId(sig(1)), 360), 'done')
+  now.releaseKey(claim)
+  t.equal(now.claimKey(key(1), 360), DONE, 'release never forgets a completed delivery')
+  t.equal(await store.claim(deliveryId(sig(2)), 360), 'claimed')
+  t.equal(now.claimKey(key(2), 360), PROCESSING, 'a claim made through the promise API is seen at once')
+  await store.release(deliveryId(sig(2)))
+  t.type(now.claimKey(key(2), 360), 'object', 'a released claim is handled again')
+  t.throws(() => now.claimKey(key(3), 0), { name: 'TypeError', message: /lifetimeSeconds/ })
+  t.equal(store.size, 2, 'a refused lifetime wrote nothing')
+})
+
+t.test('a one-key claim is released only by its own token', async (t) => {
+  const store = new MemoryClaimStore()
+  const now = synchronousClaims(store)!
+  const key = deliveryClaimKey(Buffer.alloc(64, 5))
+  const mine = now.claimKey(key, 1)
+  if (typeof mine === 'number') throw new Error('claimed')
+  now.releaseKey({ fingerprint: key, token: 'someone-else' })
+  t.equal(now.claimKey(key, 1), PROCESSING, 'another token releases nothing')
+  now.releaseKey(mine)
+  t.type(now.claimKey(key, 1), 'object', 'its own token releases it')
+})
+
+t.test('no claim store behind a store whose methods are not the memory store\'s own', async (t) => {
   class Counting extends MemoryReplayStore {
     claims = 0
     override async claim (id: string, ttl: number): Promise<'claimed' | 'processing' | 'done'> { this.claims++; return await super.claim(id, ttl) }
   }
-  t.equal(synchronousClaims(new Counting()), null, 'a subclass that overrides claim is called through it')
+  t.equal(claimStoreBehindMemory(new Counting()), null, 'a subclass that overrides claim is called through it')
   const spied = new MemoryReplayStore()
   spied.release = async () => { throw new Error('down') }
-  t.equal(synchronousClaims(spied), null, 'a method replaced on the instance is called')
-  t.equal(synchronousClaims({ claim: async () => 'claimed', complete: async () => {}, release: async () => {} }), null, 'another store')
-  t.not(synchronousClaims(new MemoryReplayStore()), null)
+  t.equal(claimStoreBehindMemory(spied), null, 'a method replaced on the instance is called')
+  t.equal(claimStoreBehindMemory({ claim: async () => 'claimed', complete: async () => {}, release: async () => {} }), null, 'another store')
+  t.not(claimStoreBehindMemory(new MemoryReplayStore()), null)
 })

@@ -12,6 +12,8 @@ t.teardown(() => {
 })
 
 const id = (n: number): string => { const sig = Buffer.alloc(64, 7); sig.writeUInt32BE(n); return deliveryId(sig) }
+/** The Redis key of a delivery's claim: the prefix and its delivery id, as before (a one-key claim of the claim store behind). */
+const key = (prefix: string, n: number): string => prefix + id(n)
 
 t.test('against a real redis-server', async (t) => {
   const redis = await startRedisServer()
@@ -38,14 +40,14 @@ t.test('against a real redis-server', async (t) => {
   t.test('keys live under the prefix with the given TTL', async (t) => {
     const prefixed = new RedisReplayStore(client, { prefix: 'tenant-a:' })
     t.equal(await prefixed.claim(id(3), 360), 'claimed')
-    t.match(await admin.get(`tenant-a:${id(3)}`), /^processing:[\w-]+\|,$/, 'processing, with the claim token')
-    const ttl = await admin.ttl(`tenant-a:${id(3)}`)
+    t.match(await admin.get(key('tenant-a:', 3)), /^c:[\w.-]+$/, 'a claim, with its token')
+    const ttl = await admin.ttl(key('tenant-a:', 3))
     t.ok(ttl > 350 && ttl <= 360, `TTL ${ttl}`)
     await prefixed.complete(id(3), 300)
-    t.equal(await admin.get(`tenant-a:${id(3)}`), 'done')
-    t.ok(await admin.ttl(`tenant-a:${id(3)}`) <= 300)
+    t.equal(await admin.get(key('tenant-a:', 3)), '1', 'the done mark')
+    t.ok(await admin.ttl(key('tenant-a:', 3)) <= 300)
     t.equal(await store.claim(id(3), 360), 'claimed', 'another prefix is another namespace')
-    t.match(await admin.get(`mailchannels-webhooks:replay:${id(3)}`), /^processing:/, 'default prefix')
+    t.match(await admin.get(key('mailchannels-webhooks:replay:', 3)), /^c:/, 'default prefix')
   })
 
   t.test('entries expire after their TTL', async (t) => {
@@ -71,8 +73,21 @@ t.test('against a real redis-server', async (t) => {
   })
 
   t.test('an unexpected value under the key fails closed', async (t) => {
-    await admin.set(`mailchannels-webhooks:replay:${id(8)}`, 'something-else')
+    await admin.set(key('mailchannels-webhooks:replay:', 8), 'something-else')
     await t.rejects(store.claim(id(8), 360), { name: 'ReplayStoreError', operation: 'claim' })
+  })
+
+  t.test('a rolling upgrade: what the previous version wrote under a delivery still reads as it did', async (t) => {
+    const prefix = 'upgrade:'
+    const upgraded = new RedisReplayStore(client, { prefix })
+    await admin.set(prefix + id(60), 'done', 'EX', 60)
+    await admin.set(prefix + id(61), 'processing:previous-token|,', 'EX', 60)
+    await admin.set(prefix + id(62), 'cancelled|,previous-token,', 'EX', 60)
+    t.equal(await upgraded.claim(id(60), 360), 'done', 'its done delivery is done')
+    t.equal(await upgraded.claim(id(61), 360), 'processing', 'its live claim holds')
+    t.equal(await upgraded.claim(id(62), 360), 'claimed', 'its cancelled claim leaves the delivery free')
+    await upgraded.release(id(62))
+    t.equal(await upgraded.claim(id(62), 360), 'claimed', 'and released again')
   })
 
   t.test('waitForReplicas on a Redis without replicas: the claim fails with ReplayStoreError and never counts', async (t) => {

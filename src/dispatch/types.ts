@@ -36,6 +36,9 @@ export type TransactionContext<T> = [T] extends [never] ? unknown : {
 export type WebhookEventHandler<N extends WebhookEventName, C extends object = object, T = never> =
   (event: EventOf<N>, context: DispatchContext<C> & TransactionContext<T>) => unknown
 
+/** A handler as the router keeps it, for any event type (internal: not exported by the package). */
+export type AnyHandler = (event: WebhookEvent, context: DispatchContext<any>) => unknown
+
 /**
  * Where one event stands after a dispatch:
  * - `handled`: every handler registered for it resolved (and, with a seen-events store, it is marked done);

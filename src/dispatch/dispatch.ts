@@ -6,6 +6,7 @@ import type { Logger } from '../logger.js'
 import { eventFingerprint } from '../replay/fingerprint.js'
 import { isTransactionalStore, type SeenEventsStore } from '../replay/seen-events.js'
 import { Claims } from './claims.js'
+import { FailureDecisions } from './dead-letters.js'
 import { FAILED, HANDLED, Outcomes, UNHANDLED, report } from './report.js'
 import { openDelivery, runDelivery, runInTransaction, type TransactionalDispatch } from './transaction.js'
 import type { AnyHandler, DispatchContext, DispatchReport } from './types.js'
@@ -23,6 +24,7 @@ export function runDispatch (
   context: object,
   callerSignal: AbortSignal | undefined,
   log: Logger,
+  decisions?: FailureDecisions,
 ): Promise<DispatchReport> {
   const fallback = (err: unknown): DispatchReport => {
     // Unreachable by design; kept so the promise never rejects even on a bug.
@@ -31,7 +33,7 @@ export function runDispatch (
   }
   let result: DispatchReport | Promise<DispatchReport>
   try {
-    result = new Dispatch(handlers, store, concurrency, claimLifetime, events, context, callerSignal, log).run()
+    result = new Dispatch(handlers, store, concurrency, claimLifetime, events, context, callerSignal, log, decisions).run()
   } catch (err) {
     return Promise.resolve(fallback(err))
   }
@@ -65,6 +67,8 @@ class Dispatch implements TransactionalDispatch {
     readonly context: object,
     readonly callerSignal: AbortSignal | undefined,
     readonly log: Logger,
+    /** With `deadLetters`: how a handler failure is decided (counted, parked). */
+    readonly decisions: FailureDecisions | undefined,
   ) {
     this.outcomes = new Outcomes(events)
     this.claims = store === undefined ? undefined : new Claims(store, claimLifetime, this.outcomes, log)
@@ -97,6 +101,8 @@ class Dispatch implements TransactionalDispatch {
       this.#cleanUp()
       throw err
     }
+    // A failure being recorded in the dead-letter store: waited for like a handler.
+    if (pending === undefined && this.decisions?.busy === true) pending = Promise.resolve()
     if (pending === undefined) {
       this.#cleanUp()
       this.finished = true
@@ -108,6 +114,8 @@ class Dispatch implements TransactionalDispatch {
   async #settle (pending: Promise<void>): Promise<DispatchReport> {
     try {
       await pending
+      // Every failure decided (parked or given back) before the claims are written.
+      if (this.decisions !== undefined) await this.decisions.settled()
     } finally {
       this.#cleanUp()
       if (this.claims !== undefined) await this.claims.settled()
@@ -286,11 +294,17 @@ class Dispatch implements TransactionalDispatch {
 
   /**
    * What becomes of event `i` when one of its handlers threw, rejected or timed out (`error`):
-   * the one place that decides it, on every path. Today: it fails, and its claim is released so
-   * a retry of the delivery handles it again.
+   * the one place that decides it, on every path. Without `deadLetters`: it fails, and its claim
+   * is released so a retry of the delivery handles it again. With them (src/dispatch/dead-letters.ts):
+   * the failure is counted first; once parked, the event is completed instead and reported parked.
    */
   handlerFailed (i: number, error: unknown): void {
-    this.giveBack(i, error)
+    if (this.decisions === undefined) { this.giveBack(i, error); return }
+    this.decisions.decide(this.events[i]!, this.outcomes.fingerprints[i]!, error, this.log, (parked) => {
+      if (!parked) { this.giveBack(i, error); return }
+      this.outcomes.park(i, error)
+      this.claims?.complete(i)
+    })
   }
 
   /** Records event `i` as failed and releases its claim, if any, so a retry handles it. */

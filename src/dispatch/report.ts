@@ -11,6 +11,8 @@ export const SKIPPED = 2
 export const UNHANDLED = 3
 export const DEFERRED = 4
 export const FAILED = 5
+/** Its handlers failed `deadLetters.after` times: parked as a dead letter, completed (src/dispatch/dead-letters.ts). */
+export const PARKED = 6
 const STATUS_NAMES = [undefined, 'handled', 'skipped', 'unhandled', 'deferred', 'failed'] as const
 
 /** The statuses, fingerprints and errors of one dispatch's events, by event index. */
@@ -33,6 +35,12 @@ export class Outcomes {
     ;(this.errors ??= [])[i] = error
   }
 
+  /** Event `i` is parked as a dead letter, with its handlers' last error. */
+  park (i: number, error: unknown): void {
+    this.status[i] = PARKED
+    ;(this.errors ??= [])[i] = error
+  }
+
   /** Event `i` is a copy of event `original`: it is reported as that one is (`skipped` once it was handled). */
   duplicate (i: number, original: number): void {
     (this.#duplicates ??= []).push(i)
@@ -48,6 +56,7 @@ export class Outcomes {
         const o = this.#originals![d]!
         const status = this.status[o]!
         if (status === FAILED) this.fail(i, this.errors![o])
+        else if (status === PARKED) this.park(i, this.errors![o])
         else this.status[i] = status === HANDLED ? SKIPPED : status
       }
     }
@@ -65,12 +74,14 @@ export function report (events: readonly WebhookEvent[], status: Uint8Array, fin
   let unhandled = 0
   let deferred = 0
   let failed = 0
+  let parked = 0
   for (let i = 0; i < status.length; i++) {
     switch (status[i]) {
       case HANDLED: handled++; break
       case SKIPPED: skipped++; break
       case UNHANDLED: unhandled++; break
       case DEFERRED: deferred++; break
+      case PARKED: parked++; break
       default: failed++
     }
   }
@@ -84,7 +95,7 @@ export function report (events: readonly WebhookEvent[], status: Uint8Array, fin
         // A status never set is a bug caught by dispatch's fallback; reported failed, never lost.
         return s === HANDLED || s === SKIPPED || s === UNHANDLED || s === DEFERRED
           ? { status: STATUS_NAMES[s], event, fingerprint: fingerprints[i]! }
-          : { status: 'failed', event, fingerprint: fingerprints[i]!, error: errors?.[i] }
+          : { status: s === PARKED ? 'parked' : 'failed', event, fingerprint: fingerprints[i]!, error: errors?.[i] }
       }))
     },
     handled,
@@ -92,6 +103,7 @@ export function report (events: readonly WebhookEvent[], status: Uint8Array, fin
     unhandled,
     deferred,
     failed,
+    parked,
     ok: deferred === 0 && failed === 0,
   }
   return result

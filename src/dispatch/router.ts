@@ -5,8 +5,10 @@
 import type { WebhookEvent } from '../events/types.js'
 import { noopLogger, type Logger } from '../logger.js'
 import type { SeenEventsStore, TransactionalSeenEventsStore } from '../replay/seen-events.js'
+import type { DeadLetterStore } from '../replay/dead-letters-types.js'
 import { EVENT_NAMES, checkName, checkStore, describe, isLogger, isSignal } from './checks.js'
 import { runDispatch } from './dispatch.js'
+import { FailureDecisions, checkDeadLetters, discardDeadLetter, retryDeadLetter, type DeadLetterOptions, type DeadLetterRetryResult, type Parking } from './dead-letters.js'
 import type { AnyHandler, DispatchReport, WebhookEventHandler, WebhookEventName } from './types.js'
 
 export interface WebhookEventRouterOptions<T = never> {
@@ -40,6 +42,14 @@ export interface WebhookEventRouterOptions<T = never> {
    * @default 30 (seconds)
    */
   claimLifetime?: number
+  /**
+   * Park poison events: an event whose handlers failed `after` times (default 5) is stored as a
+   * dead letter in `store` and completed, so it no longer fails its delivery (answered 2xx once
+   * the rest is handled). List, retry and discard them with `retryDeadLetter`,
+   * `discardDeadLetter`, the store's `list`, or the CLI's `dead-letters` commands (docs/events.md).
+   * @default undefined (off: a failing event fails its delivery until MailChannels gives up)
+   */
+  deadLetters?: DeadLetterOptions
 }
 
 /** What `dispatch` takes besides the events: your own fields (`C`), plus an optional signal and logger. */
@@ -86,11 +96,13 @@ export class WebhookEventRouter<C extends object = object, T = never> {
   readonly #concurrency: number
   /** Handlers per event name, in registration order ('*' handlers appended to every name). */
   readonly #handlers = new Map<string, AnyHandler[]>()
+  readonly #parking: Parking | undefined
 
   constructor (options: WebhookEventRouterOptions<T> = {}) {
     if (options === null || typeof options !== 'object') throw new TypeError('WebhookEventRouter options must be an object')
-    const { seenEvents, concurrency = 1, claimLifetime = DEFAULT_CLAIM_LIFETIME } = options
+    const { seenEvents, concurrency = 1, claimLifetime = DEFAULT_CLAIM_LIFETIME, deadLetters } = options
     if (seenEvents !== undefined) checkStore(seenEvents)
+    this.#parking = checkDeadLetters(deadLetters)
     if (!Number.isSafeInteger(concurrency) || concurrency < 1) {
       throw new TypeError(`concurrency must be a positive integer (events of one dispatch handled at once), got ${describe(concurrency)}`)
     }
@@ -170,6 +182,53 @@ export class WebhookEventRouter<C extends object = object, T = never> {
     const { signal, log = noopLogger } = (context ?? {}) as DispatchInput
     if (signal !== undefined && !isSignal(signal)) throw new TypeError('dispatch() context.signal must be an AbortSignal')
     if (!isLogger(log)) throw new TypeError('dispatch() context.log must be a logger (debug, info, warn and error methods)')
-    return runDispatch(this.#handlers, this.#store, this.#concurrency, this.claimLifetime, events, (context ?? {}) as object, signal, log)
+    return runDispatch(this.#handlers, this.#store, this.#concurrency, this.claimLifetime, events, (context ?? {}) as object, signal, log,
+      this.#parking === undefined ? undefined : new FailureDecisions(this.#parking))
+  }
+
+  /** The `deadLetters.store`, to list and show dead letters (undefined without `deadLetters`). */
+  get deadLetters (): DeadLetterStore | undefined {
+    return this.#parking?.store
+  }
+
+  /**
+   * Runs a dead letter's handlers again, under an ordinary exactly-once claim: `handled` deletes
+   * it; `failed` parks it again with the new error; `busy` when another retry (or a delivery of
+   * the same event) runs it now; `missing` when there is no such dead letter. Two processes
+   * retrying one dead letter at once run its handlers once.
+   * @throws TypeError without `deadLetters`, or for a malformed fingerprint; `ReplayStoreError` when a store fails.
+   */
+  async retryDeadLetter (fingerprint: string, context?: DispatchInput<C>): Promise<DeadLetterRetryResult> {
+    const parking = this.#requireParking('retryDeadLetter')
+    const { signal, log = noopLogger } = (context ?? {}) as DispatchInput
+    return await retryDeadLetter({
+      parking,
+      seenEvents: this.#store,
+      handlersOf: (event) => this.#handlers.get(event.event) ?? [],
+      dispatchOne: async (event, handlers, decisions) => await runDispatch(handlers, this.#store, 1, this.claimLifetime, [event], (context ?? {}) as object, signal, log, decisions),
+    }, fingerprint, log)
+  }
+
+  /**
+   * Retries the dead letters an operator asked for (`dead-letters retry` in the CLI, the store's
+   * `requestRetry`), up to `limit` of them; call it on a timer or at start-up. Resolves each result.
+   */
+  async retryRequestedDeadLetters (options: { limit?: number } & DispatchInput<C> = {} as DispatchInput<C>): Promise<DeadLetterRetryResult[]> {
+    const parking = this.#requireParking('retryRequestedDeadLetters')
+    const { limit = 100, ...context } = options
+    const page = await parking.store.list({ retryRequested: true, limit })
+    const results: DeadLetterRetryResult[] = []
+    for (const letter of page.items) results.push(await this.retryDeadLetter(letter.fingerprint, context as DispatchInput<C>))
+    return results
+  }
+
+  /** Deletes a dead letter for good; whether there was one. Publishes a `discarded` diagnostics message. */
+  async discardDeadLetter (fingerprint: string): Promise<boolean> {
+    return await discardDeadLetter(this.#requireParking('discardDeadLetter'), fingerprint)
+  }
+
+  #requireParking (method: string): Parking {
+    if (this.#parking === undefined) throw new TypeError(`${method}() needs the router's deadLetters option ({ store, after })`)
+    return this.#parking
   }
 }

@@ -46,11 +46,13 @@ export type AnyHandler = (event: WebhookEvent, context: DispatchContext<any>) =>
  *   identical copy (same `eventFingerprint`) of an event handled earlier in the same dispatch;
  * - `unhandled`: no handler is registered for its type (nothing ran; not an error);
  * - `deferred`: another dispatch holds a live claim on it right now, so it was left to that one (answer 5xx so the sender retries);
- * - `failed`: a handler threw, or the seen-events store could not be reached (`error` says which).
+ * - `failed`: a handler threw, or the seen-events store could not be reached (`error` says which);
+ * - `parked`: with `deadLetters`, its handlers failed `after` times: it is a dead letter now (`error` its last
+ *   error), completed in the seen-events store, and no longer fails the delivery.
  */
 export type EventOutcome =
   | { readonly status: 'handled' | 'skipped' | 'unhandled' | 'deferred', readonly event: WebhookEvent, readonly fingerprint: string }
-  | { readonly status: 'failed', readonly event: WebhookEvent, readonly fingerprint: string, readonly error: unknown }
+  | { readonly status: 'failed' | 'parked', readonly event: WebhookEvent, readonly fingerprint: string, readonly error: unknown }
 
 /** What `dispatch` resolves: one outcome per event, in the order given, and the counts. */
 export interface DispatchReport {
@@ -60,7 +62,9 @@ export interface DispatchReport {
   readonly unhandled: number
   readonly deferred: number
   readonly failed: number
-  /** True when every event was handled, skipped or unhandled: the delivery may be acknowledged (2xx). */
+  /** Events parked as dead letters by this dispatch (option `deadLetters`). */
+  readonly parked: number
+  /** True when every event was handled, skipped, unhandled or parked: the delivery may be acknowledged (2xx). */
   readonly ok: boolean
 }
 

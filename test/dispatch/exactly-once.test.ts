@@ -248,7 +248,7 @@ t.test('the report: outcomes are built when read, the same array every time, and
   t.equal(report.outcomes, report.outcomes)
   t.same({ ...report }.outcomes.map((o) => o.status), ['handled', 'unhandled'])
   t.same(JSON.parse(JSON.stringify(report)).outcomes.map((o: { fingerprint: string }) => o.fingerprint), events.map(eventFingerprint))
-  t.same(Object.keys(report), ['outcomes', 'handled', 'skipped', 'unhandled', 'deferred', 'failed', 'ok'])
+  t.same(Object.keys(report), ['outcomes', 'handled', 'skipped', 'unhandled', 'deferred', 'failed', 'parked', 'ok'])
 })
 
 t.test('a full memory store forgets the oldest events first, delivery after delivery, and stays at its max', async (t) => {

@@ -62,8 +62,11 @@ export interface DispatchReport {
   readonly unhandled: number
   readonly deferred: number
   readonly failed: number
-  /** Events parked as dead letters by this dispatch (option `deadLetters`). */
-  readonly parked: number
+  /**
+   * Events parked as dead letters by this dispatch (option `deadLetters`). The router's reports
+   * always carry it; optional so a `handlers` object of your own that builds reports needs no change.
+   */
+  readonly parked?: number
   /** True when every event was handled, skipped, unhandled or parked: the delivery may be acknowledged (2xx). */
   readonly ok: boolean
 }

@@ -55,7 +55,7 @@ export function dispatchReply (report: DispatchReport, claimRetryAfter: number, 
   if (report.ok) {
     const body = { handled: report.handled, skipped: report.skipped, unhandled: report.unhandled }
     // Events parked as dead letters (router option deadLetters) are acknowledged too: say how many.
-    return { status: 200, headers: {}, body: report.parked > 0 ? { ...body, parked: report.parked } : body }
+    return { status: 200, headers: {}, body: report.parked !== undefined && report.parked > 0 ? { ...body, parked: report.parked } : body }
   }
   let handlerFailed = false
   let storeFailed = false

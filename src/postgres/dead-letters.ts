@@ -75,6 +75,8 @@ export class PostgresDeadLetterStore implements DeadLetterStore {
   readonly #timeout: number
   #schema: Promise<void> | undefined
   #lastPurge = 0
+  /** The database the pool is on, to recognise a transaction on the same one (`resolveRetryIn`). */
+  #identity: Promise<string> | undefined
 
   constructor (options: PostgresDeadLettersOptions) {
     if (options === null || typeof options !== 'object') throw new TypeError('postgresDeadLetters options must be an object with a pool')
@@ -167,6 +169,24 @@ export class PostgresDeadLetterStore implements DeadLetterStore {
 
   async failRetry (retry: DeadLetterRetry, error: DeadLetterError): Promise<void> {
     await this.#query('park', this.#sql.failRetry, [retry.fingerprint, retry.token, Date.now(), error.name, error.message])
+  }
+
+  /**
+   * Deletes a retried dead letter through `db`, the transaction its handlers run in (the router's
+   * retry with `postgresSeenEvents({ transactional: true })`), so the effects, the done mark and the
+   * deletion commit together. False, changing nothing, when `db` is not a node-postgres client on
+   * the database of this store's pool (the router then deletes it after the commit).
+   */
+  async resolveRetryIn (db: unknown, retry: DeadLetterRetry): Promise<boolean> {
+    const client = db as Partial<PgQueryableLike> | null
+    if (client === null || typeof client !== 'object' || typeof client.query !== 'function') return false
+    const identity = 'SELECT current_database() AS db, inet_server_addr()::text AS addr, inet_server_port() AS port'
+    this.#identity ??= this.#query('retry', identity, []).then(({ rows }) => JSON.stringify(rows[0]))
+    const mine = await this.#identity.catch((err: unknown) => { this.#identity = undefined; throw err })
+    const theirs = await this.#guard('retry', async () => await client.query!({ text: identity, values: [] }))
+    if (JSON.stringify(theirs.rows[0]) !== mine) return false
+    await this.#guard('retry', async () => await client.query!({ text: this.#sql.resolveRetry, values: [retry.fingerprint, retry.token] }))
+    return true
   }
 
   async #query (operation: string, text: string, values: unknown[]): Promise<{ rows: any[], rowCount?: number | null }> {

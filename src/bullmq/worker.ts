@@ -60,8 +60,9 @@ export interface WebhookEventWorkerOptions extends Omit<WorkerOptions, 'prefix' 
   /**
    * Where an event whose job used up its attempts is parked, so the operator finds it with the
    * router's dead letters (`dead-letters list` in the CLI): the job then completes with `'parked'`
-   * instead of staying in BullMQ's failed set. Give it the router's `deadLetters.store`. A router
-   * with `deadLetters` parks by itself after its `after` failed attempts (one per job attempt).
+   * instead of staying in BullMQ's failed set; retry it with a router that has `deadLetters` on the
+   * same store. Give it to a worker whose router has no `deadLetters`: a router with them counts
+   * each job attempt itself and parks after its `after` (keep that below the job's `attempts`).
    * @default undefined (a job that used up its attempts stays in the failed set)
    */
   deadLetters?: DeadLetterStore

@@ -67,7 +67,10 @@ export class FailureDecisions {
 
   decide (event: WebhookEvent, fingerprint: string, err: unknown, log: Logger, then: (parked: boolean) => void): void {
     this.#pending++
-    void this.#decide(event, fingerprint, err, log).then(then).finally(() => {
+    void this.#decide(event, fingerprint, err, log).then(then).catch((bug: unknown) => {
+      // Unreachable by design (`then` settles an outcome); the event is then reported failed by the dispatch.
+      log.error({ err: bug instanceof Error ? bug.message : String(bug) }, 'a failed webhook event could not be settled')
+    }).finally(() => {
       if (--this.#pending === 0) for (const resolve of this.#idle.splice(0)) resolve()
     })
   }

@@ -72,16 +72,22 @@ async function parkRetryDiscard (t: Test, seenEvents: () => SeenEventsStore, dea
     const store = deadLetters()
     let runs = 0
     let broken = true
+    let open!: () => void
+    const gate = new Promise<void>((resolve) => { open = resolve })
     const router = new WebhookEventRouter({ seenEvents: seenEvents(), deadLetters: { store, after: 1 } })
       .on('dropped', async () => {
         runs++
         if (broken) throw new Error('down')
-        await new Promise((resolve) => setTimeout(resolve, 50))
+        await gate
       })
     const event = ev('dropped', 2)
     t.equal((await router.dispatch([event])).parked, 1)
     broken = false
-    const results = await Promise.all([router.retryDeadLetter(eventFingerprint(event)), router.retryDeadLetter(eventFingerprint(event))])
+    const retries = [router.retryDeadLetter(eventFingerprint(event)), router.retryDeadLetter(eventFingerprint(event))]
+    // One holds the dead letter, its handler waiting at the gate: the other is told busy meanwhile.
+    t.equal((await Promise.race(retries)).status, 'busy')
+    open()
+    const results = await Promise.all(retries)
     t.same(results.map((r) => r.status).sort(), ['busy', 'handled'])
     t.equal(runs, 2, 'the parking run and one retry')
   })

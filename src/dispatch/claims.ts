@@ -28,6 +28,11 @@ export class Claims {
   #syncClaim: object | undefined
   /** Fingerprints handled and not yet marked done in the synchronous store (written in one call). */
   #toMark: string[] = []
+  /**
+   * Set once the dispatch first waits for a handler: done marks are then written at the end of
+   * each synchronous stretch of handlers (a microtask), not only when the dispatch ends.
+   */
+  #waiting = false
   #completes: Batch | undefined
   #releases: Batch | undefined
   #renewal: ReturnType<typeof setInterval> | undefined
@@ -132,8 +137,9 @@ export class Claims {
   complete (i: number): void {
     if (!this.handOff(i)) return
     if (this.sync !== null) {
-      // Marked done in one call when this synchronous stretch of handlers ends (or the dispatch does).
-      if (this.#toMark.push(this.outcomes.fingerprints[i]!) === 1) queueMicrotask(() => { this.markDone() })
+      // Marked done in one call when this synchronous stretch of handlers ends: when the dispatch
+      // first waits (`renew`), then in a microtask, or when it ends (`cleanUp`).
+      if (this.#toMark.push(this.outcomes.fingerprints[i]!) === 1 && this.#waiting) queueMicrotask(() => { this.markDone() })
       return
     }
     (this.#completes ??= new Batch(async (claims, indexes) => { await this.#writeCompletes(claims, indexes) })).add(this.#claims![i]!, i)
@@ -154,8 +160,15 @@ export class Claims {
     this.sync!.complete(fps)
   }
 
-  /** Called before the dispatch first waits for a handler: claims held from now on are renewed. */
+  /**
+   * Called before the dispatch waits for a handler: the done marks of the events handled so far
+   * are written, and claims held from now on are renewed.
+   */
   renew (dispatch: Renewable): void {
+    if (!this.#waiting) {
+      this.#waiting = true
+      this.markDone()
+    }
     if (this.#renewal === undefined && this.#heldCount > 0) this.#renewal = this.#startRenewal(dispatch)
   }
 

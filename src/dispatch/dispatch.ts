@@ -26,18 +26,19 @@ export function runDispatch (
   log: Logger,
   decisions?: FailureDecisions,
 ): Promise<DispatchReport> {
-  const fallback = (err: unknown): DispatchReport => {
-    // Unreachable by design; kept so the promise never rejects even on a bug.
-    log.error({ err }, 'webhook event dispatch failed unexpectedly')
-    return report(events, new Uint8Array(events.length).fill(FAILED), events.map(safeFingerprint), new Array(events.length).fill(err))
-  }
   let result: DispatchReport | Promise<DispatchReport>
   try {
     result = new Dispatch(handlers, store, concurrency, claimLifetime, events, context, callerSignal, log, decisions).run()
   } catch (err) {
-    return Promise.resolve(fallback(err))
+    return Promise.resolve(failedReport(events, log, err))
   }
-  return result instanceof Promise ? result.catch(fallback) : Promise.resolve(result)
+  return result instanceof Promise ? result.catch((err: unknown) => failedReport(events, log, err)) : Promise.resolve(result)
+}
+
+/** Every event failed with `err`: a failure that escaped the dispatch (unreachable by design; kept so the promise never rejects even on a bug). */
+function failedReport (events: readonly WebhookEvent[], log: Logger, err: unknown): DispatchReport {
+  log.error({ err }, 'webhook event dispatch failed unexpectedly')
+  return report(events, new Uint8Array(events.length).fill(FAILED), events.map(safeFingerprint), new Array(events.length).fill(err))
 }
 
 const NO_HANDLERS: AnyHandler[] = []

@@ -10,10 +10,13 @@ import { noopLogger } from '../../src/logger.js'
 import { startRedisServer, waitFor } from '../replay/helpers/redis-server.js'
 import { memoryLogger, sampleEvents, testQueue } from './helpers.js'
 
+// Semantics, not failure handling: generous timeouts, so a loaded machine cannot fail a call.
+const GENEROUS = { commandTimeout: 5000, maxRetriesPerRequest: 1 }
+
 const server = await startRedisServer()
 t.teardown(() => server.close())
 const context = { keyId: 'mckey', log: noopLogger }
-const client = await server.client()
+const client = await server.client(GENEROUS)
 let n = 0
 
 function startWorker (t: Test, queue: Queue, router: WebhookEventJobDispatcher, options: Partial<WebhookEventWorkerOptions> = {}): void {
@@ -27,10 +30,10 @@ t.test('deadLetters must be a dead-letter store', async (t) => {
 
 t.test('a job that used up its attempts is parked (source bullmq), completes, and the router retries it', async (t) => {
   const { queue } = await testQueue(t, server)
-  const store = new RedisDeadLetterStore(client, { prefix: `{bq-${n++}}:` })
+  const store = new RedisDeadLetterStore(client, { prefix: `{bq-${n++}}:`, timeout: 10_000 })
   let broken = true
   let runs = 0
-  const seenEvents = new RedisSeenEventsStore(client, { prefix: `bq-seen-${n}:` })
+  const seenEvents = new RedisSeenEventsStore(client, { prefix: `bq-seen-${n}:`, timeout: 10_000 })
   const handler = (): void => { runs++; if (broken) throw new Error('suppression list is read-only') }
   // The worker's router counts nothing itself: the worker parks what used up its job attempts.
   const workerRouter = new WebhookEventRouter({ seenEvents }).on('hard-bounced', handler)
@@ -58,8 +61,8 @@ t.test('a job that used up its attempts is parked (source bullmq), completes, an
 
 t.test('a router with deadLetters parks after `after` job attempts; the job completes parked', async (t) => {
   const { queue } = await testQueue(t, server)
-  const store = new RedisDeadLetterStore(client, { prefix: `{bq-${n++}}:` })
-  const router = new WebhookEventRouter({ seenEvents: new RedisSeenEventsStore(client, { prefix: `bq-seen-${n}:` }), deadLetters: { store, after: 2 } })
+  const store = new RedisDeadLetterStore(client, { prefix: `{bq-${n++}}:`, timeout: 10_000 })
+  const router = new WebhookEventRouter({ seenEvents: new RedisSeenEventsStore(client, { prefix: `bq-seen-${n}:`, timeout: 10_000 }), deadLetters: { store, after: 2 } })
     .on('*', () => { throw new Error('poison') })
   startWorker(t, queue, router)
   const event = sampleEvents(1)[0]!

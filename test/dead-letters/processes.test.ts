@@ -63,14 +63,14 @@ const fingerprintOf = (wire: Record<string, unknown>): string => eventFingerprin
 t.test('Redis', async (t) => {
   const redis = await startRedisServer()
   t.teardown(async () => { await redis.close() })
-  const client = await redis.client()
+  const client = await redis.client({ commandTimeout: 5000, maxRetriesPerRequest: 1 })
   const env = { REDIS_PORT: String(redis.port), AFTER: '2' }
 
   t.test('SIGKILL between the last failure and the parking: nothing answered 2xx, nothing lost; parked on the next attempt', async (t) => {
     const wire = wireEvents(3)
     const poison = String(wire[1]!.request_id)
     const prefix = 'crash-before'
-    const store = new RedisDeadLetterStore(client, { prefix: `{${prefix}-dl}:` })
+    const store = new RedisDeadLetterStore(client, { prefix: `{${prefix}-dl}:`, timeout: 10_000 })
     const first = await receiver(t, { ...env, PREFIX: prefix, POISON: poison })
     t.equal(await post(first.port, wire), 500, 'attempt 1 counted')
     first.app.proc.kill('SIGKILL')
@@ -96,7 +96,7 @@ t.test('Redis', async (t) => {
     const wire = wireEvents(2)
     const poison = String(wire[0]!.request_id)
     const prefix = 'crash-after'
-    const store = new RedisDeadLetterStore(client, { prefix: `{${prefix}-dl}:` })
+    const store = new RedisDeadLetterStore(client, { prefix: `{${prefix}-dl}:`, timeout: 10_000 })
     const doomed = await receiver(t, { ...env, PREFIX: prefix, POISON: poison, AFTER: '1', CRASH: 'after-park' })
     t.equal(await post(doomed.port, wire), 0)
     await doomed.app.exited
@@ -115,7 +115,7 @@ t.test('Redis', async (t) => {
     const wire = wireEvents(1)
     const prefix = 'two-retries'
     const fp = fingerprintOf(wire[0]!)
-    const store = new RedisDeadLetterStore(client, { prefix: `{${prefix}-dl}:` })
+    const store = new RedisDeadLetterStore(client, { prefix: `{${prefix}-dl}:`, timeout: 10_000 })
     const app = await receiver(t, { ...env, PREFIX: prefix, POISON: String(wire[0]!.request_id), AFTER: '1' })
     t.equal(await post(app.port, wire), 200, 'parked at once (after: 1)')
     t.ok(await store.get(fp))

@@ -42,9 +42,9 @@ function crashing (inner: DeadLetterStore): DeadLetterStore {
 }
 
 if (REDIS_PORT !== undefined) {
-  const client = new Redis({ port: Number(REDIS_PORT), host: '127.0.0.1', maxRetriesPerRequest: 1 })
-  store = new RedisDeadLetterStore(client, { prefix: `{${PREFIX}-dl}:` })
-  router = new WebhookEventRouter({ seenEvents: new RedisSeenEventsStore(client, { prefix: `${PREFIX}-seen:` }), claimLifetime: 1, deadLetters: { store: crashing(store), after: Number(AFTER), retryLifetime: 2 } })
+  const client = new Redis({ port: Number(REDIS_PORT), host: '127.0.0.1', maxRetriesPerRequest: 1, commandTimeout: 5000 })
+  store = new RedisDeadLetterStore(client, { prefix: `{${PREFIX}-dl}:`, timeout: 10_000 })
+  router = new WebhookEventRouter({ seenEvents: new RedisSeenEventsStore(client, { prefix: `${PREFIX}-seen:`, timeout: 10_000 }), claimLifetime: 1, deadLetters: { store: crashing(store), after: Number(AFTER), retryLifetime: 2 } })
     .on('*', async (event, { fingerprint }) => {
       await client.incr(`${PREFIX}-effects:${fingerprint}`)
       if (event.requestId === POISON && FIXED !== '1') throw new Error('poison')

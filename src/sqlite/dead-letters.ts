@@ -38,6 +38,13 @@ export interface SqliteDeadLettersOptions {
 }
 
 const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/
+
+/** The file of a connection's main database ('' in memory): https://www.sqlite.org/pragma.html#pragma_database_list */
+function mainFile (db: SqliteDatabaseLike): string {
+  const rows = db.prepare('PRAGMA database_list').all() as Array<{ name?: unknown, file?: unknown }>
+  const file = rows.find((r) => r.name === 'main')?.file
+  return typeof file === 'string' ? file : ''
+}
 const sleep = async (ms: number): Promise<void> => { await new Promise((resolve) => setTimeout(resolve, ms)) }
 
 /** Dead letters in a SQLite file. Build it with `sqliteDeadLetters`; `close()` closes a file it opened. */
@@ -147,6 +154,21 @@ export class SqliteDeadLetterStore implements DeadLetterStore {
 
   async failRetry (retry: DeadLetterRetry, error: DeadLetterError): Promise<void> {
     await this.#run('park', () => this.#db.prepare(this.#sql.failRetry).run(v([retry.fingerprint, retry.token, Date.now(), error.name, error.message])))
+  }
+
+  /**
+   * Deletes a retried dead letter through `db`, the transaction its handlers run in (the router's
+   * retry with `sqliteSeenEvents({ transactional: true })`), so the effects, the done mark and the
+   * deletion commit together. False, changing nothing, when `db` is not a connection to this
+   * store's file (the router then deletes it after the commit).
+   */
+  async resolveRetryIn (db: unknown, retry: DeadLetterRetry): Promise<boolean> {
+    const d = db as Partial<SqliteDatabaseLike> | null
+    if (d === null || typeof d !== 'object' || typeof d.prepare !== 'function') return false
+    const mine = await this.#run('retry', () => mainFile(this.#db))
+    if (mine === '' || mainFile(d as SqliteDatabaseLike) !== mine) return false
+    d.prepare(this.#sql.resolveRetry).run(v([retry.fingerprint, retry.token]))
+    return true
   }
 
   /** Runs `work` (creating the table first), retrying on timers while another connection holds the lock. */

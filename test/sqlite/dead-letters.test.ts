@@ -65,7 +65,9 @@ t.test('transactional store: the retry\'s effect and the dead letter\'s deletion
   const count = (): number => Number((seenEvents.database.prepare('SELECT count(*) AS n FROM effects').all()[0] as { n: number }).n)
   t.equal(count(), 0, 'the failed attempt\'s insert was rolled back')
   broken = false
+  // The deletion after the commit fails: the one in the handlers' transaction did it already.
+  store.resolveRetry = async () => { throw new Error('resolveRetry must not be needed') }
   t.same(await router.retryDeadLetter(fp), { status: 'handled', fingerprint: fp })
   t.equal(count(), 1)
-  t.equal(await store.get(fp), undefined)
+  t.equal(await store.get(fp), undefined, 'deleted in the transaction of its effect')
 })

@@ -126,6 +126,21 @@ async function parkRetryDiscard (t: Test, seenEvents: () => SeenEventsStore, dea
   })
 }
 
+t.test('without a seen-events store: parked and reported ok, but nothing remembers it done', async (t) => {
+  let runs = 0
+  const store = new MemoryDeadLetterStore()
+  const router = new WebhookEventRouter({ concurrency: 4, deadLetters: { store, after: 1 } })
+    .on('click', () => { runs++; throw new Error('bad url') })
+    .on('open', async () => { await new Promise((resolve) => setImmediate(resolve)) })
+  const events = [ev('click', 7), ev('open', 8), ev('open', 9)]
+  const first = await router.dispatch(events)
+  t.same([first.parked, first.handled, first.ok], [1, 2, true])
+  const again = await router.dispatch(events)
+  t.same([again.parked, again.handled], [1, 2], 'at least once: a resend runs everything again')
+  t.equal(runs, 2)
+  t.equal((await store.get(eventFingerprint(events[0]!)))?.attempts, 2)
+})
+
 t.test('memory stores', async (t) => {
   await parkRetryDiscard(t, () => new MemorySeenEventsStore(), () => new MemoryDeadLetterStore())
 })

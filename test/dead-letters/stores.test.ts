@@ -4,8 +4,9 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import t from 'tap'
-import { MemoryDeadLetterStore, RedisDeadLetterStore } from '../../src/index.js'
-import { postgresDeadLetters } from '../../src/postgres/index.js'
+import { MemoryDeadLetterStore, RedisDeadLetterStore, WebhookEventRouter, eventFingerprint } from '../../src/index.js'
+import { postgresDeadLetters, postgresSeenEvents } from '../../src/postgres/index.js'
+import { ev } from '../dispatch/helpers/events.js'
 import { sqliteDeadLetters, type SqliteDeadLetterStore } from '../../src/sqlite/index.js'
 import { startRedisServer } from '../replay/helpers/redis-server.js'
 import { clusterUnavailable, startRedisCluster } from '../helpers/redis-cluster.js'
@@ -52,6 +53,26 @@ t.test('PostgreSQL', async (t) => {
   t.teardown(async () => { await server.close() })
   const pool = server.pool()
   await behavesAsADeadLetterStore(t, async () => postgresDeadLetters({ pool, table: `dead_letters_${n++}` }))
+
+  t.test('with the transactional inbox: a retried dead letter is deleted in the transaction of its effect', async (t) => {
+    await pool.query('CREATE TABLE dl_effects (fingerprint text NOT NULL)')
+    const store = postgresDeadLetters({ pool, table: 'dl_inbox' })
+    let broken = true
+    const router = new WebhookEventRouter({ seenEvents: postgresSeenEvents({ pool, table: 'dl_seen', transactional: true }), deadLetters: { store, after: 1 } })
+      .on('hard-bounced', async (_event, { db, fingerprint }) => {
+        await db.query('INSERT INTO dl_effects (fingerprint) VALUES ($1)', [fingerprint])
+        if (broken) throw new Error('constraint')
+      })
+    const event = ev('hard-bounced', 77)
+    const fp = eventFingerprint(event)
+    t.equal((await router.dispatch([event])).parked, 1)
+    broken = false
+    // The deletion after the commit fails: the one in the handlers' transaction did it already.
+    store.resolveRetry = async () => { throw new Error('resolveRetry must not be needed') }
+    t.same(await router.retryDeadLetter(fp), { status: 'handled', fingerprint: fp })
+    t.equal((await pool.query('SELECT count(*)::int AS n FROM dl_effects')).rows[0].n, 1)
+    t.equal(await store.get(fp), undefined)
+  })
 })
 
 t.test('SQLite file', async (t) => {

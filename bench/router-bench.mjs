@@ -1,7 +1,8 @@
 // The event router's own cost per delivery, in process, paired: a 1,000-event delivery (the
 // service's largest batch) dispatched by a WebhookEventRouter with one empty handler per event
 // type, with a MemorySeenEventsStore and without a store, next to the parts it is made of (the
-// fingerprints alone; the store's claim and done mark alone). Each case is timed in CPU time
+// fingerprints alone; the store's claim and done mark alone; `parts`: those parts assembled by
+// hand, the fingerprints, one claim, the handler loop and one done mark). Each case is timed in CPU time
 // (process.cpuUsage) over deliveries whose events are all new (own seed in every event's
 // `reason`, built before the sample, outside the timed region), round-robin within one process,
 // so the shared machine's drift hits every case alike. Figures are medians over the repetitions;
@@ -26,8 +27,8 @@ import { buildsBenchArgs } from './lib/args.mjs'
 import { makeBody } from './lib/fixtures.mjs'
 
 const { args, events: EVENTS, deliveries: N, reps: REPS, libs, cases: wanted } = buildsBenchArgs(
-  'node bench/router-bench.mjs [--lib dist[,other/dist]] [--events 1000] [--deliveries 60] [--reps 7] [--prefill 0] [--cases fingerprints,store,router-nostore,router-memory (also: text,hash)]',
-  { events: '1000', deliveries: '60', cases: 'fingerprints,store,router-nostore,router-memory' },
+  'node bench/router-bench.mjs [--lib dist[,other/dist]] [--events 1000] [--deliveries 60] [--reps 7] [--prefill 0] [--cases fingerprints,store,parts,router-nostore,router-memory (also: text,hash)]',
+  { events: '1000', deliveries: '60', cases: 'fingerprints,store,parts,router-nostore,router-memory' },
   { prefill: { type: 'string', default: '0' } },
 )
 // Fingerprints written into each memory store before timing: a store filled as a long-running
@@ -75,6 +76,23 @@ for (const lib of libs) {
         await store.complete(claims)
       }
     },
+    // The router's parts assembled by hand (what the router adds is the rest): the delivery's
+    // fingerprints, one claim, the handler loop, one done mark, the counts.
+    parts: async (ds, { store, handlers }) => {
+      for (const events of ds) {
+        const claims = await store.claim(m.eventFingerprints(events), 30)
+        const done = []
+        for (let i = 0; i < events.length; i++) {
+          const claim = claims[i]
+          if (typeof claim !== 'object') continue
+          const result = handlers[events[i].event](events[i])
+          if (result !== undefined && typeof result.then === 'function') await result
+          done.push(claim)
+        }
+        await store.complete(done)
+        if (done.length !== events.length) throw new Error(`handled ${done.length}`)
+      }
+    },
     'router-nostore': async (ds, router) => { for (const events of ds) { const r = await router.dispatch(events, { keyId: 'k1', log }); if (!r.ok) throw new Error('not ok') } },
     'router-memory': async (ds, router) => { for (const events of ds) { const r = await router.dispatch(events, { keyId: 'k1', log }); if (r.handled !== events.length) throw new Error(`handled ${r.handled}`) } },
   }
@@ -82,6 +100,7 @@ for (const lib of libs) {
     if (!(c in all)) throw new Error(`unknown case ${c}`)
     const state = c === 'store'
       ? await filled(new m.MemorySeenEventsStore())
+      : c === 'parts' ? { store: await filled(new m.MemorySeenEventsStore()), handlers: Object.fromEntries(types.map((type) => [type, () => {}])) }
       : c === 'router-nostore' ? withHandlers(new m.WebhookEventRouter()) : c === 'router-memory' ? withHandlers(new m.WebhookEventRouter({ seenEvents: await filled(new m.MemorySeenEventsStore()) })) : null
     const prepare = c === 'store'
       ? () => deliveries(toEvent).map((events) => m.eventFingerprints(events))

@@ -5,6 +5,7 @@ import { createInterface } from 'node:readline/promises'
 import { fileURLToPath } from 'node:url'
 import { BIN, optionsHelp, parse, UsageError, type CommandSpec, type Parsed } from './cli/args.js'
 import { INSPECT_COMMANDS, runInspect } from './cli/inspect-command.js'
+import { DEAD_LETTER_COMMANDS, runDeadLetters } from './cli/dead-letters-command.js'
 import { filteredIo, useColor, type CliIo } from './cli/io.js'
 import { OPERATOR_COMMANDS, runOperatorCommand } from './cli/operator-commands.js'
 import { runRotateKey, runSandbox, SANDBOX_COMMANDS } from './cli/sandbox-commands.js'
@@ -57,6 +58,7 @@ const OPERATE_ROWS: Array<[string, string]> = [
   ['batches', 'List delivery batches as a table (--status 4xx,5xx,no_response: failed)'],
   ['resend <id>...', 'Deliver batches again'],
   ['reconcile', 'Resend every batch whose delivery failed in a window, once'],
+  ['dead-letters', 'List, show, retry or discard the events your router parked'],
 ]
 const SANDBOX_ROWS: Array<[string, string]> = [
   ['sandbox', `Sign webhook deliveries exactly as MailChannels does and POST them to
@@ -91,7 +93,7 @@ Run '${BIN} <command> --help' for a command's options.
 Exit codes: 0 success, 1 the operation failed, 2 a usage error.
 Output is coloured on a terminal only, and never when NO_COLOR is set.`
 
-const COMMANDS: Record<string, CommandSpec> = { ...OPERATOR_COMMANDS, ...SANDBOX_COMMANDS, ...TRIGGER_COMMANDS, ...INSPECT_COMMANDS }
+const COMMANDS: Record<string, CommandSpec> = { ...OPERATOR_COMMANDS, ...SANDBOX_COMMANDS, ...TRIGGER_COMMANDS, ...INSPECT_COMMANDS, ...DEAD_LETTER_COMMANDS }
 
 /** Runs the command; resolves with the exit code once it is done (for `sandbox` and `inspect`, once the server has closed). */
 export async function main (argv: string[], given: CliIo = processIo): Promise<number> {
@@ -120,6 +122,7 @@ export async function main (argv: string[], given: CliIo = processIo): Promise<n
     else if (command === 'rotate-key') await runRotateKey(values, io, env)
     else if (command === 'trigger') return await runTrigger(command, values, args, io, env)
     else if (command === 'inspect') await runInspect(values, io, env)
+    else if (command === 'dead-letters') return await runDeadLetters(values, args, io, env)
     else return await runOperatorCommand(command, values, args, io, env)
     return 0
   } catch (err) {

@@ -8,10 +8,11 @@
 //
 // Spans: `mailchannels.webhook.receive` per delivery (from the whole body in hand to the answer,
 // a child of the active span, e.g. your HTTP server span), with a `mailchannels.webhook.handler`
-// child for the handler's share; `mailchannels.webhook.key_fetch` per request to the public-key endpoint.
+// child for the handler's share; `mailchannels.webhook.key_fetch` per request to the public-key endpoint;
+// `mailchannels.webhook.dead_letter` when an event is parked, retried or discarded.
 import diagnosticsChannel from 'node:diagnostics_channel'
 import { context, SpanStatusCode, trace, type Span, type Tracer } from '@opentelemetry/api'
-import { KEY_FETCH_CHANNEL, RECEIVE_TRACING_CHANNEL, type KeyFetchMessage, type WebhookReceiveContext } from 'mailchannels-webhooks'
+import { DEAD_LETTER_CHANNEL, KEY_FETCH_CHANNEL, RECEIVE_TRACING_CHANNEL, type DeadLetterMessage, type KeyFetchMessage, type WebhookReceiveContext } from 'mailchannels-webhooks'
 
 /** Subscribes; returns a function that unsubscribes. */
 export function traceWebhookDeliveries (tracer: Tracer = trace.getTracer('mailchannels-webhooks')): () => void {
@@ -64,8 +65,21 @@ export function traceWebhookDeliveries (tracer: Tracer = trace.getTracer('mailch
   }
   diagnosticsChannel.subscribe(KEY_FETCH_CHANNEL, onKeyFetch)
 
+  // A dead letter parked, retried or discarded: an instant span in the active context (the
+  // delivery's or the retry's), an error when parked, so it shows in the trace that parked it.
+  const onDeadLetter = (message: unknown): void => {
+    const m = message as DeadLetterMessage
+    const span = tracer.startSpan('mailchannels.webhook.dead_letter', {
+      attributes: { 'mailchannels.webhook.dead_letter.action': m.action, 'mailchannels.webhook.event_type': m.type, 'mailchannels.webhook.fingerprint': m.fingerprint, 'mailchannels.webhook.attempts': m.attempts, 'mailchannels.webhook.dead_letter.source': m.source },
+    }, context.active())
+    if (m.action === 'parked') span.setStatus({ code: SpanStatusCode.ERROR, message: 'parked' })
+    span.end()
+  }
+  diagnosticsChannel.subscribe(DEAD_LETTER_CHANNEL, onDeadLetter)
+
   return () => {
     receive.unsubscribe(handlers)
     diagnosticsChannel.unsubscribe(KEY_FETCH_CHANNEL, onKeyFetch)
+    diagnosticsChannel.unsubscribe(DEAD_LETTER_CHANNEL, onDeadLetter)
   }
 }

@@ -8,7 +8,7 @@
 //   app.get('/metrics', async (_request, reply) => reply.type(register.contentType).send(await register.metrics()))
 import diagnosticsChannel from 'node:diagnostics_channel'
 import { Counter, Histogram, register as defaultRegistry, type Registry } from 'prom-client'
-import { DELIVERY_CHANNEL, KEY_FETCH_CHANNEL, type KeyFetchMessage, type WebhookDeliveryMessage } from 'mailchannels-webhooks'
+import { DEAD_LETTER_CHANNEL, DELIVERY_CHANNEL, KEY_FETCH_CHANNEL, type DeadLetterMessage, type KeyFetchMessage, type WebhookDeliveryMessage } from 'mailchannels-webhooks'
 
 /**
  * Registers the webhook metrics in `registry` and feeds them from the diagnostics channels.
@@ -53,6 +53,12 @@ export function collectWebhookMetrics (registry: Registry = defaultRegistry): ()
     labelNames: ['outcome'] as const,
     registers,
   })
+  const deadLetters = new Counter({
+    name: 'mailchannels_webhook_dead_letters_total',
+    help: 'Events parked as dead letters, retried successfully or discarded (router option deadLetters), by event type.',
+    labelNames: ['action', 'type'] as const,
+    registers,
+  })
 
   const onDelivery = (message: unknown): void => {
     const m = message as WebhookDeliveryMessage
@@ -66,13 +72,20 @@ export function collectWebhookMetrics (registry: Registry = defaultRegistry): ()
     keyFetches.inc({ outcome: m.outcome, cause: m.cause ?? '' })
     keyFetchDuration.observe({ outcome: m.outcome }, m.durationMs / 1000)
   }
+  // Alert on parked: each one is an event whose effect has not happened (docs/events.md).
+  const onDeadLetter = (message: unknown): void => {
+    const m = message as DeadLetterMessage
+    deadLetters.inc({ action: m.action, type: m.type })
+  }
   diagnosticsChannel.subscribe(DELIVERY_CHANNEL, onDelivery)
   diagnosticsChannel.subscribe(KEY_FETCH_CHANNEL, onKeyFetch)
+  diagnosticsChannel.subscribe(DEAD_LETTER_CHANNEL, onDeadLetter)
 
   return () => {
     diagnosticsChannel.unsubscribe(DELIVERY_CHANNEL, onDelivery)
     diagnosticsChannel.unsubscribe(KEY_FETCH_CHANNEL, onKeyFetch)
-    for (const metric of [deliveries, events, deliveryDuration, handlerDuration, keyFetches, keyFetchDuration]) {
+    diagnosticsChannel.unsubscribe(DEAD_LETTER_CHANNEL, onDeadLetter)
+    for (const metric of [deliveries, events, deliveryDuration, handlerDuration, keyFetches, keyFetchDuration, deadLetters]) {
       registry.removeSingleMetric((metric as unknown as { name: string }).name)
     }
   }

@@ -3,13 +3,15 @@ import { UnrecoverableError, Worker, type Job, type WorkerOptions } from 'bullmq
 import type { WebhookEventRouter } from '../dispatch/router.js'
 import { WEBHOOK_EVENT_TYPES, type WebhookEvent } from '../events/types.js'
 import { noopLogger, type Logger } from '../logger.js'
+import { publishDeadLetter } from '../diagnostics/dead-letter.js'
+import { deadLetterError, isDeadLetterStore, type DeadLetterStore } from '../replay/dead-letters-types.js'
 import type { WebhookEventJobData } from './enqueue.js'
 import { EventInProgressError } from './errors.js'
 import { checkClusterPrefix, DEFAULT_PREFIX } from './prefix.js'
 import { DEFAULT_QUEUE_NAME } from './queue.js'
 
-/** What a job resolves (its `returnvalue`): what became of its event. */
-export type WebhookEventJobResult = 'handled' | 'skipped' | 'unhandled'
+/** What a job resolves (its `returnvalue`): what became of its event (`parked`: it is a dead letter now). */
+export type WebhookEventJobResult = 'handled' | 'skipped' | 'unhandled' | 'parked'
 
 /** The job of a webhook event, as the worker's handlers receive it. */
 export type WebhookEventJob = Job<WebhookEventJobData, WebhookEventJobResult>
@@ -55,6 +57,15 @@ export interface WebhookEventWorkerOptions extends Omit<WorkerOptions, 'prefix' 
    * @default a logger that logs nothing
    */
   log?: Logger
+  /**
+   * Where an event whose job used up its attempts is parked, so the operator finds it with the
+   * router's dead letters (`dead-letters list` in the CLI): the job then completes with `'parked'`
+   * instead of staying in BullMQ's failed set; retry it with a router that has `deadLetters` on the
+   * same store. Give it to a worker whose router has no `deadLetters`: a router with them counts
+   * each job attempt itself and parks after its `after` (keep that below the job's `attempts`).
+   * @default undefined (a job that used up its attempts stays in the failed set)
+   */
+  deadLetters?: DeadLetterStore
 }
 
 const EVENT_NAMES: ReadonlySet<string> = new Set<string>([...WEBHOOK_EVENT_TYPES, 'unknown'])
@@ -87,7 +98,10 @@ export function createWebhookEventWorker (
   if (typeof options !== 'object' || options === null) {
     throw new TypeError('createWebhookEventWorker: options are required, with at least connection (the Redis the queue lives on).')
   }
-  const { queueName = DEFAULT_QUEUE_NAME, prefix = DEFAULT_PREFIX, log = noopLogger, ...workerOptions } = options
+  const { queueName = DEFAULT_QUEUE_NAME, prefix = DEFAULT_PREFIX, log = noopLogger, deadLetters, ...workerOptions } = options
+  if (deadLetters !== undefined && !isDeadLetterStore(deadLetters)) {
+    throw new TypeError('createWebhookEventWorker: deadLetters must be a DeadLetterStore (the router\'s deadLetters.store: RedisDeadLetterStore, postgresDeadLetters...).')
+  }
   if (typeof queueName !== 'string' || queueName === '' || queueName.includes(':')) {
     throw new TypeError('createWebhookEventWorker: queueName must be a non-empty string without ":" (the name of the queue the events are added to).')
   }
@@ -109,11 +123,13 @@ export function createWebhookEventWorker (
       case 'handled':
       case 'skipped':
       case 'unhandled':
+      case 'parked':
         return outcome.status
       case 'deferred':
         throw new EventInProgressError(outcome.fingerprint)
       case 'failed': {
         const last = job.attemptsMade + 1 >= (job.opts.attempts ?? 1)
+        if (last && deadLetters !== undefined && await parkJob(deadLetters, event, outcome.fingerprint, outcome.error, job.attemptsMade + 1, log)) return 'parked'
         log[last ? 'error' : 'warn']({ jobId: job.id, attempt: job.attemptsMade + 1, err: errorMessage(outcome.error) },
           last ? 'mailchannels webhook event failed on its last attempt; the job stays in the failed set' : 'mailchannels webhook event failed; BullMQ retries it')
         throw outcome.error instanceof Error ? outcome.error : new Error(errorMessage(outcome.error))
@@ -125,6 +141,25 @@ export function createWebhookEventWorker (
   // Without a listener BullMQ writes connection errors to the console.
   worker.on('error', (err) => { log.warn({ err: errorMessage(err) }, 'mailchannels webhook worker: BullMQ error') })
   return worker
+}
+
+/**
+ * Parks the event of a job that used up its attempts (source `bullmq`), counting them all; whether
+ * it is parked (the job then completes). A store failure leaves the job to fail as before.
+ */
+async function parkJob (store: DeadLetterStore, event: WebhookEvent, fingerprint: string, error: unknown, attempts: number, log: Logger): Promise<boolean> {
+  try {
+    const failure = { event, fingerprint, error: deadLetterError(error), parkAfter: Math.min(attempts, 100), source: 'bullmq' as const }
+    let result = await store.recordFailure(failure)
+    // Counted as the job's attempts, so the dead letter says how often it was tried.
+    while (!result.parked) result = await store.recordFailure(failure)
+    publishDeadLetter('parked', event.event, fingerprint, result.attempts, 'bullmq')
+    log.warn({ fingerprint, type: event.event, attempts: result.attempts }, 'mailchannels webhook event used up its job attempts; parked as a dead letter')
+    return true
+  } catch (err) {
+    log.error({ fingerprint, err: errorMessage(err) }, 'mailchannels webhook event could not be parked as a dead letter; the job stays in the failed set')
+    return false
+  }
 }
 
 /**

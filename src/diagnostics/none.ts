@@ -7,6 +7,7 @@ const silent: Publisher<never> = Object.freeze({ hasSubscribers: false, publish 
 
 export const delivery: Publisher<WebhookDeliveryMessage> = silent
 export const keyFetch: Publisher<KeyFetchMessage> = silent
+export const deadLetter: Publisher<never> = silent
 export const receive: TracingPublisher<WebhookReceiveContext> = Object.freeze({ hasSubscribers: false, start: silent, end: silent, asyncStart: silent, asyncEnd: silent })
 
 export function now (): number {

@@ -36,6 +36,9 @@ export type TransactionContext<T> = [T] extends [never] ? unknown : {
 export type WebhookEventHandler<N extends WebhookEventName, C extends object = object, T = never> =
   (event: EventOf<N>, context: DispatchContext<C> & TransactionContext<T>) => unknown
 
+/** A handler as the router keeps it, for any event type (internal: not exported by the package). */
+export type AnyHandler = (event: WebhookEvent, context: DispatchContext<any>) => unknown
+
 /**
  * Where one event stands after a dispatch:
  * - `handled`: every handler registered for it resolved (and, with a seen-events store, it is marked done);
@@ -43,11 +46,13 @@ export type WebhookEventHandler<N extends WebhookEventName, C extends object = o
  *   identical copy (same `eventFingerprint`) of an event handled earlier in the same dispatch;
  * - `unhandled`: no handler is registered for its type (nothing ran; not an error);
  * - `deferred`: another dispatch holds a live claim on it right now, so it was left to that one (answer 5xx so the sender retries);
- * - `failed`: a handler threw, or the seen-events store could not be reached (`error` says which).
+ * - `failed`: a handler threw, or the seen-events store could not be reached (`error` says which);
+ * - `parked`: with `deadLetters`, its handlers failed `after` times: it is a dead letter now (`error` its last
+ *   error), completed in the seen-events store, and no longer fails the delivery.
  */
 export type EventOutcome =
   | { readonly status: 'handled' | 'skipped' | 'unhandled' | 'deferred', readonly event: WebhookEvent, readonly fingerprint: string }
-  | { readonly status: 'failed', readonly event: WebhookEvent, readonly fingerprint: string, readonly error: unknown }
+  | { readonly status: 'failed' | 'parked', readonly event: WebhookEvent, readonly fingerprint: string, readonly error: unknown }
 
 /** What `dispatch` resolves: one outcome per event, in the order given, and the counts. */
 export interface DispatchReport {
@@ -57,7 +62,12 @@ export interface DispatchReport {
   readonly unhandled: number
   readonly deferred: number
   readonly failed: number
-  /** True when every event was handled, skipped or unhandled: the delivery may be acknowledged (2xx). */
+  /**
+   * Events parked as dead letters by this dispatch (option `deadLetters`). The router's reports
+   * always carry it; optional so a `handlers` object of your own that builds reports needs no change.
+   */
+  readonly parked?: number
+  /** True when every event was handled, skipped, unhandled or parked: the delivery may be acknowledged (2xx). */
   readonly ok: boolean
 }
 

@@ -980,3 +980,7 @@ export function postgresSeenEvents (options: PostgresSeenEventsOptions & { trans
   if (transactional) return new TransactionalPostgresSeenEventsStore(options, poolTransaction(options.pool, options.timeout ?? 5000))
   return new PostgresSeenEventsStore(options)
 }
+
+// Dead letters (issue 39), in a file of their own.
+export { postgresDeadLetters, postgresDeadLettersSchema, PostgresDeadLetterStore } from './dead-letters.js'
+export type { PostgresDeadLettersOptions, PgQueryableLike } from './dead-letters.js'

@@ -13,7 +13,13 @@ import { errorReply, type ErrorBody, type Reply } from './reply.js'
 export const STORE_RETRY_AFTER = 10
 
 /** Body of a delivery the router handled: the counts of its events. */
-export interface DispatchedBody { handled: number, skipped: number, unhandled: number }
+export interface DispatchedBody {
+  handled: number
+  skipped: number
+  unhandled: number
+  /** Events parked as dead letters (router option `deadLetters`); present only when there are some. */
+  parked?: number
+}
 /** Body of a delivery handed to the queue: how many events it accepted. */
 export interface QueuedBody { queued: number }
 
@@ -46,7 +52,11 @@ export function handlerErrorReply (): Reply<ErrorBody<'handler_error'>> {
  * error's message and the event's fingerprint and type, never the body).
  */
 export function dispatchReply (report: DispatchReport, claimRetryAfter: number, keyId: string, log: Logger): DeliveryReply {
-  if (report.ok) return { status: 200, headers: {}, body: { handled: report.handled, skipped: report.skipped, unhandled: report.unhandled } }
+  if (report.ok) {
+    const body = { handled: report.handled, skipped: report.skipped, unhandled: report.unhandled }
+    // Events parked as dead letters (router option deadLetters) are acknowledged too: say how many.
+    return { status: 200, headers: {}, body: report.parked !== undefined && report.parked > 0 ? { ...body, parked: report.parked } : body }
+  }
   let handlerFailed = false
   let storeFailed = false
   for (const outcome of report.outcomes) {

@@ -4,27 +4,14 @@
 // the optional peer `better-sqlite3` elsewhere (Node 20), chosen when a store opens a file, never
 // when this module is imported; or pass your own open database.
 import { randomBytes } from 'node:crypto'
-import { closeSync, constants, openSync } from 'node:fs'
-import { createRequire } from 'node:module'
+import { createPrivately, isBusy, isMemoryPath, openDatabase, type SqliteDatabaseLike, type SqliteStatementLike } from './driver.js'
 import { HandlerTimeoutError, InboxTransactionError, ReplayStoreError } from '../replay/errors.js'
 import { claimTokens, type EventClaim, type EventClaimResult, type SeenEventsStore, type TransactionalSeenEventsStore } from '../replay/seen-events.js'
 import { checkTtl } from '../replay/ttl.js'
 
 export type { TransactionalSeenEventsStore, EventClaim } from '../replay/seen-events.js'
 export type { TransactionContext } from '../dispatch/types.js'
-
-/** A prepared statement of `node:sqlite` (`StatementSync`) or better-sqlite3 (`Statement`). */
-export interface SqliteStatementLike {
-  run (...params: any[]): { changes: number | bigint }
-  all (...params: any[]): unknown[]
-}
-
-/** An open database of `node:sqlite` (`DatabaseSync`) or better-sqlite3 (`Database`). */
-export interface SqliteDatabaseLike {
-  exec (sql: string): unknown
-  prepare (sql: string): SqliteStatementLike
-  close (): unknown
-}
+export type { SqliteDatabaseLike, SqliteStatementLike } from './driver.js'
 
 export interface SqliteSeenEventsOptions<D extends SqliteDatabaseLike = SqliteDatabaseLike> {
   /** The database file to open (created if missing, mode 0600), with `node:sqlite` on Node 22.13+ and 24, else better-sqlite3. Give this or `database`. */
@@ -83,11 +70,6 @@ const MAX_TIMER = 2 ** 31 - 1
 const PURGE_LIMIT = 10_000
 const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/
 
-/** Whether `file` names an in-memory (or temporary) database rather than a file: https://www.sqlite.org/inmemorydb.html */
-function isMemoryPath (file: string): boolean {
-  return file === ':memory:' || file === '' || (/^file:/i.test(file) && (/^file::memory:/i.test(file) || /[?&]mode=memory(&|$)/i.test(file)))
-}
-
 /** The file of an open database (better-sqlite3 `name`, node:sqlite `location()`), or undefined when it is in memory. */
 function fileOf (db: SqliteDatabaseLike): string | undefined {
   const d = db as { name?: unknown, memory?: unknown, location?: unknown }
@@ -114,44 +96,8 @@ function transactionOpen (db: SqliteDatabaseLike): boolean | undefined {
   return undefined
 }
 
-/** SQLITE_BUSY and its extended codes (https://www.sqlite.org/rescode.html#busy): another connection holds the lock. */
-function isBusy (err: unknown): boolean {
-  const e = err as { code?: unknown, errcode?: unknown } | null
-  if (e === null || typeof e !== 'object') return false
-  if (typeof e.errcode === 'number') return (e.errcode & 0xff) === 5
-  return typeof e.code === 'string' && e.code.startsWith('SQLITE_BUSY')
-}
-
 const message = (err: unknown): string => err instanceof Error ? err.message : String(err)
 const sleep = async (ms: number): Promise<void> => { await new Promise((resolve) => setTimeout(resolve, ms)) }
-
-/** Creates `file` with mode 0600 if it does not exist, so SQLite's -wal and -shm files, which take the database file's mode, are 0600 too. */
-function createPrivately (file: string): void {
-  if (/^file:/i.test(file)) return
-  try {
-    closeSync(openSync(file, constants.O_CREAT | constants.O_EXCL | constants.O_WRONLY, 0o600))
-  } catch {
-    // It exists (its mode is its owner's), or cannot be created: opening it reports that.
-  }
-}
-
-/** Opens `file` with the driver this Node line has: `node:sqlite`, else better-sqlite3. */
-function openDatabase (file: string): SqliteDatabaseLike {
-  let builtin: { DatabaseSync?: new (path: string) => SqliteDatabaseLike } | undefined
-  try {
-    builtin = process.getBuiltinModule?.('node:sqlite') as typeof builtin
-  } catch {
-    builtin = undefined
-  }
-  if (builtin?.DatabaseSync !== undefined) return new builtin.DatabaseSync(file)
-  let Database: new (path: string) => SqliteDatabaseLike
-  try {
-    Database = createRequire(import.meta.url)('better-sqlite3') as typeof Database
-  } catch (err) {
-    throw new TypeError(`sqliteSeenEvents needs node:sqlite (Node 22.13 or later) or the better-sqlite3 package on this Node ${process.version}: npm install better-sqlite3 (${err instanceof Error ? err.message.split('\n')[0] : String(err)})`)
-  }
-  return new Database(file)
-}
 
 /**
  * `context.db` for one event: the store's connection behind a proxy that refuses every call once
@@ -643,3 +589,7 @@ export function sqliteSeenEvents (options: SqliteSeenEventsOptions): SqliteSeenE
   if (typeof transactional !== 'boolean') throw new TypeError('transactional must be true or false')
   return transactional ? new TransactionalSqliteSeenEventsStore(options) : new SqliteSeenEventsStore(options)
 }
+
+// Dead letters (issue 39), in a file of their own.
+export { sqliteDeadLetters, SqliteDeadLetterStore } from './dead-letters.js'
+export type { SqliteDeadLettersOptions } from './dead-letters.js'

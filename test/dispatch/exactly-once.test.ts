@@ -241,6 +241,23 @@ t.test('the memory store as it is: events handled before a slow one are marked d
   t.match(await slow, { handled: 3, ok: true })
 })
 
+t.test('the memory store as it is: an event handled once the dispatch waits is marked done while a later one runs', async (t) => {
+  const store = new MemorySeenEventsStore()
+  let release!: () => void
+  const gate = new Promise<void>((resolve) => { release = resolve })
+  let opened!: () => void
+  const openStarted = new Promise<void>((resolve) => { opened = resolve })
+  const router = new WebhookEventRouter({ seenEvents: store })
+    .on('delivered', async () => { await sleep(1) })
+    .on('open', async () => { opened(); await gate })
+  const slow = router.dispatch([ev('delivered', 1), ev('open', 2)])
+  await openStarted
+  const meanwhile = await router.dispatch([ev('delivered', 1), ev('open', 2)])
+  t.same(meanwhile.outcomes.map((o) => o.status), ['skipped', 'deferred'], 'the first is done, the second still claimed')
+  release()
+  t.match(await slow, { handled: 2, ok: true })
+})
+
 t.test('the report: outcomes are built when read, the same array every time, and are in a copy or JSON of the report', async (t) => {
   const router = new WebhookEventRouter({ seenEvents: new MemorySeenEventsStore() }).on('open', () => {})
   const events = [ev('open', 1), ev('click', 2)]
@@ -248,7 +265,16 @@ t.test('the report: outcomes are built when read, the same array every time, and
   t.equal(report.outcomes, report.outcomes)
   t.same({ ...report }.outcomes.map((o) => o.status), ['handled', 'unhandled'])
   t.same(JSON.parse(JSON.stringify(report)).outcomes.map((o: { fingerprint: string }) => o.fingerprint), events.map(eventFingerprint))
-  t.same(Object.keys(report), ['outcomes', 'handled', 'skipped', 'unhandled', 'deferred', 'failed', 'ok'])
+  t.same(Object.keys(report), ['outcomes', 'handled', 'skipped', 'unhandled', 'deferred', 'failed', 'parked', 'ok'])
+  t.equal(Object.getOwnPropertyDescriptor(report, 'outcomes')?.enumerable, true, 'an own enumerable property')
+
+  // Every report reads its own events, whichever is read first.
+  const others = [ev('click', 3), ev('open', 4), ev('open', 4)]
+  const other = await router.dispatch(others)
+  t.same(other.outcomes.map((o) => o.status), ['unhandled', 'handled', 'skipped'])
+  t.same(other.outcomes.map((o) => o.event), others)
+  t.same(report.outcomes.map((o) => o.event), events)
+  t.not(other.outcomes, report.outcomes)
 })
 
 t.test('a full memory store forgets the oldest events first, delivery after delivery, and stays at its max', async (t) => {

@@ -71,7 +71,7 @@ t.test('a handler that throws synchronously, or rejects with a non-Error, fails 
 
 t.test('no events: an empty, ok report', async (t) => {
   const report = await new WebhookEventRouter().on('*', () => {}).dispatch([])
-  t.same(report, { outcomes: [], handled: 0, skipped: 0, unhandled: 0, deferred: 0, failed: 0, ok: true })
+  t.same(report, { outcomes: [], handled: 0, skipped: 0, unhandled: 0, deferred: 0, failed: 0, parked: 0, ok: true })
 })
 
 t.test('concurrency bounds the events in flight; default 1 keeps the order', async (t) => {

@@ -124,6 +124,7 @@ export const APP_JS = String.raw`'use strict'
       if ($('actions')) $('actions').hidden = false
       const list = await api('/inspector/api/attempts')
       if (list.ok) for (const summary of list.body.attempts) addRow(summary)
+      if (r.body.deadLetters === true) await refreshDeadLetters()
       follow()
     } catch (err) {
       failed('The server does not answer')(err)
@@ -452,6 +453,26 @@ export const APP_JS = String.raw`'use strict'
     }
     if (type === 'attempt') addRow(JSON.parse(data))
     else if (type === 'info') refreshInfo()
+  }
+
+  // The router's dead letters (createInspector's deadLetters option): every stored string is put
+  // in as text (el() makes text nodes), never as markup.
+  async function refreshDeadLetters () {
+    const r = await api('/inspector/api/dead-letters')
+    if (!r.ok) return say(errorText(r), true)
+    $('dead-letters').hidden = false
+    const body = $('dead-letter-list').querySelector('tbody')
+    body.replaceChildren(...r.body.items.map((d) => {
+      const retry = el('button', { type: 'button', class: 'retry', 'data-fingerprint': d.fingerprint }, 'Retry')
+      retry.addEventListener('click', () => {
+        act(retry, '/inspector/api/dead-letters/' + encodeURIComponent(d.fingerprint) + '/retry', (b) => 'Retry: ' + b.status + '.')
+          .then(() => refreshDeadLetters(), () => {})
+      })
+      return el('tr', { 'data-fingerprint': d.fingerprint },
+        el('td', { class: 'time' }, d.parkedAt), el('td', {}, d.type), el('td', {}, String(d.attempts)),
+        el('td', { class: 'error' }, d.error.name + ': ' + d.error.message), el('td', { class: 'mono' }, d.fingerprint), el('td', {}, retry))
+    }))
+    $('dead-letters-empty').hidden = r.body.items.length > 0
   }
 
   // The button stays focusable while its request runs (disabling it would drop keyboard focus).

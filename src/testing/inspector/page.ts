@@ -98,6 +98,14 @@ export function pageHtml (mode: InspectorMode): string {
       <p id="empty" class="empty">${mode === 'sandbox' ? 'Nothing sent yet.' : 'Nothing received yet.'}</p>
       <p id="no-match" class="empty" hidden>No delivery matches these filters.</p>
     </section>
+    <section id="dead-letters" class="panel" aria-labelledby="dead-letters-title" hidden>
+      <h2 id="dead-letters-title">Dead letters <span class="hint">events the router parked after their handlers failed, newest first</span></h2>
+      <table id="dead-letter-list">
+        <thead><tr><th scope="col">Parked</th><th scope="col">Type</th><th scope="col">Attempts</th><th scope="col">Last error</th><th scope="col">Fingerprint</th><th scope="col"></th></tr></thead>
+        <tbody></tbody>
+      </table>
+      <p id="dead-letters-empty" class="empty">No dead letters.</p>
+    </section>
     <section id="detail" class="panel detail" aria-labelledby="detail-title" hidden>
       <div class="detail-head">
         <div class="detail-name">

@@ -17,6 +17,7 @@ import { WEBHOOK_EVENT_TYPES } from '../../events/types.js'
 import { bodyText, classify, curlCommand, describeDigest, describeSignature, eventsAtAGlance, reasonOf, type HeaderLine, type InspectedDetail, type InspectedSummary } from './describe.js'
 import { isInspectorPath, isPageFile, sendInspectorJson, sendPageFile, serveInspectorApi, type InspectorSite } from './http.js'
 import { Journal } from './journal.js'
+import type { WebhookEventRouter } from '../../dispatch/router.js'
 
 /** Options of `createInspector`. Validated once; a bad value throws a TypeError naming the option. */
 export interface InspectorOptions {
@@ -56,6 +57,12 @@ export interface InspectorOptions {
    * @default silent
    */
   logger?: Logger
+  /**
+   * A `WebhookEventRouter` with `deadLetters`: the page then lists its parked events with their
+   * last error, each with a button that runs `router.retryDeadLetter` (your handlers, in this process).
+   * @default none (no dead-letter panel)
+   */
+  deadLetters?: Pick<WebhookEventRouter<any, any>, 'retryDeadLetter' | 'deadLetters'>
 }
 
 /** A running inspector: a verifying endpoint and its page. */
@@ -127,7 +134,10 @@ const replyLines = (reply: Reply): { status: number, headers: HeaderLine[], body
  */
 export async function createInspector (options: InspectorOptions = {}): Promise<Inspector> {
   if (options === null || typeof options !== 'object') throw new TypeError('createInspector options must be an object')
-  const { port = 0, publicKey, customerHandles = 'any', onDelivery, logger } = options
+  const { port = 0, publicKey, customerHandles = 'any', onDelivery, logger, deadLetters } = options
+  if (deadLetters !== undefined && (deadLetters === null || typeof deadLetters !== 'object' || typeof deadLetters.retryDeadLetter !== 'function' || deadLetters.deadLetters === undefined)) {
+    throw new TypeError('deadLetters must be a WebhookEventRouter made with the deadLetters option ({ store, after })')
+  }
   if (!Number.isInteger(port) || port < 0 || port > 65535) throw new TypeError('port must be an integer from 0 to 65535')
   const bodyLimit = resolveBodyLimit(options.bodyLimit)
   if (onDelivery !== undefined && typeof onDelivery !== 'function') throw new TypeError('onDelivery must be a function')
@@ -157,6 +167,7 @@ export async function createInspector (options: InspectorOptions = {}): Promise<
       verifyWith: publicKey !== undefined ? 'the public key given (no key is fetched)' : `keys fetched from ${baseUrl}`,
       customers: customerHandles === 'any' ? 'any' : customerHandles.join(', '),
       eventTypes: WEBHOOK_EVENT_TYPES,
+      deadLetters: deadLetters !== undefined,
     }),
   }
   const streams = new Set<http.ServerResponse>()
@@ -169,9 +180,19 @@ export async function createInspector (options: InspectorOptions = {}): Promise<
     if (isRelayed(req)) {
       return sendInspectorJson(res, 403, { errors: ['The inspector answers only direct requests from this machine, not requests relayed by a proxy or a tunnel.'] })
     }
+    const retry = deadLetters !== undefined ? API_DEAD_LETTER_RETRY.exec(url.pathname) : null
+    if (retry !== null) {
+      if (req.method !== 'POST') return sendInspectorJson(res, 405, { errors: ['Method not allowed.'] }, { allow: 'POST' })
+      if (!hasApiKey(req, apiKey)) return sendInspectorJson(res, 401, { errors: ['Missing or invalid X-Api-Key header.'] })
+      return void retryDeadLetter(res, deadLetters!, retry[1]!)
+    }
     if (req.method !== 'GET') return sendInspectorJson(res, 405, { errors: ['Method not allowed.'] }, { allow: 'GET' })
     if (isPageFile(url.pathname)) return sendPageFile(res, url.pathname, 'receiver')
     if (!hasApiKey(req, apiKey)) return sendInspectorJson(res, 401, { errors: ['Missing or invalid X-Api-Key header.'] })
+    if (url.pathname === API_DEAD_LETTERS) {
+      if (deadLetters === undefined) return sendInspectorJson(res, 404, { errors: ['This inspector was not given a router with dead letters.'] })
+      return void listDeadLetters(res, deadLetters)
+    }
     if (!serveInspectorApi(req, res, url, site, streams)) sendInspectorJson(res, 404, { errors: ['Not found.'] })
   }
 
@@ -254,7 +275,7 @@ export async function createInspector (options: InspectorOptions = {}): Promise<
 
   const server = http.createServer((req, res) => {
     const target = new URL(req.url ?? '/', 'http://inspector.invalid')
-    const handled = isInspectorPath(target.pathname) && req.method !== 'POST'
+    const handled = isInspectorPath(target.pathname) && (req.method !== 'POST' || API_DEAD_LETTER_RETRY.test(target.pathname))
       ? Promise.resolve(servePage(req, res, target))
       : target.pathname.startsWith('/inspector/')
         ? Promise.resolve(notAllowed(req, res, 'GET', 'The inspector API is read-only.'))
@@ -291,6 +312,32 @@ export async function createInspector (options: InspectorOptions = {}): Promise<
   Object.defineProperty(inspector, 'apiKey', { value: apiKey, enumerable: false, writable: false })
   Object.defineProperty(inspector, 'pageUrl', { value: `${origin}/#key=${apiKey}`, enumerable: false, writable: false })
   return inspector
+}
+
+const API_DEAD_LETTERS = '/inspector/api/dead-letters'
+const API_DEAD_LETTER_RETRY = /^\/inspector\/api\/dead-letters\/([A-Za-z0-9_-]{1,200})\/retry$/
+
+/** The first 100 dead letters, as the page shows them (the event itself stays in the store). */
+async function listDeadLetters (res: http.ServerResponse, router: NonNullable<InspectorOptions['deadLetters']>): Promise<void> {
+  try {
+    const page = await router.deadLetters!.list({ limit: 100 })
+    sendInspectorJson(res, 200, {
+      items: page.items.map((d) => ({ fingerprint: d.fingerprint, type: d.type, attempts: d.attempts, parkedAt: d.parkedAt.toISOString(), error: d.error, source: d.source })),
+    })
+  } catch (err) {
+    sendInspectorJson(res, 503, { errors: [`The dead-letter store failed: ${err instanceof Error ? err.message : String(err)}`] })
+  }
+}
+
+async function retryDeadLetter (res: http.ServerResponse, router: NonNullable<InspectorOptions['deadLetters']>, fingerprint: string): Promise<void> {
+  try {
+    const result = await router.retryDeadLetter(fingerprint)
+    sendInspectorJson(res, result.status === 'missing' ? 404 : 200, result.status === 'missing'
+      ? { errors: ['No such dead letter (retried or discarded already).'] }
+      : { status: result.status })
+  } catch (err) {
+    sendInspectorJson(res, 503, { errors: [`The retry failed: ${err instanceof Error ? err.message : String(err)}`] })
+  }
 }
 
 /** A request path as a URL path (a request target may be absolute-form). */

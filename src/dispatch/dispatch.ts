@@ -1,0 +1,324 @@
+// One run of `WebhookEventRouter.dispatch`: the events fingerprinted, claimed, their handlers run
+// (in order, concurrently, or on the transactional path) and the report built. Events are named by
+// their index in the delivery throughout.
+import type { WebhookEvent } from '../events/types.js'
+import type { Logger } from '../logger.js'
+import { eventFingerprint } from '../replay/fingerprint.js'
+import { isTransactionalStore, type SeenEventsStore } from '../replay/seen-events.js'
+import { Claims } from './claims.js'
+import { FailureDecisions } from './dead-letters.js'
+import { FAILED, HANDLED, Outcomes, UNHANDLED, report } from './report.js'
+import { openDelivery, runDelivery, runInTransaction, type TransactionalDispatch } from './transaction.js'
+import type { AnyHandler, DispatchContext, DispatchReport } from './types.js'
+
+/**
+ * Runs a dispatch to its report. The promise never rejects: a failure that escapes the
+ * dispatch (a bug) is logged and every event reported failed with it.
+ */
+export function runDispatch (
+  handlers: ReadonlyMap<string, AnyHandler[]>,
+  store: SeenEventsStore | undefined,
+  concurrency: number,
+  claimLifetime: number,
+  events: readonly WebhookEvent[],
+  context: object,
+  callerSignal: AbortSignal | undefined,
+  log: Logger,
+  decisions?: FailureDecisions,
+): Promise<DispatchReport> {
+  let result: DispatchReport | Promise<DispatchReport>
+  try {
+    result = new Dispatch(handlers, store, concurrency, claimLifetime, events, context, callerSignal, log, decisions).run()
+  } catch (err) {
+    return Promise.resolve(failedReport(events, log, err))
+  }
+  return result instanceof Promise ? result.catch((err: unknown) => failedReport(events, log, err)) : Promise.resolve(result)
+}
+
+/** Every event failed with `err`: a failure that escaped the dispatch (unreachable by design; kept so the promise never rejects even on a bug). */
+function failedReport (events: readonly WebhookEvent[], log: Logger, err: unknown): DispatchReport {
+  log.error({ err }, 'webhook event dispatch failed unexpectedly')
+  return report(events, new Uint8Array(events.length).fill(FAILED), events.map(safeFingerprint), new Array(events.length).fill(err))
+}
+
+const NO_HANDLERS: AnyHandler[] = []
+
+/** One run of `dispatch`. Most dispatches run quick handlers: nothing is allocated for what they do not use. */
+class Dispatch implements TransactionalDispatch {
+  readonly outcomes: Outcomes
+  /** With a seen-events store: the claims of this dispatch. */
+  readonly claims: Claims | undefined
+  /** Given up: events not started yet fail with `stopError`. */
+  stopped = false
+  stopError: unknown = undefined
+  /** Every handler and store write is done (a renewal failing now changes nothing). */
+  finished = false
+  /** Made when the first handler runs (a dispatch that runs none needs no signal). */
+  #controller: AbortController | undefined
+  #onAbort: (() => void) | undefined
+  /** The handler context of this dispatch with an empty fingerprint, copied for each event. */
+  #template: Record<PropertyKey, unknown> | undefined
+
+  constructor (
+    readonly handlers: ReadonlyMap<string, AnyHandler[]>,
+    readonly store: SeenEventsStore | undefined,
+    readonly concurrency: number,
+    readonly claimLifetime: number,
+    readonly events: readonly WebhookEvent[],
+    readonly context: object,
+    readonly callerSignal: AbortSignal | undefined,
+    readonly log: Logger,
+    /** With `deadLetters`: how a handler failure is decided (counted, parked). */
+    readonly decisions: FailureDecisions | undefined,
+  ) {
+    this.outcomes = new Outcomes(events)
+    this.claims = store === undefined ? undefined : new Claims(store, claimLifetime, this.outcomes, log)
+  }
+
+  /** The signal handlers see: aborted when the dispatch is given up. */
+  get #signal (): AbortSignal {
+    if (this.#controller === undefined) {
+      this.#controller = new AbortController()
+      if (this.stopped) this.#controller.abort(this.stopError)
+    }
+    return this.#controller.signal
+  }
+
+  /** The report, synchronously when no handler returned a promise and the store answers synchronously. */
+  run (): DispatchReport | Promise<DispatchReport> {
+    const toRun = this.#prepare()
+    const { callerSignal } = this
+    if (callerSignal !== undefined) {
+      if (callerSignal.aborted) this.stop(callerSignal.reason)
+      else {
+        this.#onAbort = () => { this.stop(callerSignal.reason) }
+        callerSignal.addEventListener('abort', this.#onAbort, { once: true })
+      }
+    }
+    let pending: Promise<void> | undefined
+    try {
+      pending = this.#claimAndRun(toRun)
+    } catch (err) {
+      this.#cleanUp()
+      throw err
+    }
+    // A failure being recorded in the dead-letter store: waited for like a handler.
+    if (pending === undefined && this.decisions?.busy === true) pending = Promise.resolve()
+    if (pending === undefined) {
+      this.#cleanUp()
+      this.finished = true
+      return this.outcomes.report()
+    }
+    return this.#settle(pending)
+  }
+
+  async #settle (pending: Promise<void>): Promise<DispatchReport> {
+    try {
+      await pending
+      // Every failure decided (parked or given back) before the claims are written.
+      if (this.decisions !== undefined) await this.decisions.settled()
+    } finally {
+      this.#cleanUp()
+      if (this.claims !== undefined) await this.claims.settled()
+      this.finished = true
+    }
+    return this.outcomes.report()
+  }
+
+  #cleanUp (): void {
+    if (this.#onAbort !== undefined) this.callerSignal!.removeEventListener('abort', this.#onAbort)
+    this.claims?.cleanUp()
+  }
+
+  /** Fingerprints every event, sets aside the unhandled and the copies; returns the indexes to run. */
+  #prepare (): number[] {
+    const { events, outcomes } = this
+    // Deduplicated by fingerprint: `first` maps a fingerprint to its first index. The synchronous
+    // store's claim finds the copies itself (one lookup per event instead of two).
+    const first = this.claims?.sync == null ? new Map<string, number>() : undefined
+    const toRun: number[] = []
+    for (let i = 0; i < events.length; i++) {
+      const event = events[i]!
+      let fp: string
+      try {
+        fp = eventFingerprint(event)
+      } catch (err) {
+        outcomes.fail(i, err)
+        continue
+      }
+      outcomes.fingerprints[i] = fp
+      if (this.handlersOf(event).length === 0) { outcomes.status[i] = UNHANDLED; continue }
+      const original = first?.get(fp)
+      if (original !== undefined) {
+        outcomes.duplicate(i, original)
+        continue
+      }
+      first?.set(fp, i)
+      toRun.push(i)
+    }
+    return toRun
+  }
+
+  #claimAndRun (toRun: number[]): Promise<void> | undefined {
+    const { claims } = this
+    if (claims === undefined || toRun.length === 0 || this.stopped) return this.#runAll(toRun)
+    if (claims.sync !== null) return this.#runAll(claims.claimSynchronously(toRun))
+    return claims.claim(toRun).then((runnable) => this.#runAll(runnable))
+  }
+
+  #runAll (runnable: readonly number[]): Promise<void> | undefined {
+    // A store that runs a delivery in one transaction (a savepoint per event, one commit).
+    const delivery = this.claims?.viaPromises === true && runnable.length > 0 ? openDelivery(this.store!) : undefined
+    if (delivery !== undefined) {
+      this.#goingAsync()
+      return runDelivery(this, runnable, delivery)
+    }
+    if (this.concurrency === 1 || runnable.length < 2) return this.#runInOrder(runnable, 0)
+    this.#goingAsync()
+    return this.#runConcurrently(runnable)
+  }
+
+  handlersOf (event: WebhookEvent): AnyHandler[] {
+    return this.handlers.get(event.event) ?? NO_HANDLERS
+  }
+
+  /** Called before the dispatch first waits for a handler: claims held from now on are renewed. */
+  #goingAsync (): void {
+    this.claims?.renew(this)
+  }
+
+  /** Gives the dispatch up: events not started yet fail with `reason`; running handlers see the signal aborted. */
+  stop (reason: unknown): void {
+    if (this.stopped) return
+    this.stopped = true
+    this.stopError = reason
+    this.#controller?.abort(reason)
+  }
+
+  /** Runs `indexes` from `from` on, one after the other; synchronously as long as the handlers return no promise. */
+  #runInOrder (indexes: readonly number[], from: number): Promise<void> | undefined {
+    for (let k = from; k < indexes.length; k++) {
+      const i = indexes[k]!
+      if (this.stopped) { this.giveBack(i, this.stopError); continue }
+      const pending = this.#runOne(i)
+      if (pending !== undefined) {
+        this.#goingAsync()
+        return pending.then(() => this.#runInOrder(indexes, k + 1))
+      }
+    }
+    return undefined
+  }
+
+  async #runConcurrently (indexes: readonly number[]): Promise<void> {
+    let next = 0
+    const worker = async (): Promise<void> => {
+      while (next < indexes.length) {
+        const i = indexes[next++]!
+        if (this.stopped) { this.giveBack(i, this.stopError); continue }
+        await this.#runOne(i)
+      }
+    }
+    const workers: Promise<void>[] = []
+    for (let w = 0; w < Math.min(this.concurrency, indexes.length); w++) workers.push(worker())
+    await Promise.all(workers)
+  }
+
+  /**
+   * Runs the handlers of event `i` one after the other. Returns nothing when they all returned
+   * without a promise (most quick handlers), else a promise of the rest: no tick per handler.
+   */
+  #runOne (i: number): Promise<void> | undefined {
+    const event = this.events[i]!
+    const handlers = this.handlersOf(event)
+    const handlerContext = this.handlerContext(i)
+    const { claims } = this
+    if (claims !== undefined && claims.viaPromises && claims.held(i) && isTransactionalStore(this.store!)) {
+      return runInTransaction(this, i, this.store, handlers, handlerContext)
+    }
+    for (let h = 0; h < handlers.length; h++) {
+      let result: unknown
+      try {
+        result = handlers[h]!(event, handlerContext)
+      } catch (err) {
+        this.handlerFailed(i, err)
+        return undefined
+      }
+      if (isThenable(result)) return this.#finishOne(i, result, handlers, h + 1, handlerContext)
+    }
+    this.#handled(i)
+    return undefined
+  }
+
+  /**
+   * `{ ...context, fingerprint, signal, log }`: a copy of one template per dispatch, built by
+   * assignment (V8 adds properties to a spread copy slowly), whose fingerprint is then set.
+   */
+  handlerContext (i: number): DispatchContext {
+    let template = this.#template
+    if (template === undefined) {
+      template = this.#template = {}
+      const source = this.context as Record<PropertyKey, unknown>
+      const keys: PropertyKey[] = Object.keys(source)
+      for (const key of Object.getOwnPropertySymbols(source)) if (Object.prototype.propertyIsEnumerable.call(source, key)) keys.push(key)
+      for (let k = 0; k < keys.length; k++) {
+        const key = keys[k]!
+        // Assigning '__proto__' would set the prototype; spread makes it an own property.
+        if (key === '__proto__') Object.defineProperty(template, key, { value: source[key], writable: true, enumerable: true, configurable: true })
+        else template[key] = source[key]
+      }
+      template.fingerprint = ''
+      template.signal = this.#signal
+      template.log = this.log
+    }
+    const handlerContext = { ...template }
+    handlerContext.fingerprint = this.outcomes.fingerprints[i]!
+    return handlerContext as unknown as DispatchContext
+  }
+
+  async #finishOne (i: number, pending: PromiseLike<unknown>, handlers: AnyHandler[], from: number, handlerContext: DispatchContext): Promise<void> {
+    const event = this.events[i]!
+    try {
+      await pending
+      for (let h = from; h < handlers.length; h++) await handlers[h]!(event, handlerContext)
+    } catch (err) {
+      this.handlerFailed(i, err)
+      return
+    }
+    this.#handled(i)
+  }
+
+  /** Every handler of event `i` resolved: it is handled, and marked done if it holds a claim. */
+  #handled (i: number): void {
+    this.outcomes.status[i] = HANDLED
+    this.claims?.complete(i)
+  }
+
+  /**
+   * What becomes of event `i` when one of its handlers threw, rejected or timed out (`error`):
+   * the one place that decides it, on every path. Without `deadLetters`: it fails, and its claim
+   * is released so a retry of the delivery handles it again. With them (src/dispatch/dead-letters.ts):
+   * the failure is counted first; once parked, the event is completed instead and reported parked.
+   */
+  handlerFailed (i: number, error: unknown): void {
+    if (this.decisions === undefined) { this.giveBack(i, error); return }
+    this.decisions.decide(this.events[i]!, this.outcomes.fingerprints[i]!, error, this.log, (parked) => {
+      if (!parked) { this.giveBack(i, error); return }
+      this.outcomes.park(i, error)
+      this.claims?.complete(i)
+    })
+  }
+
+  /** Records event `i` as failed and releases its claim, if any, so a retry handles it. */
+  giveBack (i: number, error: unknown): void {
+    this.outcomes.fail(i, error)
+    this.claims?.release(i)
+  }
+}
+
+function isThenable (value: unknown): value is PromiseLike<unknown> {
+  return value !== null && (typeof value === 'object' || typeof value === 'function') && typeof (value as PromiseLike<unknown>).then === 'function'
+}
+
+function safeFingerprint (event: WebhookEvent): string {
+  try { return eventFingerprint(event) } catch { return '' }
+}

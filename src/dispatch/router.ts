@@ -638,8 +638,9 @@ class Dispatch {
 
   /** Commits `tx`: its events `ran` are handled, or, when the commit fails, failed and left to expire. */
   async #commitDelivery (tx: DeliveryTransaction<unknown>, ran: readonly number[]): Promise<void> {
+    let failed: ReadonlyMap<string, unknown> | undefined | void
     try {
-      await tx.commit()
+      failed = await tx.commit()
     } catch (err) {
       if (ran.length === 0) return
       this.log.error({ err: errorSummary(err), fingerprints: ran.map((i) => this.#fingerprints[i]!) },
@@ -651,10 +652,13 @@ class Dispatch {
       }
       return
     }
-    // Committed: these events' effects and done marks are in, together.
+    // Committed: these events' effects and done marks are in, together; those the store names
+    // failed after all (rolled back when another event failed and run again, or a late call).
     for (const i of ran) {
       this.#handOff(i)
-      this.#status[i] = HANDLED
+      const fp = this.#fingerprints[i]!
+      if (failed !== undefined && failed.has(fp)) this.#fail(i, failed.get(fp))
+      else this.#status[i] = HANDLED
     }
   }
 

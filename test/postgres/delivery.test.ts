@@ -92,7 +92,8 @@ t.test('with concurrency, each lane is a transaction of its own: a failure in on
   t.equal(report.failed, 1)
   t.same(await rows(effects), delivery.map((e) => e.requestId).filter((id) => id !== 'req-305').sort())
   const { rows: xmins } = await pool.query(`SELECT count(DISTINCT xid)::int AS n FROM ${effects}`)
-  t.ok(xmins[0].n >= 1 && xmins[0].n <= 3, `one transaction per lane (${String(xmins[0].n)})`)
+  // A lane's transaction ends at a failure: its other events run again and commit in a fresh one, and its next events go on in another.
+  t.ok(xmins[0].n >= 1 && xmins[0].n <= 5, `one transaction per lane, two more for the lane that met the failure (${String(xmins[0].n)})`)
 })
 
 t.test('the handler deadline holds per event: the late one is undone, the earlier ones commit, the rest are handed back', async (t) => {
@@ -146,36 +147,33 @@ t.test('a handler that ends the delivery\'s transaction past the check: nothing 
   t.equal(await idleInTransaction(), 0)
 })
 
-t.test('a handler cannot release, roll back to or hide the store\'s savepoint; its own savepoints work', async (t) => {
+t.test('a handler\'s own savepoints work, of any name; one that swallows a failed statement fails its event alone', async (t) => {
   const effects = await effectsTable()
   const store = postgresSeenEvents({ pool, table: `seen_${n++}`, transactional: true })
-  const refused = [
-    'RELEASE SAVEPOINT mailchannels_webhooks_event', 'release mailchannels_webhooks_event', 'ROLLBACK TO SAVEPOINT mailchannels_webhooks_event',
-    'rollback work to "mailchannels_webhooks_event"', 'ROLLBACK TRANSACTION TO Mailchannels_Webhooks_Event', 'SAVEPOINT mailchannels_webhooks_event',
-    'SELECT 1; RELEASE /* c */ SAVEPOINT mailchannels_webhooks_event', 'RELEASE U&"mailchannels_webhooks_event"',
-  ]
-  const outcomes: string[] = []
+  const runs = new Map<string, number>()
   const router = new WebhookEventRouter({ seenEvents: store })
     .on('hard-bounced', async (event, { db }) => {
-      if (event.requestId === 'req-601') {
-        for (const text of refused) {
-          await db.query(text).then(() => { outcomes.push(`ran: ${text}`) }, (err: unknown) => {
-            if (!(err instanceof InboxTransactionError) || err.reason !== 'transaction_ended') outcomes.push(`other error: ${text}: ${String(err)}`)
-          })
-        }
+      const id = event.requestId!
+      runs.set(id, (runs.get(id) ?? 0) + 1)
+      if (id === 'req-601') {
+        await db.query(`INSERT INTO ${effects} (what) VALUES ($1)`, [id])
+        // Fails inside PostgreSQL (there is no such savepoint: the store sets none), and the handler goes on.
+        await db.query('RELEASE SAVEPOINT mailchannels_webhooks_event').catch(() => {})
         return
       }
-      await db.query('SAVEPOINT mine')
-      await db.query(`INSERT INTO ${effects} (what) VALUES ($1)`, [`${event.requestId!} undone`])
-      await db.query('ROLLBACK TO SAVEPOINT mine')
-      await db.query('RELEASE mine')
-      await db.query(`INSERT INTO ${effects} (what) VALUES ($1)`, [event.requestId])
+      await db.query('SAVEPOINT mailchannels_webhooks_event')
+      await db.query(`INSERT INTO ${effects} (what) VALUES ($1)`, [`${id} undone`])
+      await db.query('ROLLBACK TO SAVEPOINT mailchannels_webhooks_event')
+      await db.query('RELEASE mailchannels_webhooks_event')
+      await db.query(`INSERT INTO ${effects} (what) VALUES ($1)`, [id])
     })
   const report = await router.dispatch(events(600, 3))
-  t.same(outcomes, [], 'every use of the store\'s savepoint refused, never run (on the old code they reached the server)')
-  t.same(report.outcomes.map((o) => o.status), ['handled', 'failed', 'handled'], 'the handler that swallowed the refusals fails its event; the others stand')
-  t.match(report.outcomes[1], { error: { message: /refused RELEASE SAVEPOINT mailchannels_webhooks_event/ } })
-  t.same(await rows(effects), ['req-600', 'req-602'], 'the handlers\' own savepoints undid their part')
+  t.same(report.outcomes.map((o) => o.status), ['handled', 'failed', 'handled'], 'the handler that went on past a failed statement fails its event; the others stand')
+  t.match(report.outcomes[1], { error: { name: 'ReplayStoreError', message: /failed and they went on/ } })
+  t.same(await rows(effects), ['req-600', 'req-602'], 'the handlers\' own savepoints undid their part; the failed event\'s insert rolled back')
+  t.same(Object.fromEntries(runs), { 'req-600': 2, 'req-601': 1, 'req-602': 1 }, 'the event before the failed one ran again, in a fresh transaction')
+  t.same(await store.has(events(600, 3).map(eventFingerprint)), [true, false, true])
+  t.equal(await idleInTransaction(), 0)
 
   // The check reads names as PostgreSQL does: another savepoint, or the name as data, is not the store's.
   t.equal(transactionControl('RELEASE mailchannels_webhooks_event', 'mailchannels_webhooks_event'), 'RELEASE SAVEPOINT mailchannels_webhooks_event')

@@ -771,6 +771,11 @@ class PoolDelivery {
     if (!db.used) return result
     // What the connection tells after every statement (node-postgres 8.21 and later): 'I' when a
     // handler ended the transaction past the check, 'E' when a statement failed and it went on.
+    // node-postgres rejects a failed statement before the server's ready-for-query (which carries
+    // the status) is read: wait for it.
+    if (!await drained(client, this.timeout)) {
+      throw new ReplayStoreError('complete', `A statement of the handlers of event ${fingerprint} was still running ${this.timeout} ms after they settled: the event's work was rolled back and not acknowledged.`)
+    }
     const status = transactionStatus(client)
     if (status === 'I') {
       const error = endedError(fingerprint)
@@ -938,6 +943,21 @@ class PoolDelivery {
       guard('terminate', timeout, async () => await this.pool.query({ text: 'SELECT pg_terminate_backend($1)', values: [pid], query_timeout: timeout })).catch(() => {})
     }
   }
+}
+
+/**
+ * Resolves true once the connection answered every statement sent on it (node-postgres sets
+ * `readyForQuery` and emits 'drain' then), false if that took longer than `ms`.
+ */
+async function drained (client: PgPoolClientLike, ms: number): Promise<boolean> {
+  const events = client as unknown as { readyForQuery?: unknown, on: (event: string, listener: () => void) => unknown, removeListener: (event: string, listener: () => void) => unknown }
+  if (events.readyForQuery !== false) return true
+  return await new Promise<boolean>((resolve) => {
+    const done = (ok: boolean): void => { clearTimeout(timer); events.removeListener('drain', onDrain); resolve(ok) }
+    const onDrain = (): void => { done(true) }
+    const timer = setTimeout(() => { done(false) }, ms)
+    events.on('drain', onDrain)
+  })
 }
 
 /** The connection's transaction status after its last statement ('I' idle, 'T' in a transaction, 'E' in a failed one), where node-postgres tells it. */

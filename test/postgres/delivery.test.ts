@@ -69,6 +69,9 @@ t.test('a failed event among many is rolled back alone and retried alone', async
   t.same(await rows(effects), delivery.map((e) => e.requestId).filter((id) => id !== 'req-203' && id !== 'req-207').sort(), 'the failed events\' rows rolled back, the others\' committed')
   t.same(await store.has(delivery.map(eventFingerprint)), delivery.map((e) => e.requestId !== 'req-203' && e.requestId !== 'req-207'), 'only the others marked done')
   t.equal(await idleInTransaction(), 0, 'no connection left in a transaction')
+  // No savepoints: a failure rolls its group back, and the events before it in the group run again
+  // (their first run left nothing behind); the events after it run once.
+  t.same(delivery.map((e) => calls.get(e.requestId!)), [2, 2, 2, 1, 2, 2, 2, 1, 1, 1, 1, 1], 'the events before each failure ran again, once per failure they met')
 
   failing = false
   calls.clear()
@@ -181,6 +184,107 @@ t.test('a handler\'s own savepoints work, of any name; one that swallows a faile
   t.equal(transactionControl('RELEASE mailchannels_webhooks_event2', 'mailchannels_webhooks_event'), undefined)
   t.equal(transactionControl('SELECT \'ROLLBACK TO mailchannels_webhooks_event\'', 'mailchannels_webhooks_event'), undefined)
   t.equal(transactionControl('ROLLBACK TO SAVEPOINT savepoint', 'savepoint'), 'ROLLBACK TO SAVEPOINT savepoint')
+})
+
+t.test('an event that fails when run again after a neighbour\'s failure: it fails too, its claim released; the others commit', async (t) => {
+  const effects = await effectsTable()
+  const store = postgresSeenEvents({ pool, table: `seen_${n++}`, transactional: true })
+  const runs = new Map<string, number>()
+  const router = new WebhookEventRouter({ seenEvents: store })
+    .on('hard-bounced', async (event, { db }) => {
+      const id = event.requestId!
+      const run = (runs.get(id) ?? 0) + 1
+      runs.set(id, run)
+      await db.query(`INSERT INTO ${effects} (what) VALUES ($1)`, [id])
+      if (id === 'req-702') throw new Error('fails first')
+      if (id === 'req-701' && run === 2) throw new Error('fails when run again')
+    })
+  const delivery = events(700, 4)
+  const report = await router.dispatch(delivery)
+  t.same(report.outcomes.map((o) => o.status), ['handled', 'failed', 'failed', 'handled'])
+  t.match(report.outcomes[1], { error: { message: 'fails when run again' } })
+  t.same(await rows(effects), ['req-700', 'req-703'])
+  t.same(await store.has(delivery.map(eventFingerprint)), [true, false, false, true])
+  const again = await store.claim(delivery.map(eventFingerprint).slice(1, 3), 30)
+  t.ok(again.every((c) => typeof c === 'object'), 'both failed events\' claims were released: a retry runs them at once')
+  t.equal(await idleInTransaction(), 0)
+})
+
+t.test('a claim lost before the commit (expired, taken by another caller): that event fails unreleased; the others run again and commit', async (t) => {
+  const effects = await effectsTable()
+  const seen = `seen_${n++}`
+  const store = postgresSeenEvents({ pool, table: seen, transactional: true })
+  const delivery = events(800, 3)
+  const fps = delivery.map(eventFingerprint)
+  const router = new WebhookEventRouter({ seenEvents: store })
+    .on('hard-bounced', async (event, { db }) => {
+      await db.query(`INSERT INTO ${effects} (what) VALUES ($1)`, [event.requestId])
+      // Another caller takes the first event's row while it waits for the commit.
+      if (event.requestId === 'req-802') await pool.query(`UPDATE ${seen} SET token = 'theirs' WHERE fingerprint = $1`, [fps[0]])
+    })
+  const report = await router.dispatch(delivery)
+  t.same(report.outcomes.map((o) => o.status), ['failed', 'handled', 'handled'])
+  t.match(report.outcomes[0], { error: { name: 'ReplayStoreError', message: /another caller took it/ } })
+  t.same(await rows(effects), ['req-801', 'req-802'], 'its insert rolled back; the others committed once')
+  t.same(await store.has(fps), [false, true, true])
+  t.same((await pool.query(`SELECT token FROM ${seen} WHERE fingerprint = $1`, [fps[0]])).rows[0].token, 'theirs', 'the other caller\'s claim left as it is')
+})
+
+t.test('a handler that COMMITs past the check (a Submittable): the events before it are committed with their done marks, never without', async (t) => {
+  const effects = await effectsTable()
+  const store = postgresSeenEvents({ pool, table: `seen_${n++}`, transactional: true })
+  let sneaky = true
+  const router = new WebhookEventRouter({ seenEvents: store, claimLifetime: 1 })
+    .on('hard-bounced', async (event, { db }) => {
+      await db.query(`INSERT INTO ${effects} (what) VALUES ($1)`, [`${event.requestId!} ${sneaky ? 'first' : 'retry'}`])
+      if (event.requestId !== 'req-902' || !sneaky) return
+      // A Query whose text reads as harmless when checked and is COMMIT when sent.
+      await new Promise((resolve, reject) => {
+        const query = new pg.Query('COMMIT', undefined, (err: Error | undefined) => { if (err != null) reject(err); else resolve(undefined) })
+        let reads = 0
+        Object.defineProperty(query, 'text', { get: () => reads++ === 0 ? 'SELECT 1' : 'COMMIT' })
+        ;(db as unknown as pg.ClientBase).query(query)
+      })
+    })
+  const delivery = events(900, 3)
+  const fps = delivery.map(eventFingerprint)
+  const first = await router.dispatch(delivery)
+  t.same(first.outcomes.map((o) => o.status), ['failed', 'failed', 'failed'], 'none acknowledged')
+  t.match(first.outcomes[2], { error: { name: 'InboxTransactionError', reason: 'transaction_ended', fingerprint: fps[2] } })
+  t.same(await store.has(fps), [true, true, false], 'the events before it committed with their done marks')
+  sneaky = false
+  let retry = await router.dispatch(delivery)
+  for (let i = 0; i < 50 && retry.outcomes[2]!.status !== 'handled'; i++) {
+    await new Promise((resolve) => setTimeout(resolve, 100))
+    retry = await router.dispatch(delivery)
+  }
+  t.same(retry.outcomes.map((o) => o.status), ['skipped', 'skipped', 'handled'], 'the retry skips them (once the offender\'s claim expired, it runs it)')
+  t.same(await rows(effects), ['req-900 first', 'req-901 first', 'req-902 first', 'req-902 retry'], 'each of the others once; the offender\'s own commit stays, as documented')
+  t.equal(await idleInTransaction(), 0)
+})
+
+t.test('node-postgres without transaction status (before 8.21): each event that wrote is marked at once, and the same guarantees hold', async (t) => {
+  const effects = await effectsTable()
+  const old = server.pool({ max: 2 })
+  old.on('connect', (client) => { Object.defineProperty(client, 'getTransactionStatus', { value: undefined }) })
+  const store = postgresSeenEvents({ pool: old, table: `seen_${n++}`, transactional: true })
+  const calls = new Map<string, number>()
+  const router = new WebhookEventRouter({ seenEvents: store })
+    .on('hard-bounced', async (event, { db }) => {
+      const id = event.requestId!
+      calls.set(id, (calls.get(id) ?? 0) + 1)
+      await db.query(`INSERT INTO ${effects} (what) VALUES ($1)`, [id])
+      if (id === 'req-952') throw new Error('a handler failed')
+      // A failed statement the handler goes on past: its event fails, alone.
+      if (id === 'req-954') await db.query('SELECT 1 / 0').catch(() => {})
+    })
+  const delivery = events(950, 6)
+  const report = await router.dispatch(delivery)
+  t.same(report.outcomes.map((o) => o.status), ['handled', 'handled', 'failed', 'handled', 'failed', 'handled'])
+  t.same(await rows(effects), ['req-950', 'req-951', 'req-953', 'req-955'])
+  t.same(await store.has(delivery.map(eventFingerprint)), [true, true, false, true, false, true])
+  t.same(delivery.map((e) => calls.get(e.requestId!)), [2, 2, 1, 2, 1, 1])
+  t.equal(await idleInTransaction(), 0)
 })
 
 t.test('SIGKILL before the delivery\'s one commit, its other events already marked: nothing lost, nothing twice', async (t) => {

@@ -251,7 +251,14 @@ log(`node ${process.version}, ${os.cpus().length} CPUs (${os.cpus()[0]?.model ??
 const results = new Map(ALL.map((r) => [r.name, new Map(SIZES.map((s) => [s, []]))]))
 for (const size of SIZES) {
   for (let rep = 0; rep < REPS; rep++) {
-    for (const row of ALL) results.get(row.name).get(size).push(await rate(row.run, size))
+    for (const row of ALL) {
+      try {
+        results.get(row.name).get(size).push(await rate(row.run, size))
+      } catch (err) {
+        log(`${row.name}, ${size}-event deliveries: ${err.message}${err.cause === undefined ? '' : ` (${err.cause.message})`}`)
+        throw err
+      }
+    }
   }
   log(`size ${size} done`)
 }

@@ -98,8 +98,8 @@ const listened = new WeakSet<object>()
 const DEFAULT_TABLE = 'mailchannels_webhooks_seen_events'
 const DEFAULT_TTL = 3 * 24 * 60 * 60
 const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/
-/** Fingerprints (base64url SHA-256) and claim tokens: safe to splice into SQL between quotes. */
-const LITERAL = /^[A-Za-z0-9_-]{1,200}$/
+/** Fingerprints (base64url SHA-256) and claim tokens (base64url, a dot, base 36): safe to splice into SQL between single quotes. */
+const LITERAL = /^[A-Za-z0-9_.-]{1,200}$/
 const DEFAULT_HANDLER_TIMEOUT = 30_000
 /** The longest delay `setTimeout` keeps (a longer one fires at once). */
 const MAX_TIMER = 2 ** 31 - 1
@@ -373,10 +373,9 @@ UPDATE ${t} AS s SET done = true, expires_at = ${life} FROM l WHERE s.fingerprin
       `SELECT 1 / (count(*) = ${claims.length})::int AS marked FROM m; ${then}`
   }
 
-  /** Which of `claims` still hold (their token, not done): read on the pool, outside any transaction. */
-  protected async held (claims: readonly EventClaim[]): Promise<Set<string>> {
-    const { rows } = await this.#query('claim', this.#sql.held, [claims.map((c) => c.fingerprint), claims.map((c) => c.token)])
-    return new Set(rows.map((r) => r.fingerprint as string))
+  /** The statement that reads which of `claims` still hold (their token, not done): their fingerprints. */
+  protected heldStatement (claims: readonly EventClaim[]): { text: string, values: unknown[] } {
+    return { text: this.#sql.held, values: [claims.map((c) => c.fingerprint), claims.map((c) => c.token)] }
   }
 
   /** Waits for the schema (created on first use). */
@@ -431,7 +430,7 @@ export class TransactionalPostgresSeenEventsStore<T> extends PostgresSeenEventsS
       ready: async () => { await this.ready() },
       markAll: (claims, xid) => this.markAll(claims, xid),
       markAllThen: (claims, xid, then) => this.markAllThen(claims, xid, then),
-      held: async (claims) => await this.held(claims),
+      held: (claims) => this.heldStatement(claims),
       release: async (claims) => { await this.release(claims) },
     }) as unknown as DeliveryTransaction<T>
   }
@@ -575,7 +574,7 @@ interface DeliveryStatements {
   ready: () => Promise<void>
   markAll: (claims: readonly EventClaim[], xid: string) => { text: string, values: unknown[] }
   markAllThen: (claims: readonly EventClaim[], xid: string, then: string) => string | undefined
-  held: (claims: readonly EventClaim[]) => Promise<Set<string>>
+  held: (claims: readonly EventClaim[]) => { text: string, values: unknown[] }
   release: (claims: readonly EventClaim[]) => Promise<void>
 }
 
@@ -738,7 +737,9 @@ class PoolDelivery {
     }
     // Fewer marks than events: a claim was lost, or the transaction is not the store's any more.
     await client.query({ text: 'ROLLBACK', query_timeout: this.timeout })
-    const held = await this.store.held(claims)
+    // On this client, outside any transaction (the pool may have no other client to give).
+    const { text: heldText, values: heldValues } = this.store.held(claims)
+    const held = new Set((await client.query({ text: heldText, values: heldValues, query_timeout: this.timeout })).rows.map((r) => r.fingerprint as string))
     const lost = new Set(claims.filter((c) => !held.has(c.fingerprint)).map((c) => c.fingerprint))
     if (lost.size === 0) {
       // Every claim holds, yet the marks missed: a handler ended the transaction and opened another past every check.

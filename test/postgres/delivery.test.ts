@@ -287,6 +287,18 @@ t.test('node-postgres without transaction status (before 8.21): each event that 
   t.equal(await idleInTransaction(), 0)
 })
 
+t.test('claims whose text is not the store\'s own shape are marked by a parameterised statement, never spliced into SQL', async (t) => {
+  const seen = `seen_${n++}`
+  const store = postgresSeenEvents({ pool, table: seen, transactional: true })
+  await store.createSchema()
+  const claims = [{ fingerprint: "fp'); DROP TABLE x; --", token: "it's" }, { fingerprint: 'plain', token: 'a.b' }]
+  for (const c of claims) await pool.query(`INSERT INTO ${seen} (fingerprint, token, done, expires_at) VALUES ($1, $2, false, now() + interval '1 minute')`, [c.fingerprint, c.token])
+  const tx = store.openDelivery()!
+  for (const c of claims) await tx.run(c, async (db) => { await db.query('SELECT 1') })
+  t.equal(await tx.commit(), undefined, 'committed, no event failed')
+  t.same(await store.has(claims.map((c) => c.fingerprint)), [true, true])
+})
+
 t.test('SIGKILL before the delivery\'s one commit, its other events already marked: nothing lost, nothing twice', async (t) => {
   const keys = generateSigningKeyPair()
   const effects = `effects_${n++}`

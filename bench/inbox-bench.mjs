@@ -217,8 +217,10 @@ const sqliteDir = tempDir('sqlite')
 const sqlite = sqliteSeenEvents({ path: path.join(sqliteDir, 'seen.db') })
 const sqliteTx = sqliteSeenEvents({ path: path.join(sqliteDir, 'app.db'), transactional: true })
 sqliteTx.database.exec('CREATE TABLE effects (fingerprint TEXT NOT NULL)')
-const pgStore = postgresSeenEvents({ pool })
-const pgTx = postgresSeenEvents({ pool, table: 'seen_tx', transactional: true })
+// A generous guard (60 s, not 5 s): on a machine whose disk is shared and busy a commit of 1,000
+// done marks can take seconds to flush, and a store call past its guard would end the run.
+const pgStore = postgresSeenEvents({ pool, timeout: 60_000 })
+const pgTx = postgresSeenEvents({ pool, table: 'seen_tx', transactional: true, timeout: 60_000 })
 
 const EVERY = [
   ...rows('memory', new MemorySeenEventsStore()),

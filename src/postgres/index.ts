@@ -420,9 +420,10 @@ export class TransactionalPostgresSeenEventsStore<T> extends PostgresSeenEventsS
   }
 
   /**
-   * With `transactional: true`: one transaction for a whole delivery, each event in a savepoint
-   * of its own (what `WebhookEventRouter` uses: one commit per delivery). `undefined` with your
-   * own library's `transaction`, whose events keep a transaction each (`runInTransaction`).
+   * With `transactional: true`: one transaction for up to 100 events of a delivery, their done
+   * marks written with its one commit; an event that fails is left out and the others run again
+   * (what `WebhookEventRouter` uses). `undefined` with your own library's `transaction`, whose
+   * events keep a transaction each (`runInTransaction`).
    */
   openDelivery (): DeliveryTransaction<T> | undefined {
     if (this.#onPool === undefined) return undefined

@@ -240,7 +240,8 @@ DELETE FROM ${t} AS s USING l WHERE s.fingerprint = l.fingerprint`,
       // A delivery's group of events at once (openDelivery), with the same two conditions. Each row
       // is found by its key (a LATERAL lookup that cannot be flattened, then `= ANY` of an array):
       // a join with the array may scan the whole table when the planner's idea of its size is stale.
-      markAll: `WITH l AS (SELECT s.fingerprint FROM ${input} CROSS JOIN LATERAL (SELECT fingerprint FROM ${t} WHERE fingerprint = u.f AND token = u.t AND NOT done LIMIT 1) AS s ORDER BY s.fingerprint FOR UPDATE OF s)
+      // The lookups run, and lock, in fingerprint order (the sorted input drives them).
+      markAll: `WITH l AS (SELECT s.fingerprint FROM (SELECT f, t FROM ${input} ORDER BY f) AS u CROSS JOIN LATERAL (SELECT fingerprint FROM ${t} WHERE fingerprint = u.f AND token = u.t AND NOT done LIMIT 1) AS s ORDER BY s.fingerprint FOR UPDATE OF s)
 UPDATE ${t} AS s SET done = true, expires_at = ${life} WHERE s.fingerprint = ANY(ARRAY(SELECT fingerprint FROM l)) AND txid_current() = $4::bigint RETURNING s.fingerprint`,
       held: `SELECT s.fingerprint FROM ${input} CROSS JOIN LATERAL (SELECT fingerprint FROM ${t} WHERE fingerprint = u.f AND token = u.t AND NOT done LIMIT 1) AS s`,
       purge: `DELETE FROM ${t} WHERE fingerprint IN (SELECT fingerprint FROM ${t} WHERE expires_at < now() LIMIT 10000 FOR UPDATE SKIP LOCKED)`,
@@ -370,7 +371,7 @@ UPDATE ${t} AS s SET done = true, expires_at = ${life} WHERE s.fingerprint = ANY
     if (!/^\d+$/.test(xid) || !claims.every((c) => LITERAL.test(c.fingerprint) && LITERAL.test(c.token))) return undefined
     const list = (values: string[]): string => `ARRAY['${values.join("','")}']::text[]`
     const input = `unnest(${list(claims.map((c) => c.fingerprint))}, ${list(claims.map((c) => c.token))}) AS u(f, t)`
-    return `WITH l AS (SELECT s.fingerprint FROM ${input} CROSS JOIN LATERAL (SELECT fingerprint FROM ${this.#table} WHERE fingerprint = u.f AND token = u.t AND NOT done LIMIT 1) AS s ORDER BY s.fingerprint FOR UPDATE OF s), ` +
+    return `WITH l AS (SELECT s.fingerprint FROM (SELECT f, t FROM ${input} ORDER BY f) AS u CROSS JOIN LATERAL (SELECT fingerprint FROM ${this.#table} WHERE fingerprint = u.f AND token = u.t AND NOT done LIMIT 1) AS s ORDER BY s.fingerprint FOR UPDATE OF s), ` +
       `m AS (UPDATE ${this.#table} AS s SET done = true, expires_at = now() + make_interval(secs => ${this.#ttl}) WHERE s.fingerprint = ANY(ARRAY(SELECT fingerprint FROM l)) AND txid_current() = ${xid} RETURNING 1) ` +
       `SELECT 1 / (count(*) = ${claims.length})::int AS marked FROM m; ${then}`
   }

@@ -1,9 +1,14 @@
 // Seen-events stores side by side: claims and done marks per second for 1-, 100- and 1,000-event
 // deliveries on the memory store, one local Redis, a local PostgreSQL and a SQLite file; and the
-// transactional inbox (one transaction per event: BEGIN, the handler's INSERT, the done mark,
-// COMMIT) on PostgreSQL and SQLite. Plain Node ESM over the built library:
+// transactional inbox on PostgreSQL and SQLite: one transaction per event (BEGIN, the handler's
+// INSERT, the done mark, COMMIT), and on PostgreSQL the delivery transaction the router uses
+// (openDelivery), with an empty handler and with a one-INSERT handler, beside the plain store with
+// the same two handlers (the INSERT on the pool, committed alone) and the anchor (every INSERT of a
+// delivery in one transaction, no isolation between events). Plain Node ESM over the built library:
 //   node node_modules/typescript/bin/tsc -p tsconfig.build.json   (or npm run build)
-//   node bench/inbox-bench.mjs [--sizes 1,100,1000] [--time 1000] [--reps 3] [--concurrency 8]
+//   node bench/inbox-bench.mjs [--sizes 1,100,1000] [--time 1000] [--reps 3] [--concurrency 8] [--only PostgreSQL] [--dist dist]
+// --dist points at another build of the library (an older commit's dist, for a before/after pair
+// in one run on one server).
 // The servers are started here on free loopback ports in temp folders (PostgreSQL as the
 // `postgres` user when run as root: initdb refuses root) and killed by PID at the end.
 import { spawn, spawnSync } from 'node:child_process'
@@ -16,9 +21,7 @@ import path from 'node:path'
 import { parseArgs } from 'node:util'
 import { Redis } from 'ioredis'
 import pg from 'pg'
-import { MemorySeenEventsStore, RedisSeenEventsStore } from '../dist/index.js'
-import { postgresSeenEvents } from '../dist/postgres/index.js'
-import { sqliteSeenEvents } from '../dist/sqlite/index.js'
+import { pathToFileURL } from 'node:url'
 
 const { values: opts } = parseArgs({
   options: {
@@ -27,6 +30,7 @@ const { values: opts } = parseArgs({
     reps: { type: 'string', default: '3' },
     concurrency: { type: 'string', default: '8' },
     only: { type: 'string', default: '' },
+    dist: { type: 'string', default: '' },
     help: { type: 'boolean', default: false },
   },
 })
@@ -34,6 +38,10 @@ if (opts.help) {
   console.log('node bench/inbox-bench.mjs [--sizes 1,100,1000] [--time 1000 (ms per sample)] [--reps 3 (samples, median)] [--concurrency 8 (deliveries in flight)] [--only PostgreSQL (rows whose name contains this)]')
   process.exit(0)
 }
+const DIST = opts.dist === '' ? new URL('../dist/', import.meta.url) : pathToFileURL(path.resolve(opts.dist) + '/')
+const { MemorySeenEventsStore, RedisSeenEventsStore } = await import(new URL('index.js', DIST).href)
+const { postgresSeenEvents } = await import(new URL('postgres/index.js', DIST).href)
+const { sqliteSeenEvents } = await import(new URL('sqlite/index.js', DIST).href)
 const SIZES = opts.sizes.split(',').map(Number)
 const TIME = Number(opts.time)
 const REPS = Number(opts.reps)
@@ -144,17 +152,44 @@ function transactionalRow (name, store, insert) {
   }
 }
 
-function deliveryRow (name, store, insert) {
+/**
+ * What the router does with a store that has openDelivery (concurrency 1: one lane): the events one
+ * after the other, a commit when the transaction is `full` (`every` undefined) or every `every`
+ * events, and at the end. `fail`: one event in that many throws after its handler's work.
+ */
+function deliveryRow (name, store, handler, { every, fail } = {}) {
+  let n = 0
   return {
-    name: `${name} · claim + one transaction per delivery, a savepoint per event (INSERT + done mark), a commit per 50 events`,
-    // What the router does with a store that has openDelivery (concurrency 1: one lane).
+    name: `${name} · claim + delivery transaction (openDelivery), ${handler.label}, commit ${every === undefined ? 'when full' : `every ${every} events`}${fail === undefined ? '' : `, 1 event in ${fail} throws`}`,
     run: async (fps) => {
-      const tx = store.openDelivery()
-      for (const c of claimed(await store.claim(fps, 30))) await tx.run(c, async (db) => { await insert(db, c.fingerprint) })
+      let tx = store.openDelivery()
+      let inTx = 0
+      for (const c of claimed(await store.claim(fps, 30))) {
+        if (every === undefined ? tx.full : inTx === every) { await tx.commit(); tx = store.openDelivery(); inTx = 0 }
+        const throws = fail !== undefined && ++n % fail === 0
+        await tx.run(c, async (db) => { await handler.run(db, c.fingerprint); if (throws) throw new Error('fails') }).catch(() => { if (!throws) throw new Error('an event failed that should not') })
+        if (throws) await store.release([c])
+        inTx++
+      }
       await tx.commit()
     },
   }
 }
+
+/** The plain store with a handler that writes one row on the pool (committed on its own: what a plain store's handler does). */
+function plainInsertRow (name, store, pool) {
+  return {
+    name: `${name} · claim, one INSERT per event on the pool (autocommit), complete (the plain store with a one-INSERT handler)`,
+    run: async (fps) => {
+      const claims = claimed(await store.claim(fps, 30))
+      for (const c of claims) await pool.query('INSERT INTO effects (fingerprint) VALUES ($1)', [c.fingerprint])
+      await store.complete(claims)
+    },
+  }
+}
+
+const EMPTY = { label: 'empty handler', run: async () => {} }
+const INSERT = { label: 'one-INSERT handler', run: async (db, fp) => { await db.query('INSERT INTO effects (fingerprint) VALUES ($1)', [fp]) } }
 
 // The anchor: a hand-written delivery transaction with no isolation between events (one failure
 // would take every other event of the delivery with it): the handlers' INSERTs, the done marks in
@@ -182,17 +217,30 @@ const sqliteDir = tempDir('sqlite')
 const sqlite = sqliteSeenEvents({ path: path.join(sqliteDir, 'seen.db') })
 const sqliteTx = sqliteSeenEvents({ path: path.join(sqliteDir, 'app.db'), transactional: true })
 sqliteTx.database.exec('CREATE TABLE effects (fingerprint TEXT NOT NULL)')
-const pgStore = postgresSeenEvents({ pool })
-const pgTx = postgresSeenEvents({ pool, table: 'seen_tx', transactional: true })
+// A generous guard (60 s, not 5 s): on a machine whose disk is shared and busy a commit of 1,000
+// done marks can take seconds to flush, and a store call past its guard would end the run.
+const pgStore = postgresSeenEvents({ pool, timeout: 60_000 })
+const pgTx = postgresSeenEvents({ pool, table: 'seen_tx', transactional: true, timeout: 60_000 })
 
 const EVERY = [
   ...rows('memory', new MemorySeenEventsStore()),
   ...rows('Redis (one local server)', new RedisSeenEventsStore(redis, { timeout: 5000 })),
   ...rows('PostgreSQL 15 (local)', pgStore),
-  transactionalRow('PostgreSQL 15 (local)', pgTx, async (db, fp) => { await db.query('INSERT INTO effects (fingerprint) VALUES ($1)', [fp]) }),
+  plainInsertRow('PostgreSQL 15 (local)', pgStore, pool),
   anchorRow('PostgreSQL 15 (local)', pgStore, pool),
-  // Builds without openDelivery (before the savepoint design) have no such row.
-  ...(typeof pgTx.openDelivery === 'function' ? [deliveryRow('PostgreSQL 15 (local)', pgTx, async (db, fp) => { await db.query('INSERT INTO effects (fingerprint) VALUES ($1)', [fp]) })] : []),
+  transactionalRow('PostgreSQL 15 (local)', pgTx, INSERT.run),
+  // Builds without openDelivery (before the savepoint design) have no such rows.
+  ...(typeof pgTx.openDelivery === 'function'
+    ? [
+        deliveryRow('PostgreSQL 15 (local)', pgTx, EMPTY),
+        deliveryRow('PostgreSQL 15 (local)', pgTx, EMPTY, { every: 1000 }),
+        deliveryRow('PostgreSQL 15 (local)', pgTx, INSERT),
+        deliveryRow('PostgreSQL 15 (local)', pgTx, INSERT, { every: 50 }),
+        deliveryRow('PostgreSQL 15 (local)', pgTx, INSERT, { every: 250 }),
+        deliveryRow('PostgreSQL 15 (local)', pgTx, INSERT, { every: 1000 }),
+        deliveryRow('PostgreSQL 15 (local)', pgTx, INSERT, { fail: 100 }),
+      ]
+    : []),
   ...rows('SQLite (file, WAL)', sqlite),
   transactionalRow('SQLite (file, WAL)', sqliteTx, (db, fp) => { db.prepare('INSERT INTO effects (fingerprint) VALUES (?)').run(fp) }),
 ]
@@ -205,7 +253,14 @@ log(`node ${process.version}, ${os.cpus().length} CPUs (${os.cpus()[0]?.model ??
 const results = new Map(ALL.map((r) => [r.name, new Map(SIZES.map((s) => [s, []]))]))
 for (const size of SIZES) {
   for (let rep = 0; rep < REPS; rep++) {
-    for (const row of ALL) results.get(row.name).get(size).push(await rate(row.run, size))
+    for (const row of ALL) {
+      try {
+        results.get(row.name).get(size).push(await rate(row.run, size))
+      } catch (err) {
+        log(`${row.name}, ${size}-event deliveries: ${err.message}${err.cause === undefined ? '' : ` (${err.cause.message})`}`)
+        throw err
+      }
+    }
   }
   log(`size ${size} done`)
 }

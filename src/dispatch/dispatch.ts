@@ -167,7 +167,7 @@ class Dispatch implements TransactionalDispatch {
   }
 
   #runAll (runnable: readonly number[]): Promise<void> | undefined {
-    // A store that runs a delivery in one transaction (a savepoint per event, one commit).
+    // A store that runs a delivery in few transactions (groups of events, one commit each).
     const delivery = this.claims?.viaPromises === true && runnable.length > 0 ? openDelivery(this.store!) : undefined
     if (delivery !== undefined) {
       this.#goingAsync()

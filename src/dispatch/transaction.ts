@@ -1,6 +1,6 @@
 // The transactional path of a dispatch: with a `TransactionalSeenEventsStore`, an event's handlers
 // run in a transaction handed to them as `context.db`, and its done mark commits with their
-// effects; a `DeliveryTransactionStore` runs a delivery's events in savepoints of few transactions.
+// effects; a `DeliveryTransactionStore` runs a delivery's events in few transactions (one commit per group).
 import type { WebhookEvent } from '../events/types.js'
 import type { Logger } from '../logger.js'
 import { HandlerTimeoutError, InboxTransactionError } from '../replay/errors.js'
@@ -49,9 +49,9 @@ export async function runInTransaction (d: TransactionalDispatch, i: number, sto
 
 /**
  * Runs the claimed events in transactions of a `DeliveryTransactionStore`: `concurrency` lanes
- * (one connection each), each running its events one after the other in a transaction, each
- * event in a savepoint, committing when the transaction is `full` and at the end. An event whose
- * handlers fail is undone alone and its claim released; the others commit together with their
+ * (one connection each), each running its events one after the other in a transaction,
+ * committing when the transaction is `full` and at the end. An event whose handlers fail is
+ * left out (the store undoes it, running the events before it again) and its claim released; the others commit together with their
  * done marks, and only once that commit succeeded are they handled. A failed commit
  * acknowledges none of them: their claims are left to expire, so a retry finds each event done
  * (skipped) or runs it, never both.
@@ -81,8 +81,9 @@ export async function runDelivery (d: TransactionalDispatch, indexes: readonly n
 /** Commits `tx`: its events `ran` are handled, or, when the commit fails, failed and left to expire. */
 async function commitDelivery (d: TransactionalDispatch, tx: DeliveryTransaction<unknown>, ran: readonly number[]): Promise<void> {
   const { outcomes } = d
+  let failed: ReadonlyMap<string, unknown> | undefined | void
   try {
-    await tx.commit()
+    failed = await tx.commit()
   } catch (err) {
     if (ran.length === 0) return
     d.log.error({ err: errorSummary(err), fingerprints: ran.map((i) => outcomes.fingerprints[i]!) },
@@ -94,22 +95,25 @@ async function commitDelivery (d: TransactionalDispatch, tx: DeliveryTransaction
     }
     return
   }
-  // Committed: these events' effects and done marks are in, together.
+  // Committed: these events' effects and done marks are in, together; those the store names
+  // failed after all (run again after a neighbour's failure, or a late call), never marked: the
+  // store released the claims of those whose handler threw.
   for (const i of ran) {
     d.claims!.handOff(i)
-    outcomes.status[i] = HANDLED
+    const fp = outcomes.fingerprints[i]!
+    if (failed !== undefined && failed.has(fp)) outcomes.fail(i, failed.get(fp))
+    else outcomes.status[i] = HANDLED
   }
 }
 
-/** Runs event `i`'s handlers in a savepoint of `tx`; whether they resolved and it is marked done (it then commits with `tx`). */
+/** Runs event `i`'s handlers in the delivery's transaction `tx`; whether they resolved (their done mark is written with `tx`'s commit). */
 async function runInDelivery (d: TransactionalDispatch, i: number, tx: DeliveryTransaction<unknown>): Promise<boolean> {
   const claim = d.claims!.claimOf(i)!
   return await runTransactional(d, i, async (work) => await tx.run(claim, work), d.handlersOf(d.events[i]!), d.handlerContext(i))
 }
 
 /**
- * Runs event `i`'s handlers inside `run` (a transaction of its own, or the event's savepoint in
- * a delivery's transaction) with `context.db` that transaction's. True when they resolved and
+ * Runs event `i`'s handlers inside `run` (a transaction of its own, or a delivery's transaction) with `context.db` that transaction's. True when they resolved and
  * the done mark is written. False when the event failed: a handler failed (its effects undone)
  * or the transaction could not start, and the claim is given back so a retry handles the event;
  * or the handlers ran but the done mark or the transaction failed (or they broke a rule of

@@ -88,18 +88,18 @@ export interface EnqueueContext {
 export type EnqueueEvents = (events: readonly WebhookEvent[], context: EnqueueContext) => Promise<void> | void
 
 /**
- * A transaction for many events of one delivery, each event in a savepoint of its own (what a
- * `DeliveryTransactionStore` opens). `WebhookEventRouter` runs a delivery's claimed events through
+ * A transaction for many events of one delivery (what a `DeliveryTransactionStore` opens). `WebhookEventRouter` runs a delivery's claimed events through
  * `run`, one after the other, and calls `commit` once the transaction is `full` or the events run
  * out: one commit (one fsync) for many events instead of one each, and still one event's failure
  * touches no other event.
  */
 export interface DeliveryTransaction<T> {
   /**
-   * Runs `work(tx)` in a savepoint of the transaction. Resolves once `work` resolved and its
-   * effects joined the transaction (its done mark is written, while its claim still holds, at
-   * `commit`). Rejects with `work`'s own error after rolling back to the savepoint (this event's
-   * effects are gone, the others' stay); with an `InboxTransactionError` or a `ReplayStoreError`
+   * Runs `work(tx)` in the transaction. Resolves once `work` resolved and its effects joined the
+   * transaction (its done mark is written, while its claim still holds, at `commit`). The store may
+   * call `work` again before `commit` (when another event of the transaction failed, in a fresh
+   * transaction: its first run's effects rolled back). Rejects with `work`'s own error once this
+   * event's effects are undone (the others' stay); with an `InboxTransactionError` or a `ReplayStoreError`
    * when its effects could not join; with a `ReplayStoreError` without running `work` when the
    * transaction is no longer usable.
    */
@@ -108,10 +108,12 @@ export interface DeliveryTransaction<T> {
   readonly full: boolean
   /**
    * Writes the done marks of every event `run` resolved for and commits them with their effects,
-   * then gives the connection back. Rejects when the commit failed or its outcome is unknown (an
+   * then gives the connection back. Resolves the events among them that failed after all (by
+   * fingerprint, with the error each failed with: rolled back, never marked), or nothing when every
+   * one of them committed. Rejects when the commit failed or its outcome is unknown (an
    * `InboxTransactionError` names the event that broke a rule): then none of them may be acknowledged.
    */
-  commit (): Promise<void>
+  commit (): Promise<ReadonlyMap<string, unknown> | undefined | void>
 }
 
 /**

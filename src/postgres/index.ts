@@ -25,6 +25,8 @@ export interface PgPoolClientLike {
   release (destroy?: boolean | Error): void
   on (event: 'error', listener: (err: Error) => void): unknown
   removeListener (event: 'error', listener: (err: Error) => void): unknown
+  /** node-postgres 8.21 and later: the transaction status the server reported after the last statement ('I', 'T' or 'E'). */
+  getTransactionStatus?: () => string | null
 }
 
 /** A node-postgres `Pool` (`new pg.Pool(...)`), or anything with its `query`, `connect` and `on`. */
@@ -96,8 +98,8 @@ const listened = new WeakSet<object>()
 const DEFAULT_TABLE = 'mailchannels_webhooks_seen_events'
 const DEFAULT_TTL = 3 * 24 * 60 * 60
 const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/
-/** Fingerprints (base64url SHA-256) and claim tokens: safe to splice into SQL between quotes. */
-const LITERAL = /^[A-Za-z0-9_-]{1,200}$/
+/** Fingerprints (base64url SHA-256) and claim tokens (base64url, a dot, base 36): safe to splice into SQL between single quotes. */
+const LITERAL = /^[A-Za-z0-9_.-]{1,200}$/
 const DEFAULT_HANDLER_TIMEOUT = 30_000
 /** The longest delay `setTimeout` keeps (a longer one fires at once). */
 const MAX_TIMER = 2 ** 31 - 1
@@ -162,7 +164,7 @@ export class PostgresSeenEventsStore implements SeenEventsStore {
   readonly #handlerTimeout: number
   #schema: Promise<void> | undefined
   #lastPurge = Date.now()
-  readonly #sql: Record<'claim' | 'add' | 'complete' | 'release' | 'extend' | 'has' | 'delete' | 'mark' | 'markInTransaction' | 'purge', string>
+  readonly #sql: Record<'claim' | 'add' | 'complete' | 'release' | 'extend' | 'has' | 'delete' | 'mark' | 'markInTransaction' | 'markAll' | 'held' | 'purge', string>
 
   constructor (options: PostgresSeenEventsOptions) {
     if (options === null || typeof options !== 'object') throw new TypeError('PostgresSeenEventsStore options must be an object with a pool')
@@ -235,6 +237,13 @@ DELETE FROM ${t} AS s USING l WHERE s.fingerprint = l.fingerprint`,
       // handler that ended it (COMMIT, ROLLBACK) leaves this statement in another transaction, or
       // in none, where it changes nothing.
       markInTransaction: `UPDATE ${t} SET done = true, expires_at = now() + make_interval(secs => $3::double precision) WHERE fingerprint = $1 AND token = $2 AND NOT done AND txid_current() = $4::bigint RETURNING fingerprint`,
+      // A delivery's group of events at once (openDelivery), with the same two conditions. Each row
+      // is found by its key (a LATERAL lookup that cannot be flattened, then `= ANY` of an array):
+      // a join with the array may scan the whole table when the planner's idea of its size is stale.
+      // The lookups run, and lock, in fingerprint order (the sorted input drives them).
+      markAll: `WITH l AS (SELECT s.fingerprint FROM (SELECT f, t FROM ${input} ORDER BY f) AS u CROSS JOIN LATERAL (SELECT fingerprint FROM ${t} WHERE fingerprint = u.f AND token = u.t AND NOT done LIMIT 1) AS s ORDER BY s.fingerprint FOR UPDATE OF s)
+UPDATE ${t} AS s SET done = true, expires_at = ${life} WHERE s.fingerprint = ANY(ARRAY(SELECT fingerprint FROM l)) AND txid_current() = $4::bigint RETURNING s.fingerprint`,
+      held: `SELECT s.fingerprint FROM ${input} CROSS JOIN LATERAL (SELECT fingerprint FROM ${t} WHERE fingerprint = u.f AND token = u.t AND NOT done LIMIT 1) AS s`,
       purge: `DELETE FROM ${t} WHERE fingerprint IN (SELECT fingerprint FROM ${t} WHERE expires_at < now() LIMIT 10000 FOR UPDATE SKIP LOCKED)`,
     }
   }
@@ -344,17 +353,32 @@ DELETE FROM ${t} AS s USING l WHERE s.fingerprint = l.fingerprint`,
   }
 
   /**
-   * For `openDelivery`: one text that writes `claim`'s done mark (only in the transaction `xid`,
-   * while the claim holds) and fails with division_by_zero when it matched no row, so that the
-   * statements after it, `then`, run only once the event is marked. Values are spliced into the
-   * text (a text of several statements takes no parameters), so only the store's own fingerprints
-   * and tokens qualify: `undefined` for anything else.
+   * For `openDelivery`: the statement that writes the done marks of `claims` in one go, only in
+   * the transaction `xid` and only while each claim holds; resolves the rows it marked. The rows
+   * are locked in fingerprint order first, as `claim` and `complete` do (no deadlock).
    */
-  protected markThen (claim: EventClaim, xid: string, then: string): string | undefined {
-    if (!LITERAL.test(claim.fingerprint) || !LITERAL.test(claim.token) || !/^\d+$/.test(xid)) return undefined
-    return `WITH m AS (UPDATE ${this.#table} SET done = true, expires_at = now() + make_interval(secs => ${this.#ttl}) ` +
-      `WHERE fingerprint = '${claim.fingerprint}' AND token = '${claim.token}' AND NOT done AND txid_current() = ${xid} RETURNING 1) ` +
-      `SELECT 1 / count(*) AS marked FROM m; ${then}`
+  protected markAll (claims: readonly EventClaim[], xid: string): { text: string, values: unknown[] } {
+    return { text: this.#sql.markAll, values: [claims.map((c) => c.fingerprint), claims.map((c) => c.token), this.#ttl, xid] }
+  }
+
+  /**
+   * The same as one text followed by `then` (the `COMMIT`): it fails with division_by_zero when it
+   * marked fewer rows than `claims`, so that `then` never runs for a part of them. Values are
+   * spliced into the text (a text of several statements takes no parameters), so only the store's
+   * own fingerprints and tokens qualify: `undefined` for anything else.
+   */
+  protected markAllThen (claims: readonly EventClaim[], xid: string, then: string): string | undefined {
+    if (!/^\d+$/.test(xid) || !claims.every((c) => LITERAL.test(c.fingerprint) && LITERAL.test(c.token))) return undefined
+    const list = (values: string[]): string => `ARRAY['${values.join("','")}']::text[]`
+    const input = `unnest(${list(claims.map((c) => c.fingerprint))}, ${list(claims.map((c) => c.token))}) AS u(f, t)`
+    return `WITH l AS (SELECT s.fingerprint FROM (SELECT f, t FROM ${input} ORDER BY f) AS u CROSS JOIN LATERAL (SELECT fingerprint FROM ${this.#table} WHERE fingerprint = u.f AND token = u.t AND NOT done LIMIT 1) AS s ORDER BY s.fingerprint FOR UPDATE OF s), ` +
+      `m AS (UPDATE ${this.#table} AS s SET done = true, expires_at = now() + make_interval(secs => ${this.#ttl}) WHERE s.fingerprint = ANY(ARRAY(SELECT fingerprint FROM l)) AND txid_current() = ${xid} RETURNING 1) ` +
+      `SELECT 1 / (count(*) = ${claims.length})::int AS marked FROM m; ${then}`
+  }
+
+  /** The statement that reads which of `claims` still hold (their token, not done): their fingerprints. */
+  protected heldStatement (claims: readonly EventClaim[]): { text: string, values: unknown[] } {
+    return { text: this.#sql.held, values: [claims.map((c) => c.fingerprint), claims.map((c) => c.token)] }
   }
 
   /** Waits for the schema (created on first use). */
@@ -399,14 +423,20 @@ export class TransactionalPostgresSeenEventsStore<T> extends PostgresSeenEventsS
   }
 
   /**
-   * With `transactional: true`: one transaction for a whole delivery, each event in a savepoint
-   * of its own (what `WebhookEventRouter` uses: one commit per delivery). `undefined` with your
-   * own library's `transaction`, whose events keep a transaction each (`runInTransaction`).
+   * With `transactional: true`: one transaction for up to 100 events of a delivery, their done
+   * marks written with its one commit; an event that fails is left out and the others run again
+   * (what `WebhookEventRouter` uses). `undefined` with your own library's `transaction`, whose
+   * events keep a transaction each (`runInTransaction`).
    */
   openDelivery (): DeliveryTransaction<T> | undefined {
     if (this.#onPool === undefined) return undefined
-    return new PoolDelivery(this.#onPool, this.timeout, this.handlerTimeout, async () => { await this.ready() },
-      (claim, xid) => this.markStatement(claim, xid), (claim, xid, then) => this.markThen(claim, xid, then)) as unknown as DeliveryTransaction<T>
+    return new PoolDelivery(this.#onPool, this.timeout, this.handlerTimeout, EVENTS_PER_TRANSACTION, {
+      ready: async () => { await this.ready() },
+      markAll: (claims, xid) => this.markAll(claims, xid),
+      markAllThen: (claims, xid, then) => this.markAllThen(claims, xid, then),
+      held: (claims) => this.heldStatement(claims),
+      release: async (claims) => { await this.release(claims) },
+    }) as unknown as DeliveryTransaction<T>
   }
 
   async runInTransaction<R> (claim: EventClaim, work: (tx: T) => Promise<R>): Promise<R> {
@@ -534,36 +564,51 @@ export class TransactionalPostgresSeenEventsStore<T> extends PostgresSeenEventsS
 const BEGIN = 'BEGIN; SELECT txid_current()::text AS xid, pg_backend_pid() AS pid'
 
 /**
- * The store's savepoint: each event of a delivery runs in it, so that a failed event rolls back to
- * it alone. Handlers may not name it (`transactionControl`): their RELEASE or ROLLBACK TO of it
- * would merge an event into the one before it, or undo events already handled.
+ * Events per transaction of a delivery, at most: the router commits when a group is this large
+ * (and after any failure in it). No savepoints, so no limit from PostgreSQL's subtransaction
+ * cache; the bound keeps what a failure runs again, and the time a group's claims go without
+ * renewal, small. Measured in docs/benchmarks.md ("Transactional inbox, grouped").
  */
-const SAVEPOINT = 'mailchannels_webhooks_event'
-/** The delivery's transaction, its id, the server process, and the first event's savepoint: one round trip. */
-const BEGIN_DELIVERY = `BEGIN; SELECT txid_current()::text AS xid, pg_backend_pid() AS pid; SAVEPOINT ${SAVEPOINT}`
-/** An event's handlers resolved: its savepoint released into the transaction, the next event's opened (one round trip). */
-const NEXT_EVENT = `RELEASE SAVEPOINT ${SAVEPOINT}; SAVEPOINT ${SAVEPOINT}`
-/** An event failed: back to its savepoint (which stays, for the next event). */
-const UNDO_EVENT = `ROLLBACK TO SAVEPOINT ${SAVEPOINT}`
-/**
- * Events per transaction, at most. A released savepoint that wrote keeps its subtransaction id
- * in the transaction until the commit, and PostgreSQL caches 64 of them per transaction
- * (PGPROC_MAX_CACHED_SUBXIDS, src/include/storage/proc.h); past that every session's snapshots
- * must look subtransactions up on disk (pg_subtrans), slowing the whole server. So a delivery
- * commits every 50 events: 20 commits for 1,000 events instead of 1,000.
- */
-const EVENTS_PER_TRANSACTION = 50
-/** SQLSTATEs of a savepoint statement outside the transaction it belonged to: a handler ended it. */
-const ENDED = new Set(['25P01', '3B001'])
-/** division_by_zero: what the done-mark text (`markThen`) fails with when it marked no row. */
+const EVENTS_PER_TRANSACTION = 100
+/** division_by_zero: what the done-mark text (`markAllThen`) fails with when it marked fewer rows than it was given. */
 const UNMARKED = '22012'
+
+/** What a delivery's transaction needs of its store. */
+interface DeliveryStatements {
+  ready: () => Promise<void>
+  markAll: (claims: readonly EventClaim[], xid: string) => { text: string, values: unknown[] }
+  markAllThen: (claims: readonly EventClaim[], xid: string, then: string) => string | undefined
+  held: (claims: readonly EventClaim[]) => { text: string, values: unknown[] }
+  release: (claims: readonly EventClaim[]) => Promise<void>
+}
+
+/** One event of the open group: what to run again should another event of the group fail. */
+interface GroupEvent {
+  readonly claim: EventClaim
+  readonly work: (tx: PgPoolClientLike) => Promise<unknown>
+  /** Every guarded view of the client its handlers got (one per run): a late call on any of them fails the event. */
+  readonly clients: HandlerClient[]
+  /** Whether its handlers sent anything on the connection: if not, a rollback undoes nothing of it and it is not run again. */
+  used: boolean
+  /** Its handlers threw (or ran past their deadline) in their last run. */
+  threw: boolean
+  /** Its done mark is already written in the current transaction (before a statement the check cannot read, or at once on node-postgres without transaction status). */
+  marked: boolean
+}
+
+/** Errors that mean the transaction the store opened is over (a handler ended it past the check): nothing of it can be run again or committed. */
+const endedErrors = new WeakSet<object>()
 
 /**
  * One transaction of a delivery's events on one client of the pool (`openDelivery`): `BEGIN`,
- * then per event its handlers in the store's savepoint, its done mark (in the transaction the
- * store opened, only while its claim holds) and `RELEASE` (or `ROLLBACK TO` when anything failed:
- * that event alone is undone); one `COMMIT` for up to `EVENTS_PER_TRANSACTION` events. Each event's handlers get their own guarded view of the client, closed when they
- * settle, so a late call of one event never runs in another's.
+ * then per event its handlers, with no savepoint and no round trip of the store's; at `commit`,
+ * the done marks of every event of the group in one statement (in the transaction the store
+ * opened, only while each claim holds) and `COMMIT`, in one round trip. When an event fails (its
+ * handler throws, runs past `handlerTimeout`, breaks a rule of `context.db`, or leaves the
+ * transaction in error), the group is rolled back and the others' handlers run again in a fresh
+ * transaction without it: their first run left nothing behind in the database, so each event's
+ * effects still commit once, with its done mark. Each run of an event's handlers gets its own
+ * guarded view of the client, closed when they settle, so a late call never runs in a later run.
  */
 class PoolDelivery {
   #client: PgPoolClientLike | undefined
@@ -574,8 +619,17 @@ class PoolDelivery {
   /** The client's own 'error' (the server went away): it is destroyed, not given back. */
   #lost: Error | undefined
   readonly #onError = (err: Error): void => { this.#lost = err }
-  /** Events marked done in the transaction, waiting for the commit. */
-  #marked = 0
+  /** The events whose handlers resolved in the current transaction, waiting for the commit. */
+  #events: GroupEvent[] = []
+  /** Events `run` resolved for that failed later (run again after another's failure, or a late call): what `commit` answers. */
+  #failures: Map<string, unknown> | undefined
+  /** Claims of events whose handlers threw when run again: released after the commit (their effects are rolled back). */
+  readonly #toRelease: EventClaim[] = []
+  /** Done marks written before a statement the check cannot read (`#markBefore`); awaited before the group goes on. */
+  #flushes: Promise<void>[] = []
+  #flushFailed: unknown
+  /** A failure was recovered from: commit now, so that a later failure runs fewer events again. */
+  #regrouped = false
   #committing = false
   #released = false
 
@@ -583,107 +637,267 @@ class PoolDelivery {
     readonly pool: PgPoolLike,
     readonly timeout: number,
     readonly handlerTimeout: number,
-    readonly ready: () => Promise<void>,
-    readonly mark: (claim: EventClaim, xid: string) => { text: string, values: unknown[] },
-    readonly markThen: (claim: EventClaim, xid: string, then: string) => string | undefined,
+    readonly groupSize: number,
+    readonly store: DeliveryStatements,
   ) {}
 
-  get full (): boolean { return this.#marked >= EVENTS_PER_TRANSACTION }
+  get full (): boolean { return this.#regrouped || this.#events.length >= this.groupSize }
 
   async run<R> (claim: EventClaim, work: (tx: PgPoolClientLike) => Promise<R>): Promise<R> {
     if (this.#committing) throw new ReplayStoreError('transaction', 'This delivery\'s transaction was already committed: open another.')
     if (this.#broken !== undefined) throw this.#broken
     const client = this.#client ?? await this.#open()
-    const { fingerprint } = claim
-    const timeout = this.timeout
-    const db = new HandlerClient(client, fingerprint, this.handlerTimeout, SAVEPOINT)
+    const event: GroupEvent = { claim, work, clients: [], used: false, threw: false, marked: false }
     let result: R
     try {
-      result = await withDeadline(fingerprint, this.handlerTimeout, () => { db.close('timeout') }, async () => await work(db.client))
+      result = await this.#attempt(client, event) as R
     } catch (error) {
-      // The handler's own error (or the deadline): this event's effects go, the others' stay.
-      db.close('settled')
-      if (db.used) await this.#undo()
+      if (this.#broken !== undefined) throw endedErrors.has(error as object) ? error : this.#broken
+      // Only what the failed event sent is to be undone; an event that sent nothing leaves the group as it is.
+      if (event.used) await this.#regroup()
       throw error
     }
-    db.close('settled')
-    // The handler caught a refused COMMIT or ROLLBACK and went on, or a call of its came after it
-    // settled: not the work it meant. Undone, never marked.
-    const refused = db.refused ?? db.late
-    if (refused !== undefined) {
-      if (db.used) await this.#undo()
-      throw refused
-    }
-    // One round trip: the done mark (in the transaction the store opened, while the claim holds),
-    // and only when it is written, the savepoint released and the next event's opened.
-    const text = this.markThen(claim, this.#xid, NEXT_EVENT)
-    try {
-      if (text !== undefined) {
-        await client.query({ text, query_timeout: timeout })
-      } else {
-        const { text: markText, values } = this.mark(claim, this.#xid)
-        if ((await client.query({ text: markText, values, query_timeout: timeout })).rows.length !== 1) throw Object.assign(new Error('unmarked'), { code: UNMARKED })
-        await client.query({ text: NEXT_EVENT, query_timeout: timeout })
-      }
-    } catch (err) {
-      // Not marked: the claim was lost, or a statement of the handler failed and it went on (the
-      // transaction is in error), or a deadlock: back to the savepoint, this event fails alone.
-      // Or there is no savepoint any more: the handler ended the transaction (a ROLLBACK or COMMIT
-      // the check could not read), and with it this delivery's transaction.
-      const ended = (e: unknown): boolean => ENDED.has((e as { code?: string } | null)?.code ?? '')
-      const undoFailed = ended(err) ? err : await this.#tryUndo()
-      if (undoFailed !== undefined) {
-        this.#break(undoFailed)
-        if (ended(undoFailed)) throw endedError(fingerprint)
-        throw this.#broken!
-      }
-      const code = (err as { code?: string }).code
-      if (code === UNMARKED) await unmarked(fingerprint, this.#xid, async (q, v) => await client.query({ text: q, values: v, query_timeout: timeout }))
-      throw transactionError(err, undefined)
-    }
-    // context.db used after the handlers settled, before the mark was written: a statement meant
-    // for this event was refused, so its work is not what it intended. It is in the transaction
-    // now, with the other events': all of them are rolled back, none acknowledged.
-    if (db.late !== undefined) {
-      this.#break(db.late)
-      throw db.late
-    }
-    this.#marked++
+    this.#events.push(event)
     return result
   }
 
-  async commit (): Promise<void> {
-    if (this.#committing) return
+  /**
+   * Commits the group: the done marks of its events and `COMMIT`, one round trip. Resolves the
+   * events `run` resolved for that failed after all (run again after another event's failure, or a
+   * late call on `context.db`), by fingerprint, with their errors; the others are committed.
+   */
+  async commit (): Promise<ReadonlyMap<string, unknown> | undefined> {
+    if (this.#committing) return this.#failures
     this.#committing = true
     const client = this.#client
     if (client === undefined || this.#released) {
       if (this.#broken !== undefined) throw this.#broken
-      return
+      return this.#failures
     }
     let destroy = false
     try {
-      if (this.#broken !== undefined) throw this.#broken
-      // Nothing marked: nothing to make durable (no fsync).
-      const done = await client.query({ text: this.#marked > 0 ? 'COMMIT' : 'ROLLBACK', query_timeout: this.timeout }) as PgQueryResultLike & { command?: string }
-      // A transaction in error commits as a rollback, answered without an error: never take that for a commit.
-      if (this.#marked > 0 && done.command !== undefined && done.command !== 'COMMIT') {
-        throw new ReplayStoreError('complete', `PostgreSQL answered the delivery's COMMIT with ${String(done.command)}: nothing was committed.`)
+      for (;;) {
+        if (this.#broken !== undefined) throw this.#broken
+        await this.#settleFlushes()
+        // context.db used after its handlers settled, before this commit: a statement meant for that
+        // event was refused, so its work is not what it intended. It fails; the others run again.
+        const late = this.#events.filter((e) => e.clients.some((c) => c.late !== undefined))
+        if (late.length > 0) {
+          for (const e of late) this.#fail(e, e.clients.find((c) => c.late !== undefined)!.late, false)
+          this.#events = this.#events.filter((e) => !late.includes(e))
+          await this.#regroup()
+          continue
+        }
+        const lost = await this.#commitGroup(client)
+        if (lost === undefined) break
+        // Claims that expired and were taken by another caller: theirs now (not released); the others run again.
+        const error = new ReplayStoreError('complete', 'The claim on this event expired and another caller took it: its transaction was rolled back, the other one decides.')
+        for (const e of this.#events) if (lost.has(e.claim.fingerprint)) this.#fail(e, error, false)
+        this.#events = this.#events.filter((e) => !lost.has(e.claim.fingerprint))
+        await this.#regroup()
       }
     } catch (err) {
-      try {
-        await client.query({ text: 'ROLLBACK', query_timeout: this.timeout })
-      } catch {
-        destroy = true
+      if (!this.#released) {
+        try {
+          await client.query({ text: 'ROLLBACK', query_timeout: this.timeout })
+        } catch {
+          destroy = true
+        }
       }
       throw transactionError(err, undefined)
     } finally {
       this.#release(destroy)
     }
+    if (this.#toRelease.length > 0) await this.store.release(this.#toRelease).catch(() => {})
+    return this.#failures
+  }
+
+  /** The group's done marks and COMMIT; `undefined` once committed, or the claims that no longer hold (the transaction then rolled back). */
+  async #commitGroup (client: PgPoolClientLike): Promise<Set<string> | undefined> {
+    const events = this.#events
+    // Nothing to commit: nothing to make durable (no fsync).
+    if (events.length === 0) {
+      await client.query({ text: 'ROLLBACK', query_timeout: this.timeout })
+      return undefined
+    }
+    const claims = events.filter((e) => !e.marked).map((e) => e.claim)
+    const text = claims.length === 0 ? 'COMMIT' : this.store.markAllThen(claims, this.#xid, 'COMMIT')
+    try {
+      let done: PgQueryResultLike & { command?: string }
+      if (text !== undefined) {
+        done = lastResult(await client.query({ text, query_timeout: this.timeout }) as PgQueryResultLike | PgQueryResultLike[])
+      } else {
+        const { text: markText, values } = this.store.markAll(claims, this.#xid)
+        if ((await client.query({ text: markText, values, query_timeout: this.timeout })).rows.length !== claims.length) throw Object.assign(new Error('unmarked'), { code: UNMARKED })
+        done = await client.query({ text: 'COMMIT', query_timeout: this.timeout })
+      }
+      // A transaction in error commits as a rollback, answered without an error: never take that for a commit.
+      if (done.command !== undefined && done.command !== 'COMMIT') {
+        throw new ReplayStoreError('complete', `PostgreSQL answered the delivery's COMMIT with ${String(done.command)}: nothing was committed.`)
+      }
+      return undefined
+    } catch (err) {
+      if ((err as { code?: string } | null)?.code !== UNMARKED) throw err
+    }
+    // Fewer marks than events: a claim was lost, or the transaction is not the store's any more.
+    await client.query({ text: 'ROLLBACK', query_timeout: this.timeout })
+    // On this client, outside any transaction (the pool may have no other client to give).
+    const { text: heldText, values: heldValues } = this.store.held(claims)
+    const held = new Set((await client.query({ text: heldText, values: heldValues, query_timeout: this.timeout })).rows.map((r) => r.fingerprint as string))
+    const lost = new Set(claims.filter((c) => !held.has(c.fingerprint)).map((c) => c.fingerprint))
+    if (lost.size === 0) {
+      // Every claim holds, yet the marks missed: a handler ended the transaction and opened another past every check.
+      throw new ReplayStoreError('complete', 'A handler ended the delivery\'s transaction past the checks of context.db and opened another: none of its events is acknowledged.')
+    }
+    return lost
+  }
+
+  /** Runs `event`'s handlers once on a guarded view of `client`; rejects when the event cannot join the group. */
+  async #attempt (client: PgPoolClientLike, event: GroupEvent): Promise<unknown> {
+    const { fingerprint } = event.claim
+    event.threw = false
+    const db = new HandlerClient(client, fingerprint, this.handlerTimeout, () => { this.#markBefore(client) })
+    event.clients.push(db)
+    let result: unknown
+    try {
+      result = await withDeadline(fingerprint, this.handlerTimeout, () => { db.close('timeout') }, async () => await event.work(db.client))
+    } catch (error) {
+      event.threw = true
+      throw error
+    } finally {
+      db.close('settled')
+      if (db.used) event.used = true
+    }
+    // The handler caught a refused COMMIT or ROLLBACK and went on, or a call of its came after it
+    // settled: not the work it meant.
+    const refused = db.refused ?? db.late
+    if (refused !== undefined) throw refused
+    await this.#settleFlushes()
+    if (!db.used) return result
+    // What the connection tells after every statement (node-postgres 8.21 and later): 'I' when a
+    // handler ended the transaction past the check, 'E' when a statement failed and it went on.
+    // node-postgres rejects a failed statement before the server's ready-for-query (which carries
+    // the status) is read: wait for it.
+    if (!await drained(client, this.timeout)) {
+      throw new ReplayStoreError('complete', `A statement of the handlers of event ${fingerprint} was still running ${this.timeout} ms after they settled: the event's work was rolled back and not acknowledged.`)
+    }
+    const status = transactionStatus(client)
+    if (status === 'I') {
+      const error = endedError(fingerprint)
+      endedErrors.add(error)
+      this.#break(error)
+      throw error
+    }
+    if (status === 'E') {
+      throw new ReplayStoreError('complete', `A statement of the handlers of event ${fingerprint} failed and they went on: the event's work was rolled back and not acknowledged.`)
+    }
+    // Older node-postgres: the event's mark at once, which finds both in the same round trip.
+    if (status === undefined) await this.#markNow(client, event)
+    return result
+  }
+
+  /** Writes `event`'s done mark now (node-postgres without transaction status). */
+  async #markNow (client: PgPoolClientLike, event: GroupEvent): Promise<void> {
+    const { text, values } = this.store.markAll([event.claim], this.#xid)
+    let rows: unknown[]
+    try {
+      rows = (await client.query({ text, values, query_timeout: this.timeout })).rows
+    } catch (err) {
+      // The transaction is in error (a statement of the handler failed and it went on), or a deadlock.
+      throw transactionError(err, undefined)
+    }
+    if (rows.length === 1) { event.marked = true; return }
+    try {
+      await unmarked(event.claim.fingerprint, this.#xid, async (q, v) => await client.query({ text: q, values: v, query_timeout: this.timeout }))
+    } catch (err) {
+      if (err instanceof InboxTransactionError) {
+        endedErrors.add(err)
+        this.#break(err)
+      }
+      throw err
+    }
+  }
+
+  /**
+   * Before a statement the check cannot read (a Submittable: its text may change once read), the
+   * done marks of the events already handled, queued on the connection ahead of it: should it end
+   * the transaction, a COMMIT takes their marks with their effects, a ROLLBACK both.
+   */
+  #markBefore (client: PgPoolClientLike): void {
+    const unmarkedEvents = this.#events.filter((e) => !e.marked)
+    if (unmarkedEvents.length === 0) return
+    for (const e of unmarkedEvents) e.marked = true
+    const { text, values } = this.store.markAll(unmarkedEvents.map((e) => e.claim), this.#xid)
+    this.#flushes.push(client.query({ text, values, query_timeout: this.timeout }).then((r) => {
+      if (r.rows.length !== unmarkedEvents.length) this.#flushFailed ??= new Error('a claim no longer held when its done mark was written')
+    }, (err: unknown) => { this.#flushFailed ??= err ?? new Error('the done marks failed') }))
+  }
+
+  async #settleFlushes (): Promise<void> {
+    if (this.#flushes.length === 0) return
+    const flushes = this.#flushes
+    this.#flushes = []
+    await Promise.all(flushes)
+    if (this.#flushFailed !== undefined) {
+      this.#break(this.#flushFailed)
+      throw this.#broken!
+    }
+  }
+
+  /**
+   * After a failure: the group's transaction rolled back, and the handlers of the other events run
+   * again, in order, in a new one (those that sent nothing on the connection lost nothing and are
+   * not run again). One that fails now is left out and the rest run again, until all succeed.
+   */
+  async #regroup (): Promise<void> {
+    this.#regrouped = true
+    let others = this.#events
+    for (;;) {
+      this.#events = []
+      if (!await this.#restart()) return
+      let failedAt = -1
+      for (let k = 0; k < others.length; k++) {
+        const event = others[k]!
+        event.marked = false
+        if (!event.used) { this.#events.push(event); continue }
+        try {
+          await this.#attempt(this.#client!, event)
+        } catch (error) {
+          if (this.#broken !== undefined) return
+          // Thrown by its handlers (or their deadline): its effects are gone, its claim is released for a retry.
+          this.#fail(event, error, event.threw)
+          failedAt = k
+          break
+        }
+        this.#events.push(event)
+      }
+      if (failedAt === -1) return
+      others = this.#events.concat(others.slice(failedAt + 1))
+    }
+  }
+
+  /** `ROLLBACK` and a new `BEGIN` in one round trip; false (and the transaction given up) when that failed. */
+  async #restart (): Promise<boolean> {
+    try {
+      const results = await this.#client!.query({ text: `ROLLBACK; ${BEGIN}`, query_timeout: this.timeout }) as unknown as PgQueryResultLike[]
+      const begun = lastResult(results).rows[0] as { xid: string, pid: number } | undefined
+      if (begun === undefined) throw new ReplayStoreError('transaction', 'PostgreSQL answered BEGIN without the transaction\'s id.')
+      this.#xid = begun.xid
+      return true
+    } catch (err) {
+      this.#break(err)
+      return false
+    }
+  }
+
+  #fail (event: GroupEvent, error: unknown, release: boolean): void {
+    (this.#failures ??= new Map()).set(event.claim.fingerprint, error)
+    if (release) this.#toRelease.push(event.claim)
   }
 
   async #open (): Promise<PgPoolClientLike> {
     try {
-      await this.ready()
+      await this.store.ready()
     } catch (err) {
       this.#broken = err instanceof ReplayStoreError ? err : new ReplayStoreError('transaction', 'The store\'s schema could not be created.', { cause: err })
       throw this.#broken
@@ -700,8 +914,7 @@ class PoolDelivery {
     client.on('error', this.#onError)
     this.#client = client
     try {
-      const results = await client.query({ text: BEGIN_DELIVERY, query_timeout: this.timeout }) as unknown as PgQueryResultLike[]
-      const begun = (Array.isArray(results) ? results[1]?.rows[0] : undefined) as { xid: string, pid: number } | undefined
+      const begun = lastResult(await client.query({ text: BEGIN, query_timeout: this.timeout })).rows[0] as { xid: string, pid: number } | undefined
       if (begun === undefined) throw new ReplayStoreError('transaction', 'PostgreSQL answered BEGIN without the transaction\'s id.')
       this.#xid = begun.xid
       this.#pid = begun.pid
@@ -710,22 +923,6 @@ class PoolDelivery {
       throw this.#broken!
     }
     return client
-  }
-
-  /** Back to the event's savepoint; when that fails the whole transaction is given up. */
-  async #undo (): Promise<void> {
-    const failed = await this.#tryUndo()
-    if (failed !== undefined) this.#break(failed)
-  }
-
-  /** Back to the event's savepoint; the error when that failed. */
-  async #tryUndo (): Promise<unknown> {
-    try {
-      await this.#client!.query({ text: UNDO_EVENT, query_timeout: this.timeout })
-      return undefined
-    } catch (err) {
-      return err ?? new Error('ROLLBACK TO SAVEPOINT failed')
-    }
   }
 
   /**
@@ -751,6 +948,27 @@ class PoolDelivery {
       guard('terminate', timeout, async () => await this.pool.query({ text: 'SELECT pg_terminate_backend($1)', values: [pid], query_timeout: timeout })).catch(() => {})
     }
   }
+}
+
+/**
+ * Resolves true once the connection answered every statement sent on it (node-postgres sets
+ * `readyForQuery` and emits 'drain' then), false if that took longer than `ms`.
+ */
+async function drained (client: PgPoolClientLike, ms: number): Promise<boolean> {
+  const events = client as unknown as { readyForQuery?: unknown, on: (event: string, listener: () => void) => unknown, removeListener: (event: string, listener: () => void) => unknown }
+  if (events.readyForQuery !== false) return true
+  return await new Promise<boolean>((resolve) => {
+    const done = (ok: boolean): void => { clearTimeout(timer); events.removeListener('drain', onDrain); resolve(ok) }
+    const onDrain = (): void => { done(true) }
+    const timer = setTimeout(() => { done(false) }, ms)
+    events.on('drain', onDrain)
+  })
+}
+
+/** The connection's transaction status after its last statement ('I' idle, 'T' in a transaction, 'E' in a failed one), where node-postgres tells it. */
+function transactionStatus (client: PgPoolClientLike): string | undefined {
+  const status = typeof client.getTransactionStatus === 'function' ? client.getTransactionStatus() : undefined
+  return typeof status === 'string' ? status : undefined
 }
 
 /** `run()`, or a `HandlerTimeoutError` once `ms` passed (after calling `onTimeout`). */
@@ -856,7 +1074,8 @@ class HandlerClient {
   used = false
   #state = OPEN
 
-  constructor (target: PgPoolClientLike, readonly fingerprint: string, readonly handlerTimeout: number, savepoint?: string) {
+  /** `beforeUnchecked`: called just before a statement whose text the check cannot trust (a Submittable) goes to the connection. */
+  constructor (target: PgPoolClientLike, readonly fingerprint: string, readonly handlerTimeout: number, beforeUnchecked?: () => void) {
     const query = (...args: unknown[]): unknown => {
       const config = args[0]
       let error: InboxTransactionError | undefined
@@ -865,7 +1084,7 @@ class HandlerClient {
         this.late ??= error
       } else {
         const text = typeof config === 'string' ? config : typeof config === 'object' && config !== null ? (config as { text?: unknown }).text : undefined
-        const control = typeof text === 'string' ? transactionControl(text, savepoint) : undefined
+        const control = typeof text === 'string' ? transactionControl(text) : undefined
         if (control !== undefined) {
           error = refusedError(fingerprint, control)
           this.refused ??= error
@@ -873,6 +1092,7 @@ class HandlerClient {
       }
       if (error === undefined) {
         this.used = true
+        if (beforeUnchecked !== undefined && typeof config === 'object' && config !== null && typeof (config as { submit?: unknown }).submit === 'function') beforeUnchecked()
         return (target.query as (...a: unknown[]) => unknown).apply(target, args)
       }
       return refuse(error, args)
@@ -894,19 +1114,14 @@ class HandlerClient {
   #lateError (): InboxTransactionError {
     const what = this.#state === TIMED_OUT
       ? `after the handler deadline (handlerTimeout, ${this.handlerTimeout} ms) passed: its transaction was rolled back`
-      : 'after the event\'s handlers settled: its transaction is committed or rolled back'
+      : 'after the event\'s handlers settled'
     return new InboxTransactionError('used_after_handler', this.fingerprint,
-      `context.db of event ${this.fingerprint} was used ${what} and its connection is back in the pool, where it may hold another event's transaction. ` +
+      `context.db of event ${this.fingerprint} was used ${what} and its connection has moved on (to the next event of the delivery, or back to the pool, where it may hold another event's transaction). ` +
       'The call was refused. Await every query before the handler returns.')
   }
 }
 
 function refusedError (fingerprint: string, command: string): InboxTransactionError {
-  if (command.endsWith(SAVEPOINT)) {
-    return new InboxTransactionError('transaction_ended', fingerprint,
-      `context.db refused ${command} in the handler of event ${fingerprint}: that savepoint is the inbox's own (each event of a delivery runs in it), ` +
-      'and touching it would merge this event into the one before it, or undo the wrong work. Use a savepoint of another name for nested work (docs/inbox.md). The event fails and is not acknowledged.')
-  }
   return new InboxTransactionError('transaction_ended', fingerprint,
     `context.db refused ${command} in the handler of event ${fingerprint}: the inbox owns this transaction (BEGIN, your statements, the event's done mark, COMMIT), ` +
     'and ending it or opening another would part your effects from the done mark. Throw from the handler to roll back; ' +

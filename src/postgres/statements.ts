@@ -3,25 +3,24 @@
 // them before they reach the server. It splits a multi-statement text ('SELECT 1; COMMIT') at the
 // semicolons outside strings, quoted identifiers, dollar quotes and comments, as PostgreSQL's lexer
 // does (https://www.postgresql.org/docs/current/sql-syntax-lexical.html), and looks at each
-// statement's first words. It is the first line only: the store also checks, in the done-mark
-// statement itself, that the transaction it opened is still the one open (index.ts).
+// statement's first words. It is the first line only: the store also reads the transaction status
+// the server reports after every statement, and checks, in the done-mark statement itself, that the
+// transaction it opened is still the one open (index.ts).
 
 /**
  * The transaction-control command in `text` that would end the surrounding transaction or open
  * another (`BEGIN`, `START TRANSACTION`, `COMMIT`, `END`, `ROLLBACK`, `ABORT`, `PREPARE
  * TRANSACTION`, `COMMIT PREPARED`, `ROLLBACK PREPARED`), upper-cased; `undefined` if there is none.
  * Savepoints (`SAVEPOINT`, `RELEASE [SAVEPOINT]`, `ROLLBACK [WORK | TRANSACTION] TO [SAVEPOINT]`)
- * stay allowed: they nest inside the transaction without ending it, except on `savepoint` (the
- * store's own, lower-case, unquoted: one delivery's events each run in it), whose `SAVEPOINT`,
- * `RELEASE` or `ROLLBACK TO` would merge an event into the one before it, or undo other events.
+ * stay allowed: they nest inside the transaction without ending it.
  */
-export function transactionControl (text: string, savepoint?: string): string | undefined {
+export function transactionControl (text: string): string | undefined {
   const n = text.length
   let i = 0
   while (i < n) {
     i = skipSpace(text, i)
     if (i >= n) return undefined
-    const found = controlAt(text, i, savepoint)
+    const found = controlAt(text, i)
     if (found !== undefined) return found
     // Most statements are single: no semicolon, nothing more to read.
     if (text.indexOf(';', i) === -1) return undefined
@@ -30,8 +29,8 @@ export function transactionControl (text: string, savepoint?: string): string | 
   return undefined
 }
 
-/** The command at the start of the statement at `i`, if it is one that ends or opens a transaction (or touches `savepoint`). */
-function controlAt (text: string, i: number, savepoint: string | undefined): string | undefined {
+/** The command at the start of the statement at `i`, if it is one that ends or opens a transaction. */
+function controlAt (text: string, i: number): string | undefined {
   const first = wordAt(text, i)
   if (first === undefined) return undefined
   switch (first.word) {
@@ -41,15 +40,8 @@ function controlAt (text: string, i: number, savepoint: string | undefined): str
       // ROLLBACK [WORK | TRANSACTION] TO [SAVEPOINT] name: back to a savepoint, the transaction goes on.
       let next = wordAt(text, skipSpace(text, first.end))
       if (next !== undefined && (next.word === 'WORK' || next.word === 'TRANSACTION')) next = wordAt(text, skipSpace(text, next.end))
-      if (next === undefined || next.word !== 'TO') return 'ROLLBACK'
-      return savepointNamed(text, next.end, savepoint) ? `ROLLBACK TO SAVEPOINT ${savepoint!}` : undefined
+      return next === undefined || next.word !== 'TO' ? 'ROLLBACK' : undefined
     }
-    case 'RELEASE':
-      // RELEASE [SAVEPOINT] name
-      return savepointNamed(text, first.end, savepoint) ? `RELEASE SAVEPOINT ${savepoint!}` : undefined
-    case 'SAVEPOINT':
-      // A savepoint of the same name hides the store's: its ROLLBACK TO would stop there.
-      return savepoint !== undefined && nameAt(text, skipSpace(text, first.end)) === savepoint ? `SAVEPOINT ${savepoint}` : undefined
     case 'PREPARE': {
       // PREPARE name AS ... is a prepared statement; PREPARE TRANSACTION 'id' ends the transaction.
       const next = wordAt(text, skipSpace(text, first.end))
@@ -58,36 +50,6 @@ function controlAt (text: string, i: number, savepoint: string | undefined): str
     default:
       return undefined
   }
-}
-
-/** Whether `[SAVEPOINT] name` from `i` on names `savepoint`. */
-function savepointNamed (text: string, i: number, savepoint: string | undefined): boolean {
-  if (savepoint === undefined) return false
-  i = skipSpace(text, i)
-  const name = nameAt(text, i)
-  if (name === savepoint) return true
-  // `SAVEPOINT` is the optional keyword here unless it is the name itself (RELEASE savepoint).
-  const keyword = wordAt(text, i)
-  return keyword !== undefined && keyword.word === 'SAVEPOINT' && nameAt(text, skipSpace(text, keyword.end)) === savepoint
-}
-
-/**
- * The identifier at `i` as PostgreSQL reads it: unquoted, folded to lower case; "quoted" (or
- * U&"quoted"), as written (a doubled quote is one). A U&"..." name with escapes is not decoded and
- * never matches: the store's own statements then fail on the missing savepoint and the whole
- * delivery rolls back, unacknowledged (never an event merged into another).
- */
-function nameAt (text: string, i: number): string | undefined {
-  let unicode = false
-  if ((text.charCodeAt(i) | 0x20) === 0x75 && text.charCodeAt(i + 1) === 0x26 && text.charCodeAt(i + 2) === 0x22) { unicode = true; i += 2 }
-  if (text.charCodeAt(i) === 0x22) {
-    const end = quotedEnd(text, i, 0x22, false)
-    const name = text.slice(i + 1, end - 1).replaceAll('""', '"')
-    return unicode && name.includes('\\') ? undefined : name
-  }
-  let end = i
-  while (end < text.length && isIdentifierPart(text.charCodeAt(end))) end++
-  return end === i ? undefined : text.slice(i, end).toLowerCase()
 }
 
 /** The keyword (letters only, upper-cased) at `i` and where it ends, or undefined. */

@@ -68,6 +68,21 @@ t.test('SIGKILL after the handler\'s insert, before the commit: no row; the retr
   t.same(await rowsPerEvent(tb.effects), [1, 1, 1])
 })
 
+t.test('SIGKILL while the events before a failed one run again: nothing of them committed; the retry writes each event once', async (t) => {
+  const tb = await tables()
+  // Three events on one lane; the third fails after its insert, so the first two run again in a
+  // fresh transaction, and the process dies in the first of those second runs.
+  const wire = events(3).map((e, i) => ({ ...e, event: i === 2 ? 'complained' : 'hard-bounced' }))
+  const doomed = await spawnReceiver(t, { DATABASE_URL: server.url, PUBLIC_KEY: KEYS.publicKey, CRASH_AT: 'rerun', FAIL_TYPE: 'complained', CONCURRENCY: '1', EFFECTS: tb.effects, SEEN: tb.seen, CLAIM_LIFETIME: '2' })
+  t.equal(await post(doomed.port, wire, 1), 0, 'the connection dies with the process')
+  t.equal(await doomed.exited, 'SIGKILL')
+  t.same(await rowsPerEvent(tb.effects), [], 'the first runs rolled back, the second run died uncommitted')
+  t.same((await pool.query(`SELECT count(*)::int AS n FROM ${tb.seen} WHERE done`)).rows[0].n, 0, 'no done mark')
+  const next = await receiver(t, tb)
+  const statuses = await deliverUntilAcknowledged(() => next.port, wire, 2)
+  t.same(await rowsPerEvent(tb.effects), [1, 1, 1], `each event's row exactly once (answers ${statuses.join(',')})`)
+})
+
 t.test('SIGKILL after the commit, before the 2xx: the rows are in; the retry skips them', async (t) => {
   const tb = await tables()
   const wire = events(3)

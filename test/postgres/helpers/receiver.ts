@@ -9,6 +9,9 @@
 // HANDLER_TIMEOUT sets the store's handlerTimeout (ms) and POOL_MAX the pool's size; CRASH_TYPE
 // makes handlers of that event type SIGKILL the process after their insert (the delivery's other
 // events already marked in its open transaction), and CONCURRENCY sets the router's (4 by default).
+// FAIL_TYPE makes handlers of that event type throw after their insert; with CRASH_AT=rerun a
+// handler run a second time for the same event in this process (run again after another event of
+// its transaction failed) SIGKILLs the process after its insert.
 import http from 'node:http'
 import pg from 'pg'
 import { WebhookEventRouter } from '../../../src/index.js'
@@ -16,7 +19,8 @@ import { postgresSeenEvents } from '../../../src/postgres/index.js'
 import { sqliteSeenEvents } from '../../../src/sqlite/index.js'
 import { createWebhookHandler } from '../../../src/web/index.js'
 
-const { DATABASE_URL, SQLITE_PATH, PUBLIC_KEY, CRASH_AT = '', EFFECTS = 'effects', SEEN = 'seen', CLAIM_LIFETIME = '2', HANG_TYPE = '', HANDLER_TIMEOUT, POOL_MAX = '10', CRASH_TYPE = '', CONCURRENCY = '4' } = process.env
+const { DATABASE_URL, SQLITE_PATH, PUBLIC_KEY, CRASH_AT = '', EFFECTS = 'effects', SEEN = 'seen', CLAIM_LIFETIME = '2', HANG_TYPE = '', HANDLER_TIMEOUT, POOL_MAX = '10', CRASH_TYPE = '', CONCURRENCY = '4', FAIL_TYPE = '' } = process.env
+const runs = new Set<string>()
 const pool = new pg.Pool({ connectionString: DATABASE_URL, max: Number(POOL_MAX), connectionTimeoutMillis: 2000 })
 let crashArmed = CRASH_AT !== ''
 const crash = (): void => { process.kill(process.pid, 'SIGKILL') }
@@ -38,6 +42,9 @@ const router = SQLITE_PATH !== undefined
       await db.query(`INSERT INTO ${EFFECTS} (fingerprint, pid) VALUES ($1, $2)`, [fingerprint, process.pid])
       if (event.event === HANG_TYPE) await new Promise(() => {})
       if (event.event === CRASH_TYPE) crash()
+      if (event.event === FAIL_TYPE) throw new Error('this event type fails')
+      if (crashArmed && CRASH_AT === 'rerun' && runs.has(fingerprint)) crash()
+      runs.add(fingerprint)
       await afterInsert()
     })
 

@@ -356,3 +356,17 @@ t.test('each entry exports exactly the names of its public surface (values and t
     t.strictSame(exported, names, `${entry}: its exports are the listed surface`)
   }
 })
+
+t.test('the deprecated names kept for one release are the new ones under their old names', async (t) => {
+  const main = await import('../../src/index.js')
+  const express = await import('../../src/express/index.js')
+  t.equal(express.batchesRouter, express.batchesRoute, 'batchesRouter is batchesRoute')
+  t.equal(main.DELIVERY_CHANNEL, main.DELIVERY_DIAGNOSTICS_CHANNEL, 'DELIVERY_CHANNEL names the same channel')
+  t.equal(main.KEY_FETCH_CHANNEL, main.KEY_FETCH_DIAGNOSTICS_CHANNEL, 'KEY_FETCH_CHANNEL names the same channel')
+  const { generateSigningKeyPair, signWebhook } = await import('../../src/testing/index.js')
+  const keys = generateSigningKeyPair()
+  const signed = signWebhook({ events: [{ event: 'delivered', customer_handle: 'acct_1', timestamp: 1 }], privateKey: keys.privateKey })
+  const options = { payload: signed.body, headers: signed.headers, publicKey: keys.publicKey }
+  t.strictSame(await main.Webhooks.verify(options), await main.verifyWebhook(options), 'Webhooks.verify answers as verifyWebhook')
+  t.strictSame(await main.Webhooks.verify({ ...options, payload: Buffer.from('[]') }), await main.verifyWebhook({ ...options, payload: Buffer.from('[]') }), 'and refuses as it does')
+})

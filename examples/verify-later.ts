@@ -2,7 +2,7 @@
 // and verify from a queue worker with `now` = the arrival time. `npx tsx examples/verify-later.ts`
 // `now` must be the time your server recorded, never a time taken from the request.
 import http from 'node:http'
-import { Webhooks } from 'mailchannels-webhooks'
+import { verifyWebhook } from 'mailchannels-webhooks'
 import { createSandbox } from 'mailchannels-webhooks/testing'
 
 interface Queued { body: Buffer, headers: http.IncomingHttpHeaders, receivedAt: number }
@@ -29,9 +29,9 @@ sandbox.rotateKey() // MailChannels may rotate meanwhile; old keys stay publishe
 const workerTime = Date.now() + 10 * 60_000
 for (const item of queue) {
   const options = { payload: item.body, headers: item.headers, customerHandles: [sandbox.customerHandle], baseUrl: sandbox.baseUrl }
-  const late = await Webhooks.verify({ ...options, now: workerTime })
+  const late = await verifyWebhook({ ...options, now: workerTime })
   console.log(`verified at worker time: ${late.error?.type}`) // signature_expired
-  const { data, error } = await Webhooks.verify({ ...options, now: item.receivedAt })
+  const { data, error } = await verifyWebhook({ ...options, now: item.receivedAt })
   if (error !== null) throw new Error(error.message)
   console.log(`verified at arrival time: ${data.length} events (${data.map((e) => e.event).slice(0, 3).join(', ')}, ...)`)
 }

@@ -187,7 +187,7 @@ const lines = [
   '',
   'Run everything with `npm test` (build, then tap over `test/**/*.test.ts` with the type-check beside it). One file: `npx tap test/verify/verify-bad-input.test.ts`.',
   '',
-  'Folders mirror `src/` (a test of `src/keys/` is in `keys/`); the suites that cut across the source (properties, runtimes, packaging, examples, the README) have folders of their own. Shared helpers are in `helpers/` (one fake MailChannels API, real redis-server and PostgreSQL starters, signing and key-server helpers), test vectors in `fixtures/`.',
+  'Folders mirror `src/` (a test of `src/keys/` is in `keys/`), one exception: `src/testing/` is tested in the folders named after its parts, `sandbox/` (src/testing/sandbox/) and `inspector/` (src/testing/inspector/), and its `signWebhook` in `interop/` (against independent signers and verifiers); the suites that cut across the source (properties, runtimes, packaging, examples, the README) have folders of their own. Shared helpers are in `helpers/` (one fake MailChannels API, real redis-server and PostgreSQL starters, signing and key-server helpers), test vectors in `fixtures/`.',
   '',
   '| Folder | What it holds |',
   '|---|---|',

@@ -12,7 +12,7 @@
 // `mailchannels.webhook.dead_letter` when an event is parked, retried or discarded.
 import diagnosticsChannel from 'node:diagnostics_channel'
 import { context, SpanStatusCode, trace, type Span, type Tracer } from '@opentelemetry/api'
-import { DEAD_LETTER_CHANNEL, KEY_FETCH_CHANNEL, RECEIVE_TRACING_CHANNEL, type DeadLetterMessage, type KeyFetchMessage, type WebhookReceiveContext } from 'mailchannels-webhooks'
+import { DEAD_LETTER_DIAGNOSTICS_CHANNEL, KEY_FETCH_DIAGNOSTICS_CHANNEL, RECEIVE_TRACING_CHANNEL, type DeadLetterMessage, type KeyFetchMessage, type WebhookReceiveContext } from 'mailchannels-webhooks'
 
 /** Subscribes; returns a function that unsubscribes. */
 export function traceWebhookDeliveries (tracer: Tracer = trace.getTracer('mailchannels-webhooks')): () => void {
@@ -63,7 +63,7 @@ export function traceWebhookDeliveries (tracer: Tracer = trace.getTracer('mailch
     }
     span.end(end)
   }
-  diagnosticsChannel.subscribe(KEY_FETCH_CHANNEL, onKeyFetch)
+  diagnosticsChannel.subscribe(KEY_FETCH_DIAGNOSTICS_CHANNEL, onKeyFetch)
 
   // A dead letter parked, retried or discarded: an instant span in the active context (the
   // delivery's or the retry's), an error when parked, so it shows in the trace that parked it.
@@ -75,11 +75,11 @@ export function traceWebhookDeliveries (tracer: Tracer = trace.getTracer('mailch
     if (m.action === 'parked') span.setStatus({ code: SpanStatusCode.ERROR, message: 'parked' })
     span.end()
   }
-  diagnosticsChannel.subscribe(DEAD_LETTER_CHANNEL, onDeadLetter)
+  diagnosticsChannel.subscribe(DEAD_LETTER_DIAGNOSTICS_CHANNEL, onDeadLetter)
 
   return () => {
     receive.unsubscribe(handlers)
-    diagnosticsChannel.unsubscribe(KEY_FETCH_CHANNEL, onKeyFetch)
-    diagnosticsChannel.unsubscribe(DEAD_LETTER_CHANNEL, onDeadLetter)
+    diagnosticsChannel.unsubscribe(KEY_FETCH_DIAGNOSTICS_CHANNEL, onKeyFetch)
+    diagnosticsChannel.unsubscribe(DEAD_LETTER_DIAGNOSTICS_CHANNEL, onDeadLetter)
   }
 }

@@ -8,7 +8,7 @@
 //   app.get('/metrics', async (_request, reply) => reply.type(register.contentType).send(await register.metrics()))
 import diagnosticsChannel from 'node:diagnostics_channel'
 import { Counter, Histogram, register as defaultRegistry, type Registry } from 'prom-client'
-import { DEAD_LETTER_CHANNEL, DELIVERY_CHANNEL, KEY_FETCH_CHANNEL, type DeadLetterMessage, type KeyFetchMessage, type WebhookDeliveryMessage } from 'mailchannels-webhooks'
+import { DEAD_LETTER_DIAGNOSTICS_CHANNEL, DELIVERY_DIAGNOSTICS_CHANNEL, KEY_FETCH_DIAGNOSTICS_CHANNEL, type DeadLetterMessage, type KeyFetchMessage, type WebhookDeliveryMessage } from 'mailchannels-webhooks'
 
 /**
  * Registers the webhook metrics in `registry` and feeds them from the diagnostics channels.
@@ -77,14 +77,14 @@ export function collectWebhookMetrics (registry: Registry = defaultRegistry): ()
     const m = message as DeadLetterMessage
     deadLetters.inc({ action: m.action, type: m.type })
   }
-  diagnosticsChannel.subscribe(DELIVERY_CHANNEL, onDelivery)
-  diagnosticsChannel.subscribe(KEY_FETCH_CHANNEL, onKeyFetch)
-  diagnosticsChannel.subscribe(DEAD_LETTER_CHANNEL, onDeadLetter)
+  diagnosticsChannel.subscribe(DELIVERY_DIAGNOSTICS_CHANNEL, onDelivery)
+  diagnosticsChannel.subscribe(KEY_FETCH_DIAGNOSTICS_CHANNEL, onKeyFetch)
+  diagnosticsChannel.subscribe(DEAD_LETTER_DIAGNOSTICS_CHANNEL, onDeadLetter)
 
   return () => {
-    diagnosticsChannel.unsubscribe(DELIVERY_CHANNEL, onDelivery)
-    diagnosticsChannel.unsubscribe(KEY_FETCH_CHANNEL, onKeyFetch)
-    diagnosticsChannel.unsubscribe(DEAD_LETTER_CHANNEL, onDeadLetter)
+    diagnosticsChannel.unsubscribe(DELIVERY_DIAGNOSTICS_CHANNEL, onDelivery)
+    diagnosticsChannel.unsubscribe(KEY_FETCH_DIAGNOSTICS_CHANNEL, onKeyFetch)
+    diagnosticsChannel.unsubscribe(DEAD_LETTER_DIAGNOSTICS_CHANNEL, onDeadLetter)
     for (const metric of [deliveries, events, deliveryDuration, handlerDuration, keyFetches, keyFetchDuration, deadLetters]) {
       registry.removeSingleMetric((metric as unknown as { name: string }).name)
     }

@@ -2,7 +2,7 @@
 // from the environment. See README.md in this folder.
 import { Controller, Inject, Injectable, Module, Post } from '@nestjs/common'
 import { MemorySeenEventsStore } from 'mailchannels-webhooks'
-import { MailChannelsWebhook, MailChannelsWebhooksModule, OnWebhookEvent, type DispatchContext, type HardBouncedEvent, type ReceiverContext, type WebhookEvent } from 'mailchannels-webhooks/nestjs'
+import { MailChannelsWebhook, MailChannelsWebhooksModule, OnWebhookEvent, type DispatchContext, type HardBouncedEvent, type EventHandlerContext, type WebhookEvent } from 'mailchannels-webhooks/nestjs'
 
 /** Your own service: where hard bounces go. */
 @Injectable()
@@ -21,7 +21,7 @@ export class BounceHandlers {
   constructor (@Inject(SuppressionList) private readonly suppressions: SuppressionList) {}
 
   @OnWebhookEvent('hard-bounced')
-  suppress (event: HardBouncedEvent, { fingerprint }: DispatchContext<ReceiverContext>): void {
+  suppress (event: HardBouncedEvent, { fingerprint }: DispatchContext<EventHandlerContext>): void {
     // `fingerprint` identifies the event: the key for an idempotent write in your database.
     this.suppressions.add(event.email ?? fingerprint)
   }

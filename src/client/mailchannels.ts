@@ -49,7 +49,7 @@ export interface SigningKey {
 
 /** The webhook operations of a client. */
 export interface WebhooksApi extends WebhookLifecycleApi {
-  /** Same as `Webhooks.verify`, with keys fetched from the client's `baseUrl` (never with the API key). */
+  /** Same as `verifyWebhook`, with keys fetched from the client's `baseUrl` (never with the API key). */
   verify (options: VerifyOptions): Promise<Result<WebhookEvent[]>>
   /**
    * One page of webhook delivery batches (`GET /tx/v1/webhook-batch`). Invalid options give
@@ -105,7 +105,7 @@ export class MailChannels {
 
   constructor (apiKey: string, options: MailChannelsOptions = {}) {
     if (typeof apiKey !== 'string' || apiKey.trim() === '') {
-      throw new TypeError('MailChannels needs an API key: new MailChannels(apiKey). Webhooks.verify works without one.')
+      throw new TypeError('MailChannels needs an API key: new MailChannels(apiKey). verifyWebhook works without one.')
     }
     if (!API_KEY_PATTERN.test(apiKey)) {
       // The message never quotes the key.

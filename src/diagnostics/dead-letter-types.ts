@@ -1,7 +1,7 @@
 // The dead-letter channel (issue 39): its name and message. Runtime-neutral.
 
 /** The `node:diagnostics_channel` channel of one `DeadLetterMessage` per event parked, retried or discarded. */
-export const DEAD_LETTER_CHANNEL = 'mailchannels-webhooks:dead-letter'
+export const DEAD_LETTER_DIAGNOSTICS_CHANNEL = 'mailchannels-webhooks:dead-letter'
 
 /**
  * - `parked`: an event's handlers failed `after` times (or failed again on a retry): it is now a dead letter;

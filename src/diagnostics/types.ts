@@ -8,10 +8,14 @@ import type { VerifyErrorType } from '../errors.js'
  * when its outcome is known: a rejected or duplicate delivery when it is refused, an accepted one
  * when its handler has answered.
  */
-export const DELIVERY_CHANNEL = 'mailchannels-webhooks:delivery'
+export const DELIVERY_DIAGNOSTICS_CHANNEL = 'mailchannels-webhooks:delivery'
+/** @deprecated Use `DELIVERY_DIAGNOSTICS_CHANNEL` (the same channel name). Kept for one release. */
+export const DELIVERY_CHANNEL = DELIVERY_DIAGNOSTICS_CHANNEL
 
 /** The `node:diagnostics_channel` channel of one `KeyFetchMessage` per request to the public-key endpoint. */
-export const KEY_FETCH_CHANNEL = 'mailchannels-webhooks:key-fetch'
+export const KEY_FETCH_DIAGNOSTICS_CHANNEL = 'mailchannels-webhooks:key-fetch'
+/** @deprecated Use `KEY_FETCH_DIAGNOSTICS_CHANNEL` (the same channel name). Kept for one release. */
+export const KEY_FETCH_CHANNEL = KEY_FETCH_DIAGNOSTICS_CHANNEL
 
 /**
  * The name of the `TracingChannel` around each delivery (`diagnostics_channel.tracingChannel(RECEIVE_TRACING_CHANNEL)`,
@@ -38,7 +42,7 @@ export type WebhookDeliveryOutcome = 'accepted' | 'duplicate' | 'rejected' | 'fa
 /** Why a delivery was not accepted: a verification reason code, or what its handler's answer said. */
 export type WebhookDeliveryErrorType = VerifyErrorType | 'handler_error' | 'event_in_progress' | 'queue_unavailable'
 
-/** One delivery, as published on `DELIVERY_CHANNEL` (and as `result` of the receive trace). Read-only. */
+/** One delivery, as published on `DELIVERY_DIAGNOSTICS_CHANNEL` (and as `result` of the receive trace). Read-only. */
 export interface WebhookDeliveryMessage {
   readonly outcome: WebhookDeliveryOutcome
   /** Why, for `rejected` and `failed`; null for `accepted` and `duplicate`. */
@@ -87,7 +91,7 @@ export type KeyFetchCause =
  */
 export type KeyFetchOutcome = 'fetched' | 'unknown_key' | 'failed'
 
-/** One request to the public-key endpoint, as published on `KEY_FETCH_CHANNEL`. Read-only. */
+/** One request to the public-key endpoint, as published on `KEY_FETCH_DIAGNOSTICS_CHANNEL`. Read-only. */
 export interface KeyFetchMessage {
   readonly outcome: KeyFetchOutcome
   readonly keyId: string

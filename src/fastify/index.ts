@@ -4,7 +4,7 @@ import { mailchannelsWebhooksPlugin } from './plugin.js'
 export default mailchannelsWebhooksPlugin
 export { mailchannelsWebhooksPlugin as mailchannelsWebhooks, webhookEventsOf }
 export type { MailChannelsWebhooksOptions } from './plugin.js'
-export type { WebhookReceiverOptions, WebhookRouteOptions, ReceiverContext, WebhookErrorBody, DeliveryErrorCode, DispatchedBody, QueuedBody } from '../receiver/index.js'
+export type { WebhookReceiverOptions, WebhookRouteOptions, EventHandlerContext, WebhookErrorBody, DeliveryErrorCode, DispatchedBody, QueuedBody } from '../receiver/index.js'
 export type { EnqueueEvents, EnqueueContext } from '../dispatch/types.js'
 export type { WebhookEvent } from '../events/types.js'
 export type { ReplayStore, DeliveryReplayStore, ClaimState } from '../replay/types.js'
@@ -12,3 +12,5 @@ export type { ClaimStore } from '../replay/claim-store.js'
 export { batchesRoute } from './batches-route.js'
 export type { BatchesRouteOptions } from './batches-route.js'
 export type { BatchesAuthorize, BatchesClient, BatchesPage, BatchesErrorBody } from '../batches-route/core.js'
+// Deprecated name (issue 37), kept for one release.
+export type { ReceiverContext } from '../receiver/index.js'

@@ -53,7 +53,7 @@ export type WebhookEventMethod<N extends WebhookEventName> = (event: EventOf<N>,
  * class Bounces {
  *   constructor (@Inject(Suppressions) private readonly suppressions: Suppressions) {}
  *   @OnWebhookEvent('hard-bounced')
- *   async suppress (event: HardBouncedEvent, { fingerprint }: DispatchContext<ReceiverContext>) { ... }
+ *   async suppress (event: HardBouncedEvent, { fingerprint }: DispatchContext<EventHandlerContext>) { ... }
  * }
  * ```
  *

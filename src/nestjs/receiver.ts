@@ -9,7 +9,7 @@ import { WebhookEventRouter } from '../dispatch/router.js'
 import type { WebhookEventName } from '../dispatch/types.js'
 import { VerificationError } from '../errors.js'
 import type { Logger } from '../logger.js'
-import type { ReceiverContext } from '../receiver/options.js'
+import type { EventHandlerContext } from '../receiver/options.js'
 import { readNodeBody } from '../receiver/node/raw-body.js'
 import { answerDelivery } from '../receiver/answer.js'
 import { resolveEventAnswer, type EventAnswer } from '../receiver/options.js'
@@ -73,7 +73,7 @@ interface FastifyReplyLike { code (status: number): FastifyReplyLike, headers (h
  */
 export class MailChannelsWebhooksReceiver implements OnModuleInit {
   /** The router of the `@OnWebhookEvent` handlers, with the module's `seenEvents` store. */
-  readonly router: WebhookEventRouter<ReceiverContext, any>
+  readonly router: WebhookEventRouter<EventHandlerContext, any>
   #answers: AnswerMode = 'route'
   readonly #options: Omit<MailChannelsWebhooksModuleOptions, typeof ROUTER_OPTIONS[number]>
   readonly #log: Logger

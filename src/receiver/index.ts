@@ -20,6 +20,7 @@ export {
   resolveBodyLimit,
   resolveReceiverOptions,
   type EventAnswer,
+  type EventHandlerContext,
   type ReceiverContext,
   type WebhookReceiverOptions,
   type WebhookRouteOptions,

@@ -98,18 +98,24 @@ export interface WebhookReceiverOptions extends Omit<VerifyConfig, 'customerHand
   enqueueTimeout?: number
 }
 
-/** What the receivers add to every handler's context: `context.keyId`, the key the delivery was verified with. */
-export interface ReceiverContext {
+/**
+ * What the receivers add to every event handler's context (`DispatchContext<EventHandlerContext>`):
+ * `context.keyId`, the key the delivery was verified with.
+ */
+export interface EventHandlerContext {
   /** The key id the delivery was verified with. */
   readonly keyId: string
 }
 
+/** @deprecated Use `EventHandlerContext` (the same type; the old name did not say whose context it is). Kept for one release. */
+export type ReceiverContext = EventHandlerContext
+
 /**
  * What the `handlers` option takes: a `WebhookEventRouter` (declare it
- * `new WebhookEventRouter<ReceiverContext>()` to read `context.keyId` in handlers). The
+ * `new WebhookEventRouter<EventHandlerContext>()` to read `context.keyId` in handlers). The
  * receivers call `dispatch(events, { keyId, log })`.
  */
-export type WebhookEventDispatcher = Pick<WebhookEventRouter<ReceiverContext>, 'dispatch'>
+export type WebhookEventDispatcher = Pick<WebhookEventRouter<EventHandlerContext>, 'dispatch'>
 
 /** Default `enqueueTimeout`, in milliseconds. */
 export const DEFAULT_ENQUEUE_TIMEOUT = 10_000

@@ -2,7 +2,7 @@
 // store the receiver was given, taken at once from a memory store (no promise) or through the
 // store's promise, and settled once by the handler's answer. A per-delivery `DeliveryReplayStore`
 // of the user's own is called with the delivery id instead. The receiver's claim step
-// (../receiver/receiver.ts) calls only this file. Runtime-neutral.
+// (step 4 of ../receiver/pipeline.ts) calls only this file. Runtime-neutral.
 import type { DeliveryObservation } from '../diagnostics/delivery.js'
 import type { WebhookDeliveryErrorType } from '../diagnostics/types.js'
 import { VerificationError } from '../errors.js'

@@ -14,7 +14,7 @@ export function toErrorResponse (err: unknown): ErrorResponse {
 
 /**
  * Verifies one delivery and returns its typed events. Never throws, never rejects.
- * Shared by `Webhooks.verify` and `MailChannels#webhooks.verify`.
+ * Shared by the public `verifyWebhook` (src/webhooks.ts) and `MailChannels#webhooks.verify`.
  */
 export async function verifyWebhook (options: VerifyOptions, defaults?: VerifyConfig): Promise<Result<WebhookEvent[]>> {
   try {

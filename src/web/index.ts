@@ -18,7 +18,7 @@ export type { ErrorResponse, Result } from '../errors.js'
 export type { ReplayStore, DeliveryReplayStore, ClaimState } from '../replay/types.js'
 export type { ClaimStore, ClaimStoreOptions, StoreClaim, StoreClaimResult } from '../replay/claim-store.js'
 export type { Logger } from '../logger.js'
-export type { ReceiverContext, DeliveryErrorCode, DispatchedBody, QueuedBody } from '../receiver/index.js'
+export type { EventHandlerContext, ReceiverContext, DeliveryErrorCode, DispatchedBody, QueuedBody } from '../receiver/index.js'
 export type { EnqueueEvents, EnqueueContext } from '../dispatch/types.js'
 export type { EnqueueOptions, HandlersOptions, OnEventsOptions, OnEventsResult, VerifyWebhookRequestOptions, WebhookHandler, WebhookHandlerCommonOptions, WebhookHandlerOptions } from './options.js'
 export { MemoryClaimStore } from '../replay/memory-claim-store.js'
@@ -29,7 +29,7 @@ export { MemoryReplayStore } from '../replay/memory-store.js'
 /**
  * Verifies a MailChannels delivery received as a fetch `Request`: reads its body once (at most
  * `bodyLimit` bytes; a `Content-Length` over it is refused before reading), then checks it as
- * `Webhooks.verify` does. Resolves `{ data: WebhookEvent[], error: null }` or
+ * `verifyWebhook` does. Resolves `{ data: WebhookEvent[], error: null }` or
  * `{ data: null, error: ErrorResponse }`; never throws, never rejects. Replay protection is the
  * caller's (see `createWebhookHandler`).
  *
@@ -43,7 +43,7 @@ export async function verifyWebhookRequest (request: Request, options: VerifyWeb
     const { bodyLimit: bodyLimitOption, ...verifyOptions } = options
     const bodyLimit = resolveBodyLimit(bodyLimitOption)
     // The body-size step of the receivers' transport checks alone: media type and encoding are
-    // left to the digest and the strict JSON checks, as `Webhooks.verify` leaves them.
+    // left to the digest and the strict JSON checks, as `verifyWebhook` leaves them.
     const declared = checkContentLength(request.headers.get('content-length'), bodyLimit)
     if (declared !== null) throw declared
     const body = await readBodyAtMost(request, bodyLimit)

@@ -5,7 +5,7 @@ import type { Logger } from '../logger.js'
 import type { WebhookReceiverOptions } from '../receiver/options.js'
 import type { Clock, VerifyConfig } from '../verify/options.js'
 
-/** Options of `verifyWebhookRequest`: everything `Webhooks.verify` takes but the delivery, plus a body limit. */
+/** Options of `verifyWebhookRequest`: everything `verifyWebhook` takes but the delivery, plus a body limit. */
 export interface VerifyWebhookRequestOptions extends VerifyConfig {
   /**
    * Largest body read, in bytes. Reading stops as soon as more arrived (a `Content-Length` over

@@ -1,7 +1,7 @@
 import t from 'tap'
 import Fastify from 'fastify'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { batchesRouter } from '../../src/express/index.js'
+import { batchesRoute as expressBatchesRoute } from '../../src/express/index.js'
 import { batchesRoute } from '../../src/fastify/index.js'
 import { DEFAULT_MAX_CONCURRENT } from '../../src/batches-route/core.js'
 import { MailChannels } from '../../src/index.js'
@@ -76,13 +76,13 @@ t.test('maxConcurrent is validated at registration, with a default', async (t) =
   t.equal(DEFAULT_MAX_CONCURRENT, 10)
   const client = new MailChannels(FAKE_API_KEY, { baseUrl: 'http://127.0.0.1:9' })
   for (const bad of [0, -1, 1.5, '2', NaN, -Infinity]) {
-    t.throws(() => batchesRouter({ client, authorize, maxConcurrent: bad as never }), { name: 'TypeError', message: /^maxConcurrent must be a positive integer or Infinity/ }, String(bad))
+    t.throws(() => expressBatchesRoute({ client, authorize, maxConcurrent: bad as never }), { name: 'TypeError', message: /^maxConcurrent must be a positive integer or Infinity/ }, String(bad))
     const app = Fastify()
     await t.rejects(async () => { await app.register(batchesRoute, { client, authorize, maxConcurrent: bad as never }); await app.ready() }, { name: 'TypeError', message: /^maxConcurrent must be/ })
     await app.close()
   }
-  t.doesNotThrow(() => batchesRouter({ client, authorize, maxConcurrent: Infinity }))
-  t.doesNotThrow(() => batchesRouter({ client, authorize, maxConcurrent: 1 }))
+  t.doesNotThrow(() => expressBatchesRoute({ client, authorize, maxConcurrent: Infinity }))
+  t.doesNotThrow(() => expressBatchesRoute({ client, authorize, maxConcurrent: 1 }))
 })
 
 t.test('the default cap applies without the option', async (t) => {

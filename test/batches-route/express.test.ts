@@ -4,7 +4,7 @@ import http from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { Writable } from 'node:stream'
 import { pino } from 'pino'
-import { batchesRouter } from '../../src/express/index.js'
+import { batchesRoute } from '../../src/express/index.js'
 import { MailChannels } from '../../src/index.js'
 import { FAKE_API_KEY, startFakeApi } from '../helpers/fake-api.js'
 import { authorize, routeSuite, TOKEN, type MountedRoute, type RouteResponse } from './helpers/route-suite.js'
@@ -26,7 +26,7 @@ async function mountExpress (client: MailChannels): Promise<MountedRoute> {
   const chunks: string[] = []
   const logger = pino({ level: 'trace' }, new Writable({ write (c, _e, cb) { chunks.push(String(c)); cb() } }))
   const app = express()
-  app.use(batchesRouter({ client, path: '/webhooks/batches', authorize, logger }))
+  app.use(batchesRoute({ client, path: '/webhooks/batches', authorize, logger }))
   const server = await listen(app)
   return { get: (url, headers) => get(server.base, url, headers), logs: () => chunks.join(''), close: server.close }
 }
@@ -42,7 +42,7 @@ t.test('H2: creating the router fails without authorize or client; options named
     [{ client, authorize, logger: {} }, /^logger must have/],
     [undefined, /options must be an object/],
   ]
-  for (const [opts, message] of cases) t.throws(() => batchesRouter(opts as never), { name: 'TypeError', message })
+  for (const [opts, message] of cases) t.throws(() => batchesRoute(opts as never), { name: 'TypeError', message })
 })
 
 t.test('mounted under a prefix; other methods and paths go to next(); works without Express', async (t) => {
@@ -50,7 +50,7 @@ t.test('mounted under a prefix; other methods and paths go to next(); works with
   t.teardown(() => api.close())
   const client = new MailChannels(FAKE_API_KEY, { baseUrl: api.url })
   const app = express()
-  app.use('/api', batchesRouter({ client, authorize }))
+  app.use('/api', batchesRoute({ client, authorize }))
   app.use((_req, res) => { res.status(404).json({ next: true }) })
   const server = await listen(app)
   t.teardown(server.close)
@@ -65,7 +65,7 @@ t.test('mounted under a prefix; other methods and paths go to next(); works with
   t.equal(api.requests.length, 1)
 
   // The same middleware on a bare node:http server (no Express at all).
-  const mw = batchesRouter({ client, authorize })
+  const mw = batchesRoute({ client, authorize })
   const bare = await listen((req, res) => mw(req, res, () => { res.statusCode = 404; res.end() }))
   t.teardown(bare.close)
   const r = await get(bare.base, '/webhooks/batches?limit=1', auth)
@@ -81,7 +81,7 @@ t.test('a failure inside the route (here a logger that throws) goes to next(err)
   const boom = (): never => { throw new Error('logger down') }
   const errors: string[] = []
   const app = express()
-  app.use(batchesRouter({ client, authorize, logger: { debug: boom, info: boom, warn: boom, error: boom } }))
+  app.use(batchesRoute({ client, authorize, logger: { debug: boom, info: boom, warn: boom, error: boom } }))
   app.use((err: Error, _req: express.Request, res: express.Response, _next: express.NextFunction) => {
     errors.push(err.message)
     res.status(500).json({ handledBy: 'app' })

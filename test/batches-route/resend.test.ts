@@ -4,7 +4,7 @@ import express4 from 'express4'
 import Fastify from 'fastify'
 import http from 'node:http'
 import type { AddressInfo } from 'node:net'
-import { batchesRouter } from '../../src/express/index.js'
+import { batchesRoute as expressBatchesRoute } from '../../src/express/index.js'
 import mailchannelsWebhooks, { batchesRoute } from '../../src/fastify/index.js'
 import { MailChannels } from '../../src/index.js'
 import { FAKE_API_KEY, hang, reply, useFakeApi } from '../helpers/fake-api.js'
@@ -35,7 +35,7 @@ const fastifyMount: Mount = async ({ client, resend }) => {
 
 const expressMount = (factory: typeof express): Mount => async ({ client, resend }) => {
   const app = factory()
-  app.use(batchesRouter({ client, authorize, ...(resend === undefined ? {} : { resend: resend as boolean }) }))
+  app.use(expressBatchesRoute({ client, authorize, ...(resend === undefined ? {} : { resend: resend as boolean }) }))
   app.use((_req: http.IncomingMessage, res: http.ServerResponse) => { res.statusCode = 404; res.setHeader('content-type', 'application/json'); res.end('{"notFound":true}') })
   const server = http.createServer(app)
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))

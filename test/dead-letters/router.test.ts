@@ -7,7 +7,7 @@ import {
   MemoryDeadLetterStore, MemorySeenEventsStore, RedisDeadLetterStore, RedisSeenEventsStore, WebhookEventRouter,
   eventFingerprint, type DeadLetterStore, type SeenEventsStore,
 } from '../../src/index.js'
-import { DEAD_LETTER_CHANNEL, type DeadLetterMessage } from '../../src/diagnostics/dead-letter-types.js'
+import { DEAD_LETTER_DIAGNOSTICS_CHANNEL, type DeadLetterMessage } from '../../src/diagnostics/dead-letter-types.js'
 import { ev } from '../dispatch/helpers/events.js'
 import { endpoint, sign, wireEvents } from '../receivers-dispatch/helpers/adapters.js'
 import { startRedisServer } from '../replay/helpers/redis-server.js'
@@ -17,8 +17,8 @@ const GENEROUS = { commandTimeout: 5000, maxRetriesPerRequest: 1 }
 
 const messages: DeadLetterMessage[] = []
 const listen = (m: unknown): void => { messages.push(m as DeadLetterMessage) }
-diagnosticsChannel.subscribe(DEAD_LETTER_CHANNEL, listen)
-t.teardown(() => { diagnosticsChannel.unsubscribe(DEAD_LETTER_CHANNEL, listen) })
+diagnosticsChannel.subscribe(DEAD_LETTER_DIAGNOSTICS_CHANNEL, listen)
+t.teardown(() => { diagnosticsChannel.unsubscribe(DEAD_LETTER_DIAGNOSTICS_CHANNEL, listen) })
 
 t.test('deadLetters is checked at construction', async (t) => {
   t.throws(() => new WebhookEventRouter({ deadLetters: {} as never }), /deadLetters.store must be a DeadLetterStore/)

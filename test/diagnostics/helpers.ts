@@ -2,7 +2,7 @@
 // key-fetch channel, unsubscribed at the end of the test.
 import diagnosticsChannel from 'node:diagnostics_channel'
 import type { Test } from 'tap'
-import { DELIVERY_CHANNEL, KEY_FETCH_CHANNEL, RECEIVE_TRACING_CHANNEL, type KeyFetchMessage, type WebhookDeliveryMessage, type WebhookReceiveContext } from '../../src/index.js'
+import { DELIVERY_DIAGNOSTICS_CHANNEL, KEY_FETCH_DIAGNOSTICS_CHANNEL, RECEIVE_TRACING_CHANNEL, type KeyFetchMessage, type WebhookDeliveryMessage, type WebhookReceiveContext } from '../../src/index.js'
 
 export type TraceEvent = 'start' | 'end' | 'asyncStart' | 'asyncEnd' | 'error'
 
@@ -20,12 +20,12 @@ export function record (t: Test): Recorder {
   const at = (event: TraceEvent) => (context: WebhookReceiveContext): void => { r.trace.push({ event, context, result: context.result }) }
   const handlers = { start: at('start'), end: at('end'), asyncStart: at('asyncStart'), asyncEnd: at('asyncEnd'), error: at('error') }
   const tracing = diagnosticsChannel.tracingChannel<unknown, WebhookReceiveContext>(RECEIVE_TRACING_CHANNEL)
-  diagnosticsChannel.subscribe(DELIVERY_CHANNEL, onDelivery)
-  diagnosticsChannel.subscribe(KEY_FETCH_CHANNEL, onKeyFetch)
+  diagnosticsChannel.subscribe(DELIVERY_DIAGNOSTICS_CHANNEL, onDelivery)
+  diagnosticsChannel.subscribe(KEY_FETCH_DIAGNOSTICS_CHANNEL, onKeyFetch)
   tracing.subscribe(handlers)
   t.teardown(() => {
-    diagnosticsChannel.unsubscribe(DELIVERY_CHANNEL, onDelivery)
-    diagnosticsChannel.unsubscribe(KEY_FETCH_CHANNEL, onKeyFetch)
+    diagnosticsChannel.unsubscribe(DELIVERY_DIAGNOSTICS_CHANNEL, onDelivery)
+    diagnosticsChannel.unsubscribe(KEY_FETCH_DIAGNOSTICS_CHANNEL, onKeyFetch)
     tracing.unsubscribe(handlers)
   })
   return r

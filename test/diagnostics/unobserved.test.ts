@@ -4,7 +4,7 @@ import diagnosticsChannel from 'node:diagnostics_channel'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
 import t, { type Test } from 'tap'
-import { DELIVERY_CHANNEL, KEY_FETCH_CHANNEL, KeyStore, RECEIVE_TRACING_CHANNEL, Webhooks } from '../../src/index.js'
+import { DELIVERY_DIAGNOSTICS_CHANNEL, KEY_FETCH_DIAGNOSTICS_CHANNEL, KeyStore, RECEIVE_TRACING_CHANNEL, Webhooks } from '../../src/index.js'
 import { createWebhookPipeline, settle, type AcceptedOutcome, type WebhookPort } from '../../src/receiver/index.js'
 import type { Reply } from '../../src/receiver/reply.js'
 import { generateSigningKeyPair, signWebhook, type SignedWebhook } from '../../src/testing/index.js'
@@ -40,8 +40,8 @@ function countClockReads (t: Test): () => number {
 }
 
 function nobodyListens (t: Test): void {
-  t.notOk(diagnosticsChannel.hasSubscribers(DELIVERY_CHANNEL), 'nobody subscribed to the delivery channel')
-  t.notOk(diagnosticsChannel.hasSubscribers(KEY_FETCH_CHANNEL), 'nor to the key-fetch channel')
+  t.notOk(diagnosticsChannel.hasSubscribers(DELIVERY_DIAGNOSTICS_CHANNEL), 'nobody subscribed to the delivery channel')
+  t.notOk(diagnosticsChannel.hasSubscribers(KEY_FETCH_DIAGNOSTICS_CHANNEL), 'nor to the key-fetch channel')
   t.notOk(diagnosticsChannel.tracingChannel(RECEIVE_TRACING_CHANNEL).hasSubscribers, 'nor to the receive trace')
 }
 
@@ -94,7 +94,7 @@ t.test('receive stays synchronous; a settlement object exists only when someone 
   t.match(quiet, { kind: 'accepted', claim: null }, 'nothing to settle: no replay store, nobody listening')
 
   for (const [what, subscribe] of [
-    ['the delivery channel', (fn: (m: unknown) => void) => { diagnosticsChannel.subscribe(DELIVERY_CHANNEL, fn); return () => diagnosticsChannel.unsubscribe(DELIVERY_CHANNEL, fn) }],
+    ['the delivery channel', (fn: (m: unknown) => void) => { diagnosticsChannel.subscribe(DELIVERY_DIAGNOSTICS_CHANNEL, fn); return () => diagnosticsChannel.unsubscribe(DELIVERY_DIAGNOSTICS_CHANNEL, fn) }],
     ['the receive trace alone', (fn: (m: unknown) => void) => {
       const tracing = diagnosticsChannel.tracingChannel(RECEIVE_TRACING_CHANNEL)
       const handlers = { start () {}, end () {}, asyncStart () {}, asyncEnd: fn, error () {} }

@@ -7,7 +7,7 @@ import type { Redis } from 'ioredis'
 import type pg from 'pg'
 import t, { type Test } from 'tap'
 import { RedisSeenEventsStore, type SeenEventsStore } from '../../src/index.js'
-import { MailChannelsWebhook, MailChannelsWebhooksModule, MailChannelsWebhooksReceiver, OnWebhookEvent, type DispatchContext, type HardBouncedEvent, type ReceiverContext } from '../../src/nestjs/index.js'
+import { MailChannelsWebhook, MailChannelsWebhooksModule, MailChannelsWebhooksReceiver, OnWebhookEvent, type DispatchContext, type HardBouncedEvent, type EventHandlerContext } from '../../src/nestjs/index.js'
 import { postgresSeenEvents } from '../../src/postgres/index.js'
 import { startPostgres } from '../helpers/postgres.js'
 import { startRedisServer } from '../replay/helpers/redis-server.js'
@@ -16,7 +16,7 @@ import { post, startApp, type Platform } from './helpers/app.js'
 
 /** The handler class's dependency: where a suppression is written. */
 interface Suppressions {
-  add (event: HardBouncedEvent, context: DispatchContext<ReceiverContext> & { db?: unknown }): Promise<void>
+  add (event: HardBouncedEvent, context: DispatchContext<EventHandlerContext> & { db?: unknown }): Promise<void>
 }
 const SUPPRESSIONS = Symbol('Suppressions')
 
@@ -26,7 +26,7 @@ class BounceHandlers {
   constructor (@Inject(SUPPRESSIONS) private readonly suppressions: Suppressions) {}
 
   @OnWebhookEvent('hard-bounced')
-  async suppress (event: HardBouncedEvent, context: DispatchContext<ReceiverContext> & { db?: unknown }): Promise<void> {
+  async suppress (event: HardBouncedEvent, context: DispatchContext<EventHandlerContext> & { db?: unknown }): Promise<void> {
     await this.suppressions.add(event, context)
   }
 

@@ -9,7 +9,7 @@ import type { Worker } from 'bullmq'
 import t from 'tap'
 import { MemorySeenEventsStore } from '../../src/index.js'
 import { bullmqEnqueue, createWebhookEventWorker } from '../../src/bullmq/index.js'
-import { MailChannelsWebhook, MailChannelsWebhooksModule, MailChannelsWebhooksReceiver, OnWebhookEvent, type DispatchContext, type ReceiverContext, type WebhookEvent } from '../../src/nestjs/index.js'
+import { MailChannelsWebhook, MailChannelsWebhooksModule, MailChannelsWebhooksReceiver, OnWebhookEvent, type DispatchContext, type EventHandlerContext, type WebhookEvent } from '../../src/nestjs/index.js'
 import { sqliteSeenEvents, type SqliteDatabaseLike } from '../../src/sqlite/index.js'
 import { startRedisServer, waitFor } from '../replay/helpers/redis-server.js'
 import { openDatabase } from '../sqlite/helpers/driver.js'
@@ -31,7 +31,7 @@ const HANDLED = Symbol('handled')
 class Handlers {
   constructor (@Inject(HANDLED) private readonly handled: Map<string, number>) {}
   @OnWebhookEvent('*')
-  count (_event: WebhookEvent, { fingerprint }: DispatchContext<ReceiverContext>): void {
+  count (_event: WebhookEvent, { fingerprint }: DispatchContext<EventHandlerContext>): void {
     this.handled.set(fingerprint, (this.handled.get(fingerprint) ?? 0) + 1)
   }
 }
@@ -86,7 +86,7 @@ t.test('SQLite, transactional: the handlers write with context.db; each event on
   @Injectable()
   class Recorder {
     @OnWebhookEvent('delivered')
-    record (e: WebhookEvent, { db, fingerprint }: DispatchContext<ReceiverContext> & { db: SqliteDatabaseLike }): void {
+    record (e: WebhookEvent, { db, fingerprint }: DispatchContext<EventHandlerContext> & { db: SqliteDatabaseLike }): void {
       db.exec('CREATE TABLE IF NOT EXISTS delivered (fingerprint TEXT NOT NULL, request_id TEXT NOT NULL)')
       db.prepare('INSERT INTO delivered (fingerprint, request_id) VALUES (?, ?)').run(fingerprint, e.requestId ?? '')
     }

@@ -34,7 +34,7 @@ t.test('package.json exports list exactly the ten entry points (plus package.jso
 
 t.test('import() and require() by package name resolve every subpath', async (t) => {
   const expected: Record<string, string[]> = {
-    '.': ['Webhooks', 'MailChannels', 'KeyStore', 'HTTP_STATUS_BY_TYPE', 'VerifyErrorType', 'WEBHOOK_EVENT_TYPES'],
+    '.': ['verifyWebhook', 'MailChannels', 'KeyStore', 'HTTP_STATUS_BY_TYPE', 'VerifyErrorType', 'WEBHOOK_EVENT_TYPES'],
     './testing': ['generateSigningKeyPair', 'signWebhook', 'toWireEvent'],
     './fastify': ['default'],
     './express': ['mailchannelsWebhooks'],
@@ -68,11 +68,11 @@ t.test('import() and require() by package name resolve every subpath', async (t)
     }
   }
   // the built package verifies a delivery signed by its own test kit
-  const { Webhooks } = await import(pkg.name) as typeof import('../../src/index.js')
+  const { verifyWebhook } = await import(pkg.name) as typeof import('../../src/index.js')
   const { generateSigningKeyPair, signWebhook } = await import(`${pkg.name}/testing`) as typeof import('../../src/testing/index.js')
   const keys = generateSigningKeyPair()
   const signed = signWebhook({ events: [{ event: 'delivered', customer_handle: 'acct_1', timestamp: 1 }], privateKey: keys.privateKey })
-  const r = await Webhooks.verify({ payload: signed.body, headers: signed.headers, publicKey: keys.publicKey })
+  const r = await verifyWebhook({ payload: signed.body, headers: signed.headers, publicKey: keys.publicKey })
   t.equal(r.error, null)
   t.equal(r.data?.[0]?.event, 'delivered')
 })
@@ -160,7 +160,7 @@ t.test('a TypeScript consumer (module nodenext) type-checks against every subpat
   const dir = mkdtempSync(path.join(root, 'test/package/fixtures/.consumer-'))
   t.teardown(() => rmSync(dir, { recursive: true, force: true }))
   writeFileSync(path.join(dir, 'consumer.ts'), `
-import { Webhooks, MailChannels, KeyStore, HTTP_STATUS_BY_TYPE, type WebhookEvent, type ErrorResponse, type VerifyOptions, type Result } from 'mailchannels-webhooks'
+import { verifyWebhook, MailChannels, KeyStore, HTTP_STATUS_BY_TYPE, type WebhookEvent, type ErrorResponse, type VerifyOptions, type Result } from 'mailchannels-webhooks'
 import { generateSigningKeyPair, signWebhook } from 'mailchannels-webhooks/testing'
 import mailchannelsWebhooks from 'mailchannels-webhooks/fastify'
 import { mailchannelsWebhooks as expressWebhooks } from 'mailchannels-webhooks/express'
@@ -172,7 +172,7 @@ export async function run (): Promise<string[]> {
   const keys = generateSigningKeyPair()
   const signed = signWebhook({ events: [{ event: 'delivered', customer_handle: 'acct_1', timestamp: 1 }], privateKey: keys.privateKey })
   const options: VerifyOptions = { payload: signed.body, headers: signed.headers, publicKey: keys.publicKey, customerHandles: ['acct_1'] }
-  const r: Result<WebhookEvent[]> = await Webhooks.verify(options)
+  const r: Result<WebhookEvent[]> = await verifyWebhook(options)
   const r2 = await new MailChannels('key', { baseUrl: 'http://127.0.0.1:1' }).webhooks.verify({ ...options, keyStore: new KeyStore() })
   if (r.error !== null) {
     const e: ErrorResponse = r.error
@@ -238,4 +238,135 @@ export default {
   // Errors inside hono's own declarations are hono's business; ours must be clean.
   const ours = output.split('\n').filter((line) => line.trim() !== '' && !line.includes('node_modules/hono/'))
   t.equal(code === 0 ? 0 : ours.length, 0, `no type errors from the package or the consumer:\n${ours.join('\n')}`)
+})
+
+/**
+ * Every name each entry exports (values and types), as `import { … }` sees it: the public surface
+ * (issue 37). A change here is a change of the API: list it in CHANGELOG.md. Names marked
+ * `@deprecated` in the source stay for one release.
+ */
+const SURFACE: Record<string, string[]> = {
+  'index': [
+    'ApiErrorType', 'BatchesOptions', 'ClaimState', 'ClaimStore', 'ClaimStoreOptions', 'ClickEvent', 'Clock',
+    'ComplainedEvent', 'CryptoKeyLike', 'DEAD_LETTER_DIAGNOSTICS_CHANNEL', 'DELIVERY_CHANNEL',
+    'DELIVERY_DIAGNOSTICS_CHANNEL', 'DeadLetter', 'DeadLetterAction', 'DeadLetterError', 'DeadLetterFailure',
+    'DeadLetterMessage', 'DeadLetterOptions', 'DeadLetterPage', 'DeadLetterQuery', 'DeadLetterRetry',
+    'DeadLetterRetryResult', 'DeadLetterStore', 'DeletedWebhooks', 'DeliveredEvent', 'DeliveryReplayStore',
+    'DispatchContext', 'DispatchInput', 'DispatchReport', 'DroppedEvent', 'EnqueueContext', 'EnqueueEvents',
+    'EnrolledWebhook', 'ErrorResponse', 'ErrorType', 'EventClaim', 'EventClaimResult', 'EventHandlerContext',
+    'EventOf', 'EventOutcome', 'HTTP_STATUS_BY_TYPE', 'HardBouncedEvent', 'HeadersInput',
+    'IterateBatchesOptions', 'KEY_FETCH_CHANNEL', 'KEY_FETCH_DIAGNOSTICS_CHANNEL', 'KeyFetchCause',
+    'KeyFetchMessage', 'KeyFetchOutcome', 'KeyObjectLike', 'KeyStore', 'KeyStoreOptions', 'KeyStoreStats',
+    'Logger', 'MailChannels', 'MailChannelsError', 'MailChannelsOptions', 'MemoryClaimStore',
+    'MemoryClaimStoreOptions', 'MemoryDeadLetterStore', 'MemoryDeadLetterStoreOptions', 'MemoryReplayStore',
+    'MemoryReplayStoreOptions', 'MemorySeenEventsStore', 'MemorySeenEventsStoreOptions', 'OpenEvent',
+    'ProcessedEvent', 'RECEIVE_TRACING_CHANNEL', 'ReceiverContext', 'ReconcileBatchResult',
+    'ReconcileOptions', 'ReconcileProgress', 'ReconcileReport', 'ReconcileSettled', 'ReconcileSkipReason',
+    'ReconcileStop', 'RecordedFailure', 'RedisClaimStore', 'RedisClaimStoreOptions', 'RedisClientLike',
+    'RedisDeadLetterStore', 'RedisDeadLetterStoreOptions', 'RedisReplayStore', 'RedisReplayStoreOptions',
+    'RedisSeenEventsStore', 'RedisSeenEventsStoreOptions', 'RedisStoreOptions', 'ReplayStore',
+    'ReplayStoreError', 'RequestOptions', 'ResendBatchOptions', 'ResentBatch', 'Result', 'SeenEventsStore',
+    'SeenEventsStoreOptions', 'SigningKey', 'SoftBouncedEvent', 'StoreClaim', 'StoreClaimResult', 'TestEvent',
+    'TransactionalClaimStore', 'UnknownWebhookEvent', 'UnsubscribedEvent', 'VerifyConfig', 'VerifyErrorType',
+    'VerifyOptions', 'WEBHOOK_EVENT_TYPES', 'WebhookDeliveryErrorType', 'WebhookDeliveryMessage',
+    'WebhookDeliveryOutcome', 'WebhookEvent', 'WebhookEventBase', 'WebhookEventHandler', 'WebhookEventName',
+    'WebhookEventRouter', 'WebhookEventRouterOptions', 'WebhookEventType', 'WebhookReceiveContext',
+    'WebhookValidation', 'WebhookValidationResult', 'Webhooks', 'WebhooksApi', 'WebhooksBatch',
+    'WebhooksBatchResponseStatus', 'WebhooksBatchStatus', 'claimUnseen', 'deadLetterError',
+    'deliveryClaimKey', 'deliveryId', 'eventFingerprint', 'filterUnseen', 'markSeen', 'verifyWebhook',
+  ],
+  'fastify/index': [
+    'BatchesAuthorize', 'BatchesClient', 'BatchesErrorBody', 'BatchesPage', 'BatchesRouteOptions',
+    'ClaimState', 'ClaimStore', 'DeliveryErrorCode', 'DeliveryReplayStore', 'DispatchedBody',
+    'EnqueueContext', 'EnqueueEvents', 'EventHandlerContext', 'MailChannelsWebhooksOptions', 'QueuedBody',
+    'ReceiverContext', 'ReplayStore', 'WebhookErrorBody', 'WebhookEvent', 'WebhookReceiverOptions',
+    'WebhookRouteOptions', 'batchesRoute', 'default', 'mailchannelsWebhooks', 'webhookEventsOf',
+  ],
+  'express/index': [
+    'BatchesAuthorize', 'BatchesClient', 'BatchesErrorBody', 'BatchesMiddleware', 'BatchesPage',
+    'BatchesRouteOptions', 'BatchesRouteRequest', 'BatchesRouterOptions', 'BatchesRouterRequest',
+    'ClaimState', 'ClaimStore', 'DeliveryErrorCode', 'DeliveryReplayStore', 'DispatchedBody',
+    'EnqueueContext', 'EnqueueEvents', 'EventHandlerContext', 'Logger', 'MailChannelsWebhooksOptions',
+    'QueuedBody', 'ReceiverContext', 'ReplayStore', 'WebhookErrorBody', 'WebhookEvent', 'WebhookLocals',
+    'WebhookMiddleware', 'WebhookReceiverOptions', 'WebhookRequest', 'batchesRoute', 'batchesRouter',
+    'captureRawBody', 'mailchannelsWebhooks', 'webhookEventsOf',
+  ],
+  'web/index': [
+    'ClaimState', 'ClaimStore', 'ClaimStoreOptions', 'DeliveryErrorCode', 'DeliveryReplayStore',
+    'DispatchedBody', 'EnqueueContext', 'EnqueueEvents', 'EnqueueOptions', 'ErrorResponse',
+    'EventHandlerContext', 'HandlersOptions', 'Logger', 'MemoryClaimStore', 'MemoryClaimStoreOptions',
+    'MemoryReplayStore', 'OnEventsOptions', 'OnEventsResult', 'QueuedBody', 'ReceiverContext', 'ReplayStore',
+    'Result', 'StoreClaim', 'StoreClaimResult', 'VerifyWebhookRequestOptions', 'WebhookEvent',
+    'WebhookHandler', 'WebhookHandlerCommonOptions', 'WebhookHandlerOptions', 'createWebhookHandler',
+    'verifyWebhookRequest',
+  ],
+  'hono/index': [
+    'DeliveryErrorCode', 'DispatchedBody', 'EnqueueContext', 'EnqueueEvents', 'EventHandlerContext',
+    'MailChannelsWebhooksEnv', 'MailChannelsWebhooksOptions', 'QueuedBody', 'ReceiverContext', 'WebhookEvent',
+    'mailchannelsWebhooks',
+  ],
+  'testing/index': [
+    'AttemptDetail', 'DeliverOptions', 'SampleEventsOptions', 'Sandbox', 'SandboxBatch', 'SandboxBatchStatus',
+    'SandboxOptions', 'SandboxResend', 'SandboxStats', 'SandboxValidation', 'SignWebhookOptions',
+    'SignedWebhook', 'SigningKeyPair', 'StartOptions', 'TamperKind', 'WireEvent', 'createSandbox',
+    'generateSigningKeyPair', 'sampleEvents', 'signWebhook', 'toWireEvent',
+  ],
+  'bullmq/index': [
+    'BullmqEnqueueEvents', 'BullmqEnqueueOptions', 'ClusterPrefixError', 'DEFAULT_JOB_OPTIONS',
+    'DEFAULT_PREFIX', 'DEFAULT_QUEUE_NAME', 'EnqueueTimeoutError', 'EventInProgressError', 'ReplicaWaitError',
+    'WebhookEventJob', 'WebhookEventJobContext', 'WebhookEventJobData', 'WebhookEventJobDispatcher',
+    'WebhookEventJobOptions', 'WebhookEventJobResult', 'WebhookEventQueueOptions',
+    'WebhookEventWorkerOptions', 'bullmqEnqueue', 'createWebhookEventQueue', 'createWebhookEventWorker',
+  ],
+  'postgres/index': [
+    'DeliveryTransaction', 'DeliveryTransactionStore', 'EventClaim', 'HandlerTimeoutError',
+    'InboxTransactionError', 'PgPoolClientLike', 'PgPoolLike', 'PgQueryResultLike', 'PgQueryableLike',
+    'PgTransactionClient', 'PostgresDeadLetterStore', 'PostgresDeadLettersOptions',
+    'PostgresSeenEventsOptions', 'PostgresSeenEventsStore', 'PostgresTransaction', 'TransactionContext',
+    'TransactionalPostgresSeenEventsStore', 'TransactionalSeenEventsStore', 'postgresDeadLetters',
+    'postgresDeadLettersSchema', 'postgresSeenEvents', 'postgresSeenEventsSchema',
+  ],
+  'sqlite/index': [
+    'EventClaim', 'SqliteDatabaseLike', 'SqliteDeadLetterStore', 'SqliteDeadLettersOptions',
+    'SqliteSeenEventsOptions', 'SqliteSeenEventsStore', 'SqliteStatementLike', 'TransactionContext',
+    'TransactionalSeenEventsStore', 'TransactionalSqliteSeenEventsStore', 'sqliteDeadLetters',
+    'sqliteSeenEvents',
+  ],
+  'nestjs/index': [
+    'AnswerMode', 'ClickEvent', 'ComplainedEvent', 'DeliveredEvent', 'DeliveryErrorCode', 'DispatchContext',
+    'DispatchedBody', 'DroppedEvent', 'EnqueueContext', 'EnqueueEvents', 'EventHandlerContext', 'EventOf',
+    'HardBouncedEvent', 'Logger', 'MAILCHANNELS_WEBHOOKS_OPTIONS', 'MailChannelsWebhook',
+    'MailChannelsWebhookGuard', 'MailChannelsWebhookReply', 'MailChannelsWebhookReplyFilter',
+    'MailChannelsWebhooksModule', 'MailChannelsWebhooksModuleOptions', 'MailChannelsWebhooksReceiver',
+    'OnWebhookEvent', 'OpenEvent', 'ProcessedEvent', 'QueuedBody', 'ReceiverContext', 'SoftBouncedEvent',
+    'TestEvent', 'TransactionContext', 'UnknownWebhookEvent', 'UnsubscribedEvent', 'WEBHOOK_EVENT_TYPES',
+    'WebhookErrorBody', 'WebhookEvent', 'WebhookEventBase', 'WebhookEventMethod', 'WebhookEventName',
+    'WebhookEventType', 'WebhookEvents',
+  ],
+}
+
+t.test('each entry exports exactly the names of its public surface (values and types)', async (t) => {
+  const ts = (await import('typescript')).default
+  const files = Object.keys(SURFACE).map((entry) => path.join(dist, `${entry}.d.ts`))
+  const program = ts.createProgram(files, { noEmit: true, skipLibCheck: true, module: ts.ModuleKind.NodeNext, moduleResolution: ts.ModuleResolutionKind.NodeNext })
+  const checker = program.getTypeChecker()
+  for (const [entry, names] of Object.entries(SURFACE)) {
+    const source = program.getSourceFile(path.join(dist, `${entry}.d.ts`))!
+    const exported = checker.getExportsOfModule(checker.getSymbolAtLocation(source)!).map((s) => s.getName()).sort()
+    t.strictSame(exported, names, `${entry}: its exports are the listed surface`)
+  }
+})
+
+t.test('the deprecated names kept for one release are the new ones under their old names', async (t) => {
+  const main = await import('../../src/index.js')
+  const express = await import('../../src/express/index.js')
+  t.equal(express.batchesRouter, express.batchesRoute, 'batchesRouter is batchesRoute')
+  t.equal(main.DELIVERY_CHANNEL, main.DELIVERY_DIAGNOSTICS_CHANNEL, 'DELIVERY_CHANNEL names the same channel')
+  t.equal(main.KEY_FETCH_CHANNEL, main.KEY_FETCH_DIAGNOSTICS_CHANNEL, 'KEY_FETCH_CHANNEL names the same channel')
+  const { generateSigningKeyPair, signWebhook } = await import('../../src/testing/index.js')
+  const keys = generateSigningKeyPair()
+  const signed = signWebhook({ events: [{ event: 'delivered', customer_handle: 'acct_1', timestamp: 1 }], privateKey: keys.privateKey })
+  const options = { payload: signed.body, headers: signed.headers, publicKey: keys.publicKey }
+  t.strictSame(await main.Webhooks.verify(options), await main.verifyWebhook(options), 'Webhooks.verify answers as verifyWebhook')
+  t.strictSame(await main.Webhooks.verify({ ...options, payload: Buffer.from('[]') }), await main.verifyWebhook({ ...options, payload: Buffer.from('[]') }), 'and refuses as it does')
 })

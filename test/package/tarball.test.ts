@@ -104,9 +104,9 @@ t.test('the tarball holds the built package, its licence and the sources its map
 })
 
 const SUBPATHS: Record<string, string[]> = {
-  '': ['Webhooks', 'MailChannels', 'KeyStore', 'HTTP_STATUS_BY_TYPE', 'MemoryReplayStore', 'RedisReplayStore', 'WebhookEventRouter', 'RedisSeenEventsStore', 'DELIVERY_CHANNEL'],
+  '': ['verifyWebhook', 'MailChannels', 'KeyStore', 'HTTP_STATUS_BY_TYPE', 'MemoryReplayStore', 'RedisReplayStore', 'WebhookEventRouter', 'RedisSeenEventsStore', 'DELIVERY_DIAGNOSTICS_CHANNEL'],
   '/fastify': ['default', 'mailchannelsWebhooks', 'batchesRoute'],
-  '/express': ['mailchannelsWebhooks', 'captureRawBody', 'webhookEventsOf', 'batchesRouter'],
+  '/express': ['mailchannelsWebhooks', 'captureRawBody', 'webhookEventsOf', 'batchesRoute'],
   '/testing': ['generateSigningKeyPair', 'signWebhook', 'createSandbox'],
   '/web': ['createWebhookHandler', 'verifyWebhookRequest', 'MemoryReplayStore'],
   '/hono': ['mailchannelsWebhooks'],
@@ -129,11 +129,11 @@ t.test('every subpath imports with import and require, and the package verifies 
         const viaImport = await import(id)
         out[id] = names.map((n) => [n, typeof viaImport[n], viaRequire[n] === viaImport[n]])
       }
-      const { Webhooks } = require('${pkg.name}')
+      const { verifyWebhook } = require('${pkg.name}')
       const { generateSigningKeyPair, signWebhook } = await import('${pkg.name}/testing')
       const keys = generateSigningKeyPair()
       const signed = signWebhook({ events: [{ event: 'delivered', customer_handle: 'acct_1', timestamp: 1 }], privateKey: keys.privateKey })
-      const result = await Webhooks.verify({ payload: signed.body, headers: signed.headers, publicKey: keys.publicKey, customerHandles: ['acct_1'] })
+      const result = await verifyWebhook({ payload: signed.body, headers: signed.headers, publicKey: keys.publicKey, customerHandles: ['acct_1'] })
       out.verified = result.error === null ? result.data.map((e) => e.event) : result.error.type
       process.stdout.write(JSON.stringify(out))
     })().catch((err) => { process.stderr.write(String(err && err.stack || err)); process.exit(1) })`
@@ -151,7 +151,7 @@ t.test('every subpath imports with import and require, and the package verifies 
 })
 
 const CONSUMER_TS = `
-import { Webhooks, MailChannels, type WebhookEvent, type ErrorResponse } from '${pkg.name}'
+import { verifyWebhook, MailChannels, type WebhookEvent, type ErrorResponse } from '${pkg.name}'
 import mailchannelsWebhooks, { batchesRoute } from '${pkg.name}/fastify'
 import { mailchannelsWebhooks as expressWebhooks } from '${pkg.name}/express'
 import { signWebhook, generateSigningKeyPair, createSandbox } from '${pkg.name}/testing'
@@ -162,7 +162,7 @@ import { Hono } from 'hono'
 const keys = generateSigningKeyPair()
 const signed = signWebhook({ events: [], privateKey: keys.privateKey })
 export async function check (): Promise<WebhookEvent[] | ErrorResponse> {
-  const r = await Webhooks.verify({ payload: signed.body, headers: signed.headers, publicKey: keys.publicKey, customerHandles: ['a'] })
+  const r = await verifyWebhook({ payload: signed.body, headers: signed.headers, publicKey: keys.publicKey, customerHandles: ['a'] })
   return r.error ?? r.data
 }
 export const client: MailChannels = new MailChannels('key')
@@ -177,7 +177,7 @@ export const app = new Hono<MailChannelsWebhooksEnv>().post('/hook', honoWebhook
 export const noHandler = createWebhookHandler({ customerHandles: ['a'] })
 // A wrong type must be an error: proves the declarations were found, not replaced by any.
 // @ts-expect-error customerHandles takes strings
-export const wrong: Parameters<typeof Webhooks.verify>[0] = { payload: signed.body, headers: signed.headers, customerHandles: [1] }
+export const wrong: Parameters<typeof verifyWebhook>[0] = { payload: signed.body, headers: signed.headers, customerHandles: [1] }
 `
 
 const RESOLUTIONS: Array<{ name: string, module: string, moduleResolution: string, type?: 'module' }> = [

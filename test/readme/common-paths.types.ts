@@ -1,7 +1,7 @@
 // Compile-time test (checked by `npx tsc -p tsconfig.json`): the paths README.md shows type-check
 // without casts. test/readme/readme.test.ts checks the README's own snippets the same way, in a
 // fresh project with the DOM library too.
-import { HTTP_STATUS_BY_TYPE, Webhooks, type ErrorType, type VerifyErrorType } from '../../src/index.js'
+import { HTTP_STATUS_BY_TYPE, verifyWebhook, type ErrorType, type VerifyErrorType } from '../../src/index.js'
 import { generateSigningKeyPair, signWebhook } from '../../src/testing/index.js'
 
 type Equal<A, B> = (<T>() => T extends A ? 1 : 2) extends (<T>() => T extends B ? 1 : 2) ? true : false
@@ -22,7 +22,7 @@ void new Request('http://127.0.0.1/', { method: 'POST', body: signed.body })
 
 // HTTP_STATUS_BY_TYPE[error.type] on a verify error: no cast to VerifyErrorType.
 export async function statusOf (payload: Uint8Array, headers: Record<string, string>): Promise<number> {
-  const { error } = await Webhooks.verify({ payload, headers, customerHandles: ['abc123'] })
+  const { error } = await verifyWebhook({ payload, headers, customerHandles: ['abc123'] })
   if (error === null) return 200
   return HTTP_STATUS_BY_TYPE[error.type] ?? 400
 }

@@ -5,7 +5,7 @@
 // runs, and nothing throws or rejects unhandled.
 import t from 'tap'
 import { MemorySeenEventsStore, WebhookEventRouter, type SeenEventsStore } from '../../src/index.js'
-import type { EnqueueContext, ReceiverContext, WebhookEvent } from '../../src/fastify/index.js'
+import type { EnqueueContext, EventHandlerContext, WebhookEvent } from '../../src/fastify/index.js'
 import { ADAPTERS, endpoint, sign, trackUnhandledRejections, wireEvents, type AdapterName } from './helpers/adapters.js'
 
 const unhandled = trackUnhandledRejections(t)
@@ -38,7 +38,7 @@ function cases (adapter: AdapterName): void {
   t.test(`${adapter}: handlers answer 200 with the counts; a re-signed resend is skipped, an exact one is a duplicate`, async (t) => {
     const effects: string[] = []
     const keyIds: string[] = []
-    const router = new WebhookEventRouter<ReceiverContext>({ seenEvents: new MemorySeenEventsStore() })
+    const router = new WebhookEventRouter<EventHandlerContext>({ seenEvents: new MemorySeenEventsStore() })
       .on(['delivered', 'open'], (_event, { fingerprint, keyId }) => { effects.push(fingerprint); keyIds.push(keyId) })
     const ep = await endpoint(t, adapter, { handlers: router })
     const events = wireEvents(['delivered', 'open', 'dropped'])

@@ -2,13 +2,13 @@
 // code it was answered with, and its handler time covers the dispatch (or the hand-off).
 import diagnosticsChannel from 'node:diagnostics_channel'
 import t from 'tap'
-import { DELIVERY_CHANNEL, MemorySeenEventsStore, WebhookEventRouter, type WebhookDeliveryMessage } from '../../src/index.js'
+import { DELIVERY_DIAGNOSTICS_CHANNEL, MemorySeenEventsStore, WebhookEventRouter, type WebhookDeliveryMessage } from '../../src/index.js'
 import { ADAPTERS, endpoint, sign, wireEvents } from './helpers/adapters.js'
 
 const messages: WebhookDeliveryMessage[] = []
 const onMessage = (m: unknown): void => { messages.push(m as WebhookDeliveryMessage) }
-diagnosticsChannel.subscribe(DELIVERY_CHANNEL, onMessage)
-t.teardown(() => { diagnosticsChannel.unsubscribe(DELIVERY_CHANNEL, onMessage) })
+diagnosticsChannel.subscribe(DELIVERY_DIAGNOSTICS_CHANNEL, onMessage)
+t.teardown(() => { diagnosticsChannel.unsubscribe(DELIVERY_DIAGNOSTICS_CHANNEL, onMessage) })
 
 /** The message of the next delivery posted by `post`. */
 async function messageOf (post: () => Promise<unknown>): Promise<Pick<WebhookDeliveryMessage, 'outcome' | 'type' | 'status' | 'eventCount'> & { handlerDurationMs: number }> {

@@ -5,7 +5,7 @@ import express from 'express'
 import Fastify from 'fastify'
 import { Hono } from 'hono'
 import { WebhookEventRouter } from '../../src/index.js'
-import mailchannelsWebhooks, { type EnqueueContext, type ReceiverContext, type WebhookEvent } from '../../src/fastify/index.js'
+import mailchannelsWebhooks, { type EnqueueContext, type EventHandlerContext, type WebhookEvent } from '../../src/fastify/index.js'
 import { mailchannelsWebhooks as expressWebhook } from '../../src/express/index.js'
 import { mailchannelsWebhooks as honoWebhook } from '../../src/hono/index.js'
 import { createWebhookHandler } from '../../src/web/index.js'
@@ -15,7 +15,7 @@ const assertType = <T extends true>(_: T): void => {}
 
 export async function handlers (): Promise<void> {
   // A router of the receivers' context reads the key id; a plain router fits as well.
-  const router = new WebhookEventRouter<ReceiverContext>().on('hard-bounced', (event, context) => {
+  const router = new WebhookEventRouter<EventHandlerContext>().on('hard-bounced', (event, context) => {
     assertType<Equal<typeof context.keyId, string>>(true)
     return event.email
   })

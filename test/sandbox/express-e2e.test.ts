@@ -2,7 +2,7 @@ import t from 'tap'
 import express from 'express'
 import type { Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
-import { batchesRouter, mailchannelsWebhooks } from '../../src/express/index.js'
+import { batchesRoute, mailchannelsWebhooks } from '../../src/express/index.js'
 import { MailChannels, WEBHOOK_EVENT_TYPES, type WebhookEvent } from '../../src/index.js'
 import { testSandbox } from './helpers/sandbox.js'
 
@@ -21,7 +21,7 @@ t.test('Express middleware receiving from the sandbox over loopback', async (t) 
     seen.push(req.webhookEvents!)
     res.sendStatus(204)
   })
-  app.use(batchesRouter({
+  app.use(batchesRoute({
     client: new MailChannels(sandbox.apiKey, { baseUrl: sandbox.baseUrl }),
     path: '/webhooks/batches',
     authorize: (req) => req.headers.authorization === 'Bearer t0ken',

@@ -6,7 +6,7 @@ import net from 'node:net'
 import type { AddressInfo } from 'node:net'
 import { Writable } from 'node:stream'
 import { pino } from 'pino'
-import { batchesRouter } from '../../../src/express/index.js'
+import { batchesRoute as expressBatchesRoute } from '../../../src/express/index.js'
 import { batchesRoute } from '../../../src/fastify/index.js'
 import type { BatchesClient } from '../../../src/express/index.js'
 
@@ -99,7 +99,7 @@ function expressFramework (name: string, factory: typeof express): Framework {
       const app = factory()
       const pending: Pending = new Set()
       app.use(timeoutMiddleware(pending))
-      const router = batchesRouter({ client: o.client, authorize: o.authorize as never, logger, ...(o.maxConcurrent === undefined ? {} : { maxConcurrent: o.maxConcurrent }) })
+      const router = expressBatchesRoute({ client: o.client, authorize: o.authorize as never, logger, ...(o.maxConcurrent === undefined ? {} : { maxConcurrent: o.maxConcurrent }) })
       if (o.mount === undefined) app.use(router)
       else app.use(o.mount, router)
       app.use((_req: http.IncomingMessage, res: http.ServerResponse) => { res.statusCode = 404; res.end('{"notFound":true}') })

@@ -6,10 +6,10 @@ import { resolveLogger } from '../receiver/options.js'
 import { writeReply } from '../receiver/node/reply.js'
 
 /** The request as Express (4 or 5) hands it over; only node:http fields are relied on. */
-export type BatchesRouterRequest = IncomingMessage & { originalUrl?: string, baseUrl?: string }
+export type BatchesRouteRequest = IncomingMessage & { originalUrl?: string, baseUrl?: string }
 
-/** Options of `batchesRouter`. */
-export interface BatchesRouterOptions {
+/** Options of `batchesRoute`. */
+export interface BatchesRouteOptions {
   /** The API client whose key lists the batches: `new MailChannels(apiKey)`. Required. */
   client: BatchesClient
   /**
@@ -22,7 +22,7 @@ export interface BatchesRouterOptions {
    * `unauthorized`; `{ statusCode: 403 }` answers 403 `forbidden`; a throw denies with 401
    * (403 if the error has `statusCode: 403`). May be async. Creating the router fails without it.
    */
-  authorize: BatchesAuthorize<BatchesRouterRequest>
+  authorize: BatchesAuthorize<BatchesRouteRequest>
   /**
    * Upstream calls this router keeps in flight at once; an authorized request beyond it gets
    * 503 `overloaded` with `Retry-After: 1` and no upstream call. `Infinity` turns the cap off.
@@ -46,7 +46,7 @@ export interface BatchesRouterOptions {
 }
 
 /** A plain `(req, res, next)` middleware: no runtime dependency on Express. */
-export type BatchesMiddleware = (req: BatchesRouterRequest, res: ServerResponse, next: (err?: unknown) => void) => void
+export type BatchesMiddleware = (req: BatchesRouteRequest, res: ServerResponse, next: (err?: unknown) => void) => void
 
 /**
  * Middleware serving `GET <path>`: lists webhook delivery batches through `client` behind
@@ -55,13 +55,13 @@ export type BatchesMiddleware = (req: BatchesRouterRequest, res: ServerResponse,
  * to a response that something else answered or that closed, and cancels the upstream listing
  * when that happens.
  */
-export function batchesRouter (options: BatchesRouterOptions): BatchesMiddleware {
+export function batchesRoute (options: BatchesRouteOptions): BatchesMiddleware {
   const config = checkProxyOptions(options, 'path')
   const logger = resolveLogger(options.logger)
   const proxy = createBatchesProxy(config)
   const { path } = config
   const resendPrefix = `${path.replace(/\/+$/, '')}/`
-  return function batchesRouterMiddleware (req, res, next) {
+  return function batchesRouteMiddleware (req, res, next) {
     const target = req.url ?? ''
     const reqPath = pathOf(target)
     if (config.resend && req.method === 'POST' && reqPath.startsWith(resendPrefix)) {
@@ -115,3 +115,10 @@ function fail (err: unknown, res: ServerResponse, next: (err?: unknown) => void,
     // A logger that throws has nowhere left to report to; the process must not crash for it.
   }
 }
+
+/** @deprecated Use `batchesRoute` (one name with the Fastify plugin). Kept for one release. */
+export const batchesRouter = batchesRoute
+/** @deprecated Use `BatchesRouteOptions`. */
+export type BatchesRouterOptions = BatchesRouteOptions
+/** @deprecated Use `BatchesRouteRequest`. */
+export type BatchesRouterRequest = BatchesRouteRequest

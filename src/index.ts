@@ -43,7 +43,7 @@ export type { MemorySeenEventsStoreOptions } from './replay/memory-claim-store.j
 export type { RedisSeenEventsStoreOptions } from './replay/redis-claim-store.js'
 export { WebhookEventRouter } from './dispatch/router.js'
 export type { WebhookEventRouterOptions, DispatchInput } from './dispatch/router.js'
-export type { WebhookEventName, EventOf, DispatchContext, WebhookEventHandler, EventOutcome, DispatchReport, EnqueueContext, EnqueueEvents } from './dispatch/types.js'
+export type { WebhookEventName, EventOf, DispatchContext, WebhookEventHandler, EventOutcome, DispatchReport, EnqueueContext, Enqueuer } from './dispatch/types.js'
 export type { EventHandlerContext } from './receiver/options.js'
 export type { EnrolledWebhook, DeletedWebhooks, WebhookValidation, WebhookValidationResult, ResendBatchOptions, ResentBatch } from './client/webhooks.js'
 export type { ReconcileOptions, ReconcileReport, ReconcileBatchResult, ReconcileSettled, ReconcileProgress, ReconcileStop, ReconcileSkipReason } from './client/reconcile.js'

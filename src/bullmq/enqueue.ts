@@ -74,10 +74,10 @@ export interface BullmqEnqueueOptions {
 const MAX_TIMER = 2 ** 31 - 1
 
 /**
- * What `bullmqEnqueue` returns: an `EnqueueEvents` hook for the receivers' `enqueue` option,
+ * What `bullmqEnqueue` returns: an `Enqueuer` hook for the receivers' `enqueue` option,
  * also callable directly (only `keyId` of the context is used).
  */
-export type BullmqEnqueueEvents = (events: readonly WebhookEvent[], context: Pick<EnqueueContext, 'keyId'> & Partial<EnqueueContext>) => Promise<void>
+export type BullmqEnqueuer = (events: readonly WebhookEvent[], context: Pick<EnqueueContext, 'keyId'> & Partial<EnqueueContext>) => Promise<void>
 
 /**
  * An `enqueue` hook for the receivers that adds each verified event to a BullMQ queue as its own
@@ -96,7 +96,7 @@ export type BullmqEnqueueEvents = (events: readonly WebhookEvent[], context: Pic
  * const queue = createWebhookEventQueue({ connection: new Redis(url, { enableOfflineQueue: false }) })
  * await app.register(mailchannelsWebhooks, { customerHandles: ['acct_1'], enqueue: bullmqEnqueue(queue) })
  */
-export function bullmqEnqueue (queue: Queue, options: BullmqEnqueueOptions = {}): BullmqEnqueueEvents {
+export function bullmqEnqueue (queue: Queue, options: BullmqEnqueueOptions = {}): BullmqEnqueuer {
   if (typeof queue !== 'object' || queue === null || typeof (queue as Partial<Queue>).addBulk !== 'function') {
     throw new TypeError('bullmqEnqueue: queue must be a BullMQ Queue (new Queue(name, { connection }) or createWebhookEventQueue()).')
   }

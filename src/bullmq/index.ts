@@ -2,7 +2,7 @@
 // BullMQ queue as its own job (`bullmqEnqueue`); workers run a WebhookEventRouter over the jobs
 // (`createWebhookEventWorker`) with BullMQ's retries. Needs `bullmq` (an optional peer dependency).
 export { bullmqEnqueue, DEFAULT_JOB_OPTIONS } from './enqueue.js'
-export type { BullmqEnqueueEvents, BullmqEnqueueOptions, WebhookEventJobData, WebhookEventJobOptions } from './enqueue.js'
+export type { BullmqEnqueuer, BullmqEnqueueOptions, WebhookEventJobData, WebhookEventJobOptions } from './enqueue.js'
 export { createWebhookEventQueue, DEFAULT_QUEUE_NAME } from './queue.js'
 export { DEFAULT_PREFIX } from './prefix.js'
 export type { WebhookEventQueueOptions } from './queue.js'

@@ -1,3 +1,3 @@
 export { WebhookEventRouter } from './router.js'
 export type { WebhookEventRouterOptions, DispatchInput } from './router.js'
-export type { WebhookEventName, EventOf, DispatchContext, WebhookEventHandler, TransactionContext, EventOutcome, DispatchReport, EnqueueContext, EnqueueEvents } from './types.js'
+export type { WebhookEventName, EventOf, DispatchContext, WebhookEventHandler, TransactionContext, EventOutcome, DispatchReport, EnqueueContext, Enqueuer } from './types.js'

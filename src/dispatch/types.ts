@@ -85,7 +85,7 @@ export interface EnqueueContext {
  * when it did not (answered 503 with `Retry-After`, so MailChannels retries: nothing is lost).
  * Adding the same event twice should not create two jobs: key jobs by `eventFingerprint`.
  */
-export type EnqueueEvents = (events: readonly WebhookEvent[], context: EnqueueContext) => Promise<void> | void
+export type Enqueuer = (events: readonly WebhookEvent[], context: EnqueueContext) => Promise<void> | void
 
 /**
  * A transaction for many events of one delivery (what a `DeliveryTransactionStore` opens). `WebhookEventRouter` runs a delivery's claimed events through

@@ -5,7 +5,7 @@ export default mailchannelsWebhooksPlugin
 export { mailchannelsWebhooksPlugin as mailchannelsWebhooks, webhookEventsOf }
 export type { MailChannelsWebhooksOptions } from './plugin.js'
 export type { WebhookReceiverOptions, WebhookRouteOptions, EventHandlerContext, WebhookErrorBody, DeliveryErrorCode, DispatchedBody, QueuedBody } from '../receiver/index.js'
-export type { EnqueueEvents, EnqueueContext } from '../dispatch/types.js'
+export type { Enqueuer, EnqueueContext } from '../dispatch/types.js'
 export type { WebhookEvent } from '../events/types.js'
 export type { ReplayStore, DeliveryReplayStore, ClaimState } from '../replay/types.js'
 export type { ClaimStore } from '../replay/claim-store.js'

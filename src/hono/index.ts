@@ -9,7 +9,7 @@ import { fetchPort } from '../receiver/web/port.js'
 
 export type { WebhookEvent } from '../events/types.js'
 export type { EventHandlerContext, ReceiverContext, DeliveryErrorCode, DispatchedBody, QueuedBody } from '../receiver/index.js'
-export type { EnqueueEvents, EnqueueContext } from '../dispatch/types.js'
+export type { Enqueuer, EnqueueContext } from '../dispatch/types.js'
 
 /**
  * The Hono environment the middleware sets: `c.get('webhookEvents')` is typed once the app (or

@@ -1,7 +1,7 @@
 import { offThreadSlots } from '#crypto'
 import { DEFAULT_BASE_URL, parseBaseUrl } from '../base-url.js'
 import type { WebhookEventRouter } from '../dispatch/router.js'
-import type { EnqueueEvents } from '../dispatch/types.js'
+import type { Enqueuer } from '../dispatch/types.js'
 import { KeyStore } from '../keys/key-store.js'
 import { noopLogger, type Logger } from '../logger.js'
 import { MemoryReplayStore } from '../replay/memory-store.js'
@@ -89,7 +89,7 @@ export interface WebhookReceiverOptions extends Omit<VerifyConfig, 'customerHand
    * `queue_unavailable` with `Retry-After`, so MailChannels retries. Not together with `handlers`.
    * @default undefined (your handler answers the delivery)
    */
-  enqueue?: EnqueueEvents
+  enqueue?: Enqueuer
   /**
    * Milliseconds `enqueue` has to resolve before the delivery is answered 503 (the queue may
    * still accept the events later: key jobs by `eventFingerprint` so the retry adds no duplicate).
@@ -125,7 +125,7 @@ const DEFAULT_CLAIM_LIFETIME = 30
 /** How a receiver answers a verified delivery itself; validated once (`resolveEventAnswer`). */
 export type EventAnswer =
   | { readonly kind: 'handlers', readonly router: WebhookEventDispatcher, readonly retryAfter: number }
-  | { readonly kind: 'enqueue', readonly enqueue: EnqueueEvents, readonly timeout: number }
+  | { readonly kind: 'enqueue', readonly enqueue: Enqueuer, readonly timeout: number }
 
 function isDispatcher (v: unknown): v is WebhookEventDispatcher {
   return v !== null && typeof v === 'object' && typeof (v as WebhookEventDispatcher).dispatch === 'function'
@@ -156,7 +156,7 @@ export function resolveEventAnswer (options: { handlers?: unknown, enqueue?: unk
   }
   if (enqueue !== undefined) {
     if (typeof enqueue !== 'function') throw new TypeError('enqueue must be a function (events, context) that resolves once the queue accepted the events')
-    return { kind: 'enqueue', enqueue: enqueue as EnqueueEvents, timeout: (enqueueTimeout as number | undefined) ?? DEFAULT_ENQUEUE_TIMEOUT }
+    return { kind: 'enqueue', enqueue: enqueue as Enqueuer, timeout: (enqueueTimeout as number | undefined) ?? DEFAULT_ENQUEUE_TIMEOUT }
   }
   return null
 }

@@ -19,7 +19,7 @@ export type { ReplayStore, DeliveryReplayStore, ClaimState } from '../replay/typ
 export type { ClaimStore, ClaimStoreOptions, StoreClaim, StoreClaimResult } from '../replay/claim-store.js'
 export type { Logger } from '../logger.js'
 export type { EventHandlerContext, ReceiverContext, DeliveryErrorCode, DispatchedBody, QueuedBody } from '../receiver/index.js'
-export type { EnqueueEvents, EnqueueContext } from '../dispatch/types.js'
+export type { Enqueuer, EnqueueContext } from '../dispatch/types.js'
 export type { EnqueueOptions, HandlersOptions, OnEventsOptions, OnEventsResult, VerifyWebhookRequestOptions, WebhookHandler, WebhookHandlerCommonOptions, WebhookHandlerOptions } from './options.js'
 export { MemoryClaimStore } from '../replay/memory-claim-store.js'
 export type { MemoryClaimStoreOptions } from '../replay/memory-claim-store.js'

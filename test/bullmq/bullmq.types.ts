@@ -5,7 +5,7 @@ import { Queue, type Job, type Worker } from 'bullmq'
 import { Redis } from 'ioredis'
 import { WebhookEventRouter, type WebhookEvent } from '../../src/index.js'
 import mailchannelsWebhooks from '../../src/fastify/index.js'
-import type { EnqueueEvents } from '../../src/dispatch/types.js'
+import type { Enqueuer } from '../../src/dispatch/types.js'
 import { createWebhookHandler } from '../../src/web/index.js'
 import {
   bullmqEnqueue, createWebhookEventQueue, createWebhookEventWorker,
@@ -22,8 +22,8 @@ export async function producer (): Promise<void> {
   const untyped = new Queue('events', { connection, prefix: '{mailchannels-webhooks}' })
   const enqueue = bullmqEnqueue(queue, { timeout: 2000, jobOptions: { attempts: 3 } })
   bullmqEnqueue(untyped)
-  // The hook is the receivers' EnqueueEvents, and a direct call needs only the keyId.
-  const hook: EnqueueEvents = enqueue
+  // The hook is the receivers' Enqueuer, and a direct call needs only the keyId.
+  const hook: Enqueuer = enqueue
   await enqueue([] as WebhookEvent[], { keyId: 'mckey' })
   await Fastify().register(mailchannelsWebhooks, { customerHandles: ['acct_1'], path: '/hook', enqueue })
   createWebhookHandler({ customerHandles: ['acct_1'], enqueue: hook })

@@ -2,3 +2,5 @@ export { generateSigningKeyPair, signWebhook, toWireEvent } from './sign-webhook
 export type { SigningKeyPair, SignWebhookOptions, SignedWebhook, WireEvent } from './sign-webhook.js'
 export { createSandbox, sampleEvents } from './sandbox/index.js'
 export type { Sandbox, SandboxOptions, DeliverOptions, StartOptions, AttemptDetail, SandboxStats, SandboxBatch, SandboxBatchStatus, TamperKind, SampleEventsOptions, SandboxResend, SandboxValidation } from './sandbox/index.js'
+export { createInspector } from './inspector/index.js'
+export type { Inspector, InspectorOptions } from './inspector/receiver.js'

@@ -306,9 +306,9 @@ const SURFACE: Record<string, string[]> = {
     'mailchannelsWebhooks',
   ],
   'testing/index': [
-    'AttemptDetail', 'DeliverOptions', 'SampleEventsOptions', 'Sandbox', 'SandboxBatch', 'SandboxBatchStatus',
+    'AttemptDetail', 'DeliverOptions', 'Inspector', 'InspectorOptions', 'SampleEventsOptions', 'Sandbox', 'SandboxBatch', 'SandboxBatchStatus',
     'SandboxOptions', 'SandboxResend', 'SandboxStats', 'SandboxValidation', 'SignWebhookOptions',
-    'SignedWebhook', 'SigningKeyPair', 'StartOptions', 'TamperKind', 'WireEvent', 'createSandbox',
+    'SignedWebhook', 'SigningKeyPair', 'StartOptions', 'TamperKind', 'WireEvent', 'createInspector', 'createSandbox',
     'generateSigningKeyPair', 'sampleEvents', 'signWebhook', 'toWireEvent',
   ],
   'bullmq/index': [

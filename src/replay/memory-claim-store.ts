@@ -98,12 +98,17 @@ export class MemoryClaimStore implements ClaimStore {
   readonly #max: number
   /** The store's `ttl` in tenths of a second. */
   readonly #ttlDs: number
-  /** `Date.now()` when the store was made: times are kept relative to it. */
-  readonly #epoch = Date.now()
+  /**
+   * `Date.now()` at the store's first use: times are kept relative to it. Read then, not at
+   * construction: a store made at a Worker's module scope sees a clock stopped at 0 there.
+   */
+  #epoch = -1
   // A claim token only has to be unique among this store's claims (it never leaves the process):
   // a counter does it, with no random draw per claim (OpenSSL's generator contends with the
-  // thread-pool verifies). The store's own random base keeps two stores' tokens apart.
-  readonly #tokenBase = base64url(crypto.getRandomValues(new Uint8Array(9))) + '.'
+  // thread-pool verifies). The store's own random base keeps two stores' tokens apart; it is
+  // drawn at the first claim, because Workers refuse random values at module scope, where a
+  // handler and its default store are naturally made.
+  #tokenBase = ''
   #tokenCount = 0
   readonly #synchronous: SynchronousClaims
 
@@ -240,6 +245,7 @@ export class MemoryClaimStore implements ClaimStore {
 
   /** Milliseconds since the store was made. */
   #now (): number {
+    if (this.#epoch < 0) this.#epoch = Date.now()
     return Date.now() - this.#epoch
   }
 
@@ -249,6 +255,7 @@ export class MemoryClaimStore implements ClaimStore {
   }
 
   #nextToken (): string {
+    if (this.#tokenBase === '') this.#tokenBase = base64url(crypto.getRandomValues(new Uint8Array(9))) + '.'
     return this.#tokenBase + (this.#tokenCount++).toString(36)
   }
 

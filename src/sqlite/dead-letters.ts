@@ -10,7 +10,7 @@ import {
 import { DEFAULT_DEAD_LETTER_TABLE, deadLetterSql, pageOf, rowToStored, sqliteValues as v, type DeadLetterSql } from '../replay/dead-letters-sql.js'
 import { DEFAULT_SEEN_EVENTS_TTL } from '../replay/seen-events-types.js'
 import { checkTtl } from '../replay/ttl.js'
-import { createPrivately, isBusy, isMemoryPath, openDatabase, type SqliteDatabaseLike } from './driver.js'
+import { checkDatabaseOptions, createPrivately, isBusy, isMemoryPath, openDatabase, type SqliteDatabaseLike } from './driver.js'
 
 export interface SqliteDeadLettersOptions {
   /** The database file (created if missing, mode 0600): usually the seen-events store's. Give this or `database`. */
@@ -37,7 +37,6 @@ export interface SqliteDeadLettersOptions {
   allowMemory?: boolean
 }
 
-const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/
 
 /** The file of a connection's main database ('' in memory): https://www.sqlite.org/pragma.html#pragma_database_list */
 function mainFile (db: SqliteDatabaseLike): string {
@@ -60,14 +59,9 @@ export class SqliteDeadLetterStore implements DeadLetterStore {
   constructor (options: SqliteDeadLettersOptions) {
     if (options === null || typeof options !== 'object') throw new TypeError('sqliteDeadLetters options must be an object with a path or a database')
     const { path, database, table = DEFAULT_DEAD_LETTER_TABLE, ttl = DEFAULT_SEEN_EVENTS_TTL, busyTimeout = 5000, allowMemory = false } = options
-    if ((path === undefined) === (database === undefined)) throw new TypeError('sqliteDeadLetters needs exactly one of path (a database file) and database (an open database)')
-    if (path !== undefined && typeof path !== 'string') throw new TypeError('path must be a string: the SQLite database file')
-    if (database !== undefined && (database === null || typeof database !== 'object' || typeof database.prepare !== 'function' || typeof database.exec !== 'function')) {
-      throw new TypeError('database must be an open node:sqlite DatabaseSync or better-sqlite3 Database (with prepare and exec)')
-    }
-    if (typeof table !== 'string' || !IDENTIFIER.test(table)) throw new TypeError('table must be a SQLite identifier of letters, digits and underscores (at most 63)')
+    checkDatabaseOptions('sqliteDeadLetters', path, database, table)
     checkTtl(ttl, 'ttl')
-    if (!Number.isSafeInteger(busyTimeout) || busyTimeout < 0) throw new TypeError('busyTimeout must be a whole number of milliseconds')
+    if (!Number.isSafeInteger(busyTimeout) || busyTimeout < 0 || busyTimeout > 2 ** 31 - 1) throw new TypeError('busyTimeout must be a whole number of milliseconds (0 to 2147483647)')
     if (typeof allowMemory !== 'boolean') throw new TypeError('allowMemory must be true or false')
     if (path !== undefined && isMemoryPath(path) && !allowMemory) {
       throw new TypeError(`path ${JSON.stringify(path)} is an in-memory SQLite database: dead letters would not survive a restart. Give a file, or allowMemory: true (tests).`)

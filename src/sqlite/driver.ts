@@ -56,3 +56,20 @@ export function openDatabase (file: string): SqliteDatabaseLike {
   }
   return new Database(file)
 }
+
+const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/
+
+/**
+ * The options every SQLite store of the package shares, checked once for all of them: exactly
+ * one of `path` and `database`, and a plain identifier as `table`. `factory` names the function
+ * in the message (`sqliteSeenEvents`, `sqliteDeadLetters`).
+ */
+export function checkDatabaseOptions (factory: string, path: unknown, database: unknown, table: unknown): void {
+  if ((path === undefined) === (database === undefined)) throw new TypeError(`give ${factory} exactly one of path (a database file to open) or database (your own open node:sqlite or better-sqlite3 database)`)
+  if (path !== undefined && typeof path !== 'string') throw new TypeError('path must be the database file name (a string)')
+  const db = database as Partial<SqliteDatabaseLike> | null | undefined
+  if (database !== undefined && (db === null || typeof db !== 'object' || typeof db.prepare !== 'function' || typeof db.exec !== 'function')) {
+    throw new TypeError('database must be an open node:sqlite DatabaseSync or better-sqlite3 Database (with prepare and exec)')
+  }
+  if (typeof table !== 'string' || !IDENTIFIER.test(table)) throw new TypeError('table must be a SQLite identifier of letters, digits and underscores (at most 63)')
+}

@@ -4,7 +4,7 @@
 // the optional peer `better-sqlite3` elsewhere (Node 20), chosen when a store opens a file, never
 // when this module is imported; or pass your own open database.
 import { randomBytes } from 'node:crypto'
-import { createPrivately, isBusy, isMemoryPath, openDatabase, type SqliteDatabaseLike, type SqliteStatementLike } from './driver.js'
+import { checkDatabaseOptions, createPrivately, isBusy, isMemoryPath, openDatabase, type SqliteDatabaseLike, type SqliteStatementLike } from './driver.js'
 import { HandlerTimeoutError, InboxTransactionError, ReplayStoreError } from '../replay/errors.js'
 import { claimTokens, type EventClaim, type EventClaimResult, type SeenEventsStore, type TransactionalSeenEventsStore } from '../replay/seen-events.js'
 import { checkTtl } from '../replay/ttl.js'
@@ -68,7 +68,6 @@ const DEFAULT_TTL = 3 * 24 * 60 * 60
 const DEFAULT_HANDLER_TIMEOUT = 30_000
 const MAX_TIMER = 2 ** 31 - 1
 const PURGE_LIMIT = 10_000
-const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/
 
 /** The file of an open database (better-sqlite3 `name`, node:sqlite `location()`), or undefined when it is in memory. */
 function fileOf (db: SqliteDatabaseLike): string | undefined {
@@ -233,12 +232,7 @@ export class SqliteSeenEventsStore implements SeenEventsStore {
       handlerTimeout = DEFAULT_HANDLER_TIMEOUT, purgeInterval = 3600, allowMemory = false,
     } = options
     const transactional = this instanceof TransactionalSqliteSeenEventsStore
-    if ((path === undefined) === (database === undefined)) throw new TypeError('give sqliteSeenEvents exactly one of path (a database file to open) or database (your own open node:sqlite or better-sqlite3 database)')
-    if (path !== undefined && typeof path !== 'string') throw new TypeError('path must be the database file name (a string)')
-    if (database !== undefined && (database === null || typeof database !== 'object' || typeof database.prepare !== 'function' || typeof database.exec !== 'function')) {
-      throw new TypeError('database must be an open node:sqlite DatabaseSync or better-sqlite3 Database (with prepare and exec)')
-    }
-    if (typeof table !== 'string' || !IDENTIFIER.test(table)) throw new TypeError('table must be a SQLite identifier of letters, digits and underscores (at most 63)')
+    checkDatabaseOptions('sqliteSeenEvents', path, database, table)
     checkTtl(ttl, 'ttl')
     if (!Number.isSafeInteger(busyTimeout) || busyTimeout < 0 || busyTimeout > MAX_TIMER) throw new TypeError('busyTimeout must be a whole number of milliseconds (0 to 2147483647)')
     if (!Number.isSafeInteger(handlerTimeout) || handlerTimeout < 1 || handlerTimeout > MAX_TIMER) {

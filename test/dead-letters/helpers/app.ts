@@ -8,12 +8,12 @@
 //   before-park   a handler failed; killed before the failure is written to the dead-letter store;
 //   after-park    the dead letter is written; killed before the event is completed and answered;
 //   retry-effect  in a retry, after the handler's effect (its insert), before the commit.
-import http from 'node:http'
 import { Redis } from 'ioredis'
 import pg from 'pg'
 import { RedisDeadLetterStore, RedisSeenEventsStore, WebhookEventRouter, type DeadLetterStore } from '../../../src/index.js'
 import { postgresDeadLetters, postgresSeenEvents } from '../../../src/postgres/index.js'
 import { createWebhookHandler } from '../../../src/web/index.js'
+import { serveFetchInChild } from '../../helpers/fetch-child-server.js'
 
 const { ROLE = 'receiver', REDIS_PORT, DATABASE_URL, PUBLIC_KEY = '', POISON = '', FIXED = '', CRASH = '', FP = '', AFTER = '2', PREFIX = 'app' } = process.env
 const crash = (): never => { process.kill(process.pid, 'SIGKILL'); throw new Error('unreachable') }
@@ -77,21 +77,6 @@ if (ROLE === 'retry') {
   process.stdout.write('ready\n')
 } else {
   const handler = createWebhookHandler({ publicKey: PUBLIC_KEY, customerHandles: ['acct_1'], handlers: router })
-  const server = http.createServer((req, res) => {
-    const chunks: Buffer[] = []
-    req.on('data', (c: Buffer) => chunks.push(c))
-    req.on('end', () => {
-      const headers = new Headers()
-      for (const [k, v] of Object.entries(req.headers)) if (typeof v === 'string') headers.set(k, v)
-      handler(new Request(`http://127.0.0.1${req.url ?? '/'}`, { method: req.method, headers, body: Buffer.concat(chunks) })).then(async (response) => {
-        res.writeHead(response.status, Object.fromEntries(response.headers))
-        res.end(Buffer.from(await response.arrayBuffer()))
-      }, (err: unknown) => { res.writeHead(500); res.end(String(err)) })
-    })
-  })
-  server.listen(0, '127.0.0.1', () => {
-    const address = server.address()
-    process.stdout.write(`listening ${typeof address === 'object' && address !== null ? address.port : 0}\n`)
-  })
+  const server = serveFetchInChild(handler)
   process.on('SIGTERM', () => { server.close(); void close().then(() => process.exit(0)) })
 }

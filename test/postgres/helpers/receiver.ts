@@ -12,12 +12,12 @@
 // FAIL_TYPE makes handlers of that event type throw after their insert; with CRASH_AT=rerun a
 // handler run a second time for the same event in this process (run again after another event of
 // its transaction failed) SIGKILLs the process after its insert.
-import http from 'node:http'
 import pg from 'pg'
 import { WebhookEventRouter } from '../../../src/index.js'
 import { postgresSeenEvents } from '../../../src/postgres/index.js'
 import { sqliteSeenEvents } from '../../../src/sqlite/index.js'
 import { createWebhookHandler } from '../../../src/web/index.js'
+import { serveFetchInChild } from '../../helpers/fetch-child-server.js'
 
 const { DATABASE_URL, SQLITE_PATH, PUBLIC_KEY, CRASH_AT = '', EFFECTS = 'effects', SEEN = 'seen', CLAIM_LIFETIME = '2', HANG_TYPE = '', HANDLER_TIMEOUT, POOL_MAX = '10', CRASH_TYPE = '', CONCURRENCY = '4', FAIL_TYPE = '' } = process.env
 const runs = new Set<string>()
@@ -60,20 +60,5 @@ const handler = createWebhookHandler({
   },
 })
 
-const server = http.createServer((req, res) => {
-  const chunks: Buffer[] = []
-  req.on('data', (c: Buffer) => chunks.push(c))
-  req.on('end', () => {
-    const headers = new Headers()
-    for (const [k, v] of Object.entries(req.headers)) if (typeof v === 'string') headers.set(k, v)
-    handler(new Request(`http://127.0.0.1${req.url ?? '/'}`, { method: req.method, headers, body: Buffer.concat(chunks) })).then(async (response) => {
-      res.writeHead(response.status, Object.fromEntries(response.headers))
-      res.end(Buffer.from(await response.arrayBuffer()))
-    }, (err: unknown) => { res.writeHead(500); res.end(String(err)) })
-  })
-})
-server.listen(0, '127.0.0.1', () => {
-  const address = server.address()
-  process.stdout.write(`listening ${typeof address === 'object' && address !== null ? address.port : 0}\n`)
-})
+const server = serveFetchInChild(handler)
 process.on('SIGTERM', () => { crashArmed = false; server.close(); void pool.end().then(() => process.exit(0)) })

@@ -1,8 +1,7 @@
 // The inspector pages in a real browser: Debian's Chromium, headless, driven by puppeteer-core
 // (no browser download). Everything stays on 127.0.0.1. Skipped, with the reason, only when no
 // Chromium is installed.
-import { execFile, execFileSync } from 'node:child_process'
-import { existsSync } from 'node:fs'
+import { execFile } from 'node:child_process'
 import http from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { promisify } from 'node:util'
@@ -11,6 +10,7 @@ import t, { type Test } from 'tap'
 import { createSandbox, type Sandbox } from '../../src/testing/index.js'
 import { createInspector } from '../../src/testing/inspector/index.js'
 import { libraryReceiver, recorder } from './helpers.js'
+import { findChromium } from '../helpers/chromium.js'
 
 // The functions given to page.evaluate run in the page; these names are the browser's there.
 // Declared here, module-scoped, rather than adding the DOM library to the whole project.
@@ -38,15 +38,6 @@ async function paste (command: string): Promise<void> {
   await run('/bin/sh', ['-c', `${command}\n`], { timeout: 10_000, env: { PATH: process.env.PATH ?? '/usr/bin:/bin' } })
 }
 
-function findChromium (): string | null {
-  if (process.env.CHROMIUM !== undefined && process.env.CHROMIUM !== '') return process.env.CHROMIUM
-  if (existsSync('/usr/bin/chromium')) return '/usr/bin/chromium'
-  try {
-    return execFileSync('which', ['chromium'], { encoding: 'utf8' }).trim() || null
-  } catch {
-    return null
-  }
-}
 
 // Attacker-controlled text: event fields (anyone can send mail to an address), a receiver's
 // answer, header values. Each must show as text and never run.

@@ -1,28 +1,18 @@
 // The inspector's dead-letter panel (issue 39) in a real headless Chromium: a router's parked
 // events with their error and a retry button; hostile text from the event and the error shows as
 // text and never runs; the retry runs the handlers and the row goes. The API needs the run's key.
-import { execFileSync } from 'node:child_process'
-import { existsSync } from 'node:fs'
 import puppeteer, { type Browser } from 'puppeteer-core'
 import t from 'tap'
 import { MemoryDeadLetterStore, MemorySeenEventsStore, WebhookEventRouter, eventFingerprint } from '../../src/index.js'
 import { createInspector } from '../../src/testing/inspector/index.js'
 import { ev } from '../dispatch/helpers/events.js'
+import { findChromium } from '../helpers/chromium.js'
 
 declare const window: Record<string, unknown>
 declare const document: any // eslint-disable-line @typescript-eslint/no-explicit-any
 
 const XSS_ERROR = '<img src=x onerror="window.__pwned = 1">'
 
-function findChromium (): string | null {
-  if (process.env.CHROMIUM !== undefined && process.env.CHROMIUM !== '') return process.env.CHROMIUM
-  if (existsSync('/usr/bin/chromium')) return '/usr/bin/chromium'
-  try {
-    return execFileSync('which', ['chromium'], { encoding: 'utf8' }).trim() || null
-  } catch {
-    return null
-  }
-}
 
 async function parkedRouter (): Promise<{ router: WebhookEventRouter, fixed: () => void, runs: () => number, fingerprint: string }> {
   let broken = true

@@ -58,9 +58,12 @@ const cases = []
 const sink = []
 for (const lib of libs) {
   const name = path.basename(path.dirname(lib)) + '/' + path.basename(lib)
-  const m = await import(pathToFileURL(path.join(lib, 'index.js')).href)
+  // `eventFingerprints` (the batch the router computes) is read from its module: the package's
+  // entry no longer exports it (`events.map(eventFingerprint)` is the public way).
+  const fingerprint = await import(pathToFileURL(path.join(lib, 'replay', 'fingerprint.js')).href)
+  const m = { ...await import(pathToFileURL(path.join(lib, 'index.js')).href), eventFingerprints: fingerprint.eventFingerprints }
   const { toEvent } = await import(pathToFileURL(path.join(lib, 'events', 'parse-events.js')).href)
-  const { canonicalEventText } = await import(pathToFileURL(path.join(lib, 'replay', 'fingerprint.js')).href)
+  const { canonicalEventText } = fingerprint
   const types = [...m.WEBHOOK_EVENT_TYPES, 'unknown']
   const withHandlers = (router) => { for (const type of types) router.on(type, () => {}); return router }
   const log = { debug () {}, info () {}, warn () {}, error () {} }

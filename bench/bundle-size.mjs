@@ -23,7 +23,7 @@ export const CONDITIONS = ['workerd', 'worker', 'browser']
 export const WEB_VERIFY = { name: 'web verifyWebhookRequest', code: "export { verifyWebhookRequest } from 'mailchannels-webhooks/web'" }
 
 /**
- * What the web verify bundle is compared with (issue 38), each bundled exactly as it is. A package
+ * What the web verify bundle is compared with, each bundled exactly as it is. A package
  * that is not installed here is reported with the figure the issue measured by the same method.
  */
 export const PEERS = [

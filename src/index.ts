@@ -24,7 +24,7 @@ export { RedisClaimStore } from './replay/redis-claim-store.js'
 export type { RedisClaimStoreOptions } from './replay/redis-claim-store.js'
 export type { RedisClientLike, RedisStoreOptions } from './replay/redis-client.js'
 export type { ClaimStore, TransactionalClaimStore, ClaimStoreOptions, StoreClaim, StoreClaimResult } from './replay/claim-store.js'
-// Deprecated names (issue 37), kept working for one release: the per-delivery stores are faces
+// Deprecated names, kept working for one release: the per-delivery stores are faces
 // of the claim stores; `Webhooks.verify` is `verifyWebhook`; the old context and channel names.
 export { Webhooks } from './webhooks.js'
 export type { ReceiverContext } from './receiver/options.js'

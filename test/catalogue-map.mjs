@@ -203,7 +203,7 @@ const lines = [
   '| `batches-route/`, `client/` | the batches proxy and the API client against a loopback fake MailChannels API |',
   '| `replay/` | memory and Redis claim stores, for deliveries and events (the per-delivery faces included) (a real `redis-server`, and a local six-node Redis Cluster with failovers) |',
   '| `dispatch/`, `receivers-dispatch/` | the `WebhookEventRouter` (typing, statuses, exactly-once claims in memory and Redis) and every receiver with `handlers` / `enqueue` |',
-  '| `dead-letters/` | dead letters (issue 39): one store contract on memory, Redis, the six-node Redis Cluster, PostgreSQL and SQLite files; the router parking one poison event among 1,000; crash cases and concurrent retries in child processes; the `dead-letters` CLI against all three servers |',
+  '| `dead-letters/` | dead letters: one store contract on memory, Redis, the six-node Redis Cluster, PostgreSQL and SQLite files; the router parking one poison event among 1,000; crash cases and concurrent retries in child processes; the `dead-letters` CLI against all three servers |',
   '| `bullmq/` | the BullMQ hand-off: jobs per event, worker processes killed mid-job, the example, a Redis Cluster |',
   '| `diagnostics/` | the diagnostics channels per outcome, silence without subscribers, the Prometheus and OpenTelemetry recipes |',
   '| `sandbox/`, `cli/`, `inspector/`, `interop/` | the signing sandbox, the operator CLI (built binary), the inspector pages in headless Chromium; deliveries cross-checked with independent signers |',

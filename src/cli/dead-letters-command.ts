@@ -1,4 +1,4 @@
-// `dead-letters list|show|retry|discard`: the router's dead letters (issue 39), read and acted on in
+// `dead-letters list|show|retry|discard`: the router's dead letters, read and acted on in
 // the store itself: Redis (or a Redis Cluster), PostgreSQL or a SQLite file. The CLI has none of
 // the application's handlers, so `retry` cannot run them: it marks the dead letter as requested,
 // and the application's next `router.retryRequestedDeadLetters()` runs it under its usual claim.

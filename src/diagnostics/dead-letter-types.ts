@@ -1,4 +1,4 @@
-// The dead-letter channel (issue 39): its name and message. Runtime-neutral.
+// The dead-letter channel: its name and message. Runtime-neutral.
 
 /** The `node:diagnostics_channel` channel of one `DeadLetterMessage` per event parked, retried or discarded. */
 export const DEAD_LETTER_DIAGNOSTICS_CHANNEL = 'mailchannels-webhooks:dead-letter'

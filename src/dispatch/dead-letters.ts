@@ -1,4 +1,4 @@
-// The router's dead letters (issue 39): what becomes of an event whose handlers failed when the
+// The router's dead letters: what becomes of an event whose handlers failed when the
 // router has `deadLetters`. Each failure is counted in the dead-letter store; once `after` attempts
 // have failed the event is parked there and, only once that write resolved, completed in the
 // seen-events store, so it no longer fails its delivery. A retry takes the dead letter's hold,

@@ -11,7 +11,7 @@ export type { Logger } from '../logger.js'
 export { batchesRoute } from './batches-route.js'
 export type { BatchesRouteOptions, BatchesRouteRequest, BatchesMiddleware } from './batches-route.js'
 export type { BatchesAuthorize, BatchesClient, BatchesPage, BatchesErrorBody } from '../batches-route/core.js'
-// Deprecated names (issue 37), kept for one release.
+// Deprecated names, kept for one release.
 export { batchesRouter } from './batches-route.js'
 export type { BatchesRouterOptions, BatchesRouterRequest } from './batches-route.js'
 export type { ReceiverContext } from '../receiver/index.js'

@@ -12,5 +12,5 @@ export type { ClaimStore } from '../replay/claim-store.js'
 export { batchesRoute } from './batches-route.js'
 export type { BatchesRouteOptions } from './batches-route.js'
 export type { BatchesAuthorize, BatchesClient, BatchesPage, BatchesErrorBody } from '../batches-route/core.js'
-// Deprecated name (issue 37), kept for one release.
+// Deprecated name, kept for one release.
 export type { ReceiverContext } from '../receiver/index.js'

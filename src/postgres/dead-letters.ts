@@ -1,4 +1,4 @@
-// Dead letters (issue 39) in PostgreSQL, beside the seen-events store: one row per failing or
+// Dead letters in PostgreSQL, beside the seen-events store: one row per failing or
 // parked event, in a table of its own. Every write is one statement on the pool, committed before
 // it resolves, so a parked event is in the database before its delivery is answered.
 import { createHash } from 'node:crypto'

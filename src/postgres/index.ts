@@ -1196,6 +1196,6 @@ export function postgresSeenEvents (options: PostgresSeenEventsOptions & { trans
   return new PostgresSeenEventsStore(options)
 }
 
-// Dead letters (issue 39), in a file of their own.
+// Dead letters, in a file of their own (./dead-letters.ts).
 export { postgresDeadLetters, postgresDeadLettersSchema, PostgresDeadLetterStore } from './dead-letters.js'
 export type { PostgresDeadLettersOptions, PgQueryableLike } from './dead-letters.js'

@@ -107,7 +107,7 @@ export function claimTokens (count: number): (i: number) => string {
   return (i) => count === 1 ? base : `${base}.${i.toString(36)}`
 }
 
-// The names of the per-event vocabulary this one replaced (issue 37), kept for existing imports.
+// The names of the per-event vocabulary this one replaced, kept for existing imports.
 /** @deprecated Use `DEFAULT_CLAIM_TTL`. */
 export const DEFAULT_SEEN_EVENTS_TTL = DEFAULT_CLAIM_TTL
 /** @deprecated Use `StoreClaim`. */

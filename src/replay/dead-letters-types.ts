@@ -2,7 +2,7 @@ import { base64url } from '#crypto'
 import type { WebhookEvent } from '../events/types.js'
 import { eventFingerprint } from './fingerprint.js'
 
-// The dead-letter stores' contract (issue 39): what the router, the memory and Redis stores of
+// The dead-letter stores' contract: what the router, the memory and Redis stores of
 // this folder, and the PostgreSQL and SQLite stores share. A dead letter is an event whose
 // handlers failed `after` times in a row: it is parked (kept, with its last error) and no longer
 // fails its delivery. Runtime-neutral: web-standard APIs only.

@@ -399,7 +399,7 @@ export function synchronousClaims (store: ClaimStore): SynchronousClaims | null 
   return synchronousOf(store)
 }
 
-// The per-event names this store had before it also served deliveries (issue 37).
+// The per-event names this store had before it also served deliveries.
 /** @deprecated Use `synchronousClaims`. */
 export const synchronousSeenEvents = synchronousClaims
 /** @deprecated Use `MemoryClaimStore`: the same class. */

@@ -1,2 +1,2 @@
-// Deprecated path (issue 37): the store is ./memory-claim-store.ts. Kept for imports outside src/replay until they move.
+// Deprecated path: the store is ./memory-claim-store.ts. Kept for imports outside src/replay until they move.
 export * from './memory-claim-store.js'

@@ -274,7 +274,7 @@ export class RedisClaimStore implements ClaimStore {
   }
 }
 
-// The per-event names this store had before it also served deliveries (issue 37).
+// The per-event names this store had before it also served deliveries.
 /** @deprecated Use `RedisClaimStore`: the same class. */
 export const RedisSeenEventsStore = RedisClaimStore
 /** @deprecated Use `RedisClaimStore`: the same class. */

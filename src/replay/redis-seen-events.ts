@@ -1,2 +1,2 @@
-// Deprecated path (issue 37): the store is ./redis-claim-store.ts. Kept for imports outside src/replay until they move.
+// Deprecated path: the store is ./redis-claim-store.ts. Kept for imports outside src/replay until they move.
 export * from './redis-claim-store.js'

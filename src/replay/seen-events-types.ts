@@ -1,2 +1,2 @@
-// Deprecated path (issue 37): the contract is ./claim-store.ts. Kept for imports outside src/replay until they move.
+// Deprecated path: the contract is ./claim-store.ts. Kept for imports outside src/replay until they move.
 export * from './claim-store.js'

@@ -7,7 +7,7 @@ export { MemoryClaimStore, synchronousClaims, CLAIMED, PROCESSING, DONE, REPEATE
 export type { MemoryClaimStoreOptions, SynchronousClaims } from './memory-claim-store.js'
 export { RedisClaimStore } from './redis-claim-store.js'
 export type { RedisClaimStoreOptions } from './redis-claim-store.js'
-// Deprecated names (issue 37).
+// Deprecated names.
 export { DEFAULT_SEEN_EVENTS_TTL } from './claim-store.js'
 export type { EventClaim, EventClaimResult, SeenEventsStore, TransactionalSeenEventsStore, SeenEventsStoreOptions } from './claim-store.js'
 export { MemorySeenEventsStore, synchronousSeenEvents } from './memory-claim-store.js'

@@ -1,4 +1,4 @@
-// Dead letters (issue 39) in a SQLite file, beside the seen-events store: one row per failing or
+// Dead letters in a SQLite file, beside the seen-events store: one row per failing or
 // parked event. Each write is one autocommitted statement, so a parked event is in the file before
 // its delivery is answered. Lock waits are retried on timers, never inside SQLite.
 import { ReplayStoreError } from '../replay/errors.js'

@@ -584,6 +584,6 @@ export function sqliteSeenEvents (options: SqliteSeenEventsOptions): SqliteSeenE
   return transactional ? new TransactionalSqliteSeenEventsStore(options) : new SqliteSeenEventsStore(options)
 }
 
-// Dead letters (issue 39), in a file of their own.
+// Dead letters, in a file of their own (./dead-letters.ts).
 export { sqliteDeadLetters, SqliteDeadLetterStore } from './dead-letters.js'
 export type { SqliteDeadLettersOptions } from './dead-letters.js'

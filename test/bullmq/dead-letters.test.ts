@@ -1,4 +1,4 @@
-// The BullMQ worker and dead letters (issue 39), on a real redis-server: a job that used up its
+// The BullMQ worker and dead letters, on a real redis-server: a job that used up its
 // attempts becomes the same dead letter as the router's (source 'bullmq'), completes 'parked'
 // instead of staying in the failed set, and the router retries it; a router with deadLetters
 // parks by itself after `after` job attempts.

@@ -1,4 +1,4 @@
-// The inspector's dead-letter panel (issue 39) in a real headless Chromium: a router's parked
+// The inspector's dead-letter panel in a real headless Chromium: a router's parked
 // events with their error and a retry button; hostile text from the event and the error shows as
 // text and never runs; the retry runs the handlers and the row goes. The API needs the run's key.
 import puppeteer, { type Browser } from 'puppeteer-core'

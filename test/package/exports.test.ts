@@ -242,7 +242,7 @@ export default {
 
 /**
  * Every name each entry exports (values and types), as `import { … }` sees it: the public surface
- * (issue 37). A change here is a change of the API: list it in CHANGELOG.md. Names marked
+ *. A change here is a change of the API: list it in CHANGELOG.md. Names marked
  * `@deprecated` in the source stay for one release.
  */
 const SURFACE: Record<string, string[]> = {

@@ -1,5 +1,5 @@
 // The anchor of the web verify bundle (bench/bundle-size.mjs --peers): what a competent user writes
-// for a Worker without the library, with the defences issue 38 lists for its 1.3 KB receiver. Only
+// for a Worker without the library, with the defences of a careful hand-written 1.3 KB receiver. Only
 // for measuring: it is not tested as a receiver and takes none of the library's checks beyond these.
 //   - Content-Digest sha-256 over the raw body, Ed25519 over the RFC 9421 base (canonical headers only);
 //   - the key fetched by keyid: a timeout, a size cap, in-flight dedupe, a bounded TTL cache, a

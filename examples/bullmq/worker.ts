@@ -5,7 +5,7 @@
 // How to run it against the local sandbox: README.md in this folder.
 import { Redis } from 'ioredis'
 import { pino } from 'pino'
-import { RedisSeenEventsStore, WebhookEventRouter } from 'mailchannels-webhooks'
+import { RedisClaimStore, WebhookEventRouter } from 'mailchannels-webhooks'
 import { createWebhookEventWorker, type WebhookEventJobContext } from 'mailchannels-webhooks/bullmq'
 
 const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379'
@@ -15,7 +15,7 @@ const log = pino({ level: 'warn' })
 const redis = new Redis(redisUrl, { enableOfflineQueue: false, maxRetriesPerRequest: 1 })
 redis.on('error', () => {})
 
-const router = new WebhookEventRouter<WebhookEventJobContext>({ seenEvents: new RedisSeenEventsStore(redis) })
+const router = new WebhookEventRouter<WebhookEventJobContext>({ seenEvents: new RedisClaimStore(redis) })
   .on(['hard-bounced', 'complained', 'unsubscribed'], async (event, { fingerprint }) => {
     // Your side effect here, idempotent by `fingerprint` (e.g. a unique index) for the one case
     // the store cannot cover: a crash after the effect and before the event is marked done.

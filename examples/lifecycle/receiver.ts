@@ -11,14 +11,14 @@
 import { appendFileSync, readFileSync } from 'node:fs'
 import Fastify from 'fastify'
 import mailchannelsWebhooks from 'mailchannels-webhooks/fastify'
-import { MemorySeenEventsStore, WebhookEventRouter, type EventClaim } from 'mailchannels-webhooks'
+import { MemoryClaimStore, WebhookEventRouter, type StoreClaim } from 'mailchannels-webhooks'
 
 /**
  * The events already handled, remembered in a file so that a restarted receiver still knows
  * them: enough for this demo on one machine. In production use a shared store that outlives
- * every instance: `new RedisSeenEventsStore({ client: redis })`.
+ * every instance: `new RedisClaimStore({ client: redis })`.
  */
-class FileSeenEventsStore extends MemorySeenEventsStore {
+class FileSeenEventsStore extends MemoryClaimStore {
   constructor (readonly file: string) {
     super()
     let known: string[] = []
@@ -30,7 +30,7 @@ class FileSeenEventsStore extends MemorySeenEventsStore {
     void this.add(known)
   }
 
-  override async complete (claims: readonly EventClaim[]): Promise<void> {
+  override async complete (claims: readonly StoreClaim[]): Promise<void> {
     await super.complete(claims)
     appendFileSync(this.file, claims.map((c) => `${c.fingerprint}\n`).join(''))
   }

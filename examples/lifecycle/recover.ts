@@ -7,7 +7,7 @@ import os from 'node:os'
 import path from 'node:path'
 import Fastify, { type FastifyInstance } from 'fastify'
 import mailchannelsWebhooks from 'mailchannels-webhooks/fastify'
-import { MailChannels, MemorySeenEventsStore, WebhookEventRouter } from 'mailchannels-webhooks'
+import { MailChannels, MemoryClaimStore, WebhookEventRouter } from 'mailchannels-webhooks'
 import { createSandbox } from 'mailchannels-webhooks/testing'
 
 /**
@@ -45,11 +45,11 @@ if (apiKey !== '') {
 }
 
 // No account: a sandbox, and a receiver whose seen-events store outlives its restarts (in
-// production, a RedisSeenEventsStore shared by every instance).
+// production, a RedisClaimStore shared by every instance).
 const sandbox = await createSandbox({ rate: 10, batchSize: 5, maxAttempts: 1 })
 const mc = new MailChannels(sandbox.apiKey, { baseUrl: sandbox.baseUrl })
 const handled = new Map<string, number>()
-const router = new WebhookEventRouter({ seenEvents: new MemorySeenEventsStore() })
+const router = new WebhookEventRouter({ seenEvents: new MemoryClaimStore() })
   .on('*', (_event, { fingerprint }) => { handled.set(fingerprint, (handled.get(fingerprint) ?? 0) + 1) })
 let port = 0
 let app: FastifyInstance | null = null

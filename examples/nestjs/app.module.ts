@@ -1,7 +1,7 @@
 // The Nest app of this example: a webhook route, handlers as providers, and the module configured
 // from the environment. See README.md in this folder.
 import { Controller, Inject, Injectable, Module, Post } from '@nestjs/common'
-import { MemorySeenEventsStore } from 'mailchannels-webhooks'
+import { MemoryClaimStore } from 'mailchannels-webhooks'
 import { MailChannelsWebhook, MailChannelsWebhooksModule, OnWebhookEvent, type DispatchContext, type HardBouncedEvent, type EventHandlerContext, type WebhookEvent } from 'mailchannels-webhooks/nestjs'
 
 /** Your own service: where hard bounces go. */
@@ -48,7 +48,7 @@ export class WebhooksController {
         customerHandles: [process.env.MAILCHANNELS_CUSTOMER_HANDLE], // required: whose deliveries you accept
         baseUrl: process.env.MAILCHANNELS_BASE_URL, // where signing keys come from; unset in production
         publicKey: process.env.MAILCHANNELS_PUBLIC_KEY || undefined,
-        seenEvents: new MemorySeenEventsStore(), // one process; RedisSeenEventsStore or postgresSeenEvents for several
+        seenEvents: new MemoryClaimStore(), // one process; RedisClaimStore or postgresSeenEvents for several
       }),
     }),
   ],

@@ -8,7 +8,7 @@
 import { spawn } from 'node:child_process'
 import { createRequire } from 'node:module'
 import path from 'node:path'
-import { fileURLToPath } from 'node:url'
+import { fileURLToPath, pathToFileURL } from 'node:url'
 
 const root = path.dirname(path.dirname(fileURLToPath(import.meta.url)))
 const require = createRequire(path.join(root, 'package.json'))
@@ -25,6 +25,25 @@ let typecheckOutput = ''
 typecheck.stdout.setEncoding('utf8').on('data', (chunk) => { typecheckOutput += chunk })
 typecheck.stderr.setEncoding('utf8').on('data', (chunk) => { typecheckOutput += chunk })
 const typechecked = exited(typecheck)
+
+// tap builds its Test class with the plugins of .taprc when they differ from the ones it was built
+// with, but a run that rebuilds still starts its test files with the loaders of the old set: on a
+// fresh `npm ci`, the default set, whose TypeScript plugin (ts-node) resolves some packages' ESM
+// imports wrongly (`@nestjs/common/pipes/validation.pipe.js.js`). So the first run of a fresh
+// install builds first (a few seconds), and every run starts with the configured plugins.
+async function builtAsConfigured () {
+  try {
+    const { TapConfig } = await import(pathToFileURL(require.resolve('@tapjs/config')).href)
+    const { signature } = await import(pathToFileURL(require.resolve('@tapjs/test')).href)
+    return signature === (await TapConfig.load()).pluginSignature
+  } catch {
+    return false
+  }
+}
+if (!await builtAsConfigured()) {
+  const built = await exited(spawn(process.execPath, [tapBin, 'build'], { cwd: root, stdio: ['ignore', 'ignore', 'inherit'] }))
+  if (built !== 0) process.stderr.write(`tap build exited with ${built}; running the suite anyway\n`)
+}
 
 const tap = spawn(process.execPath, [tapBin, ...process.argv.slice(2)], { cwd: root, stdio: 'inherit' })
 const tested = exited(tap)

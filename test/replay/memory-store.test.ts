@@ -1,4 +1,4 @@
-// The per-delivery MemoryReplayStore (deprecated: now the per-delivery face of a MemoryClaimStore
+// The per-delivery MemoryReplayStore (internal: the receivers' default store, the per-delivery face of a MemoryClaimStore
 // of its own), and the claim store behind it, which the receivers claim deliveries from at once.
 import { createHash } from 'node:crypto'
 import t from 'tap'

@@ -23,7 +23,7 @@ const other = values.lib === undefined ? undefined : await load(pathToFileURL(pa
 const kp = makeKeyPair()
 
 function router ({ lib }) {
-  const r = new lib.WebhookEventRouter({ seenEvents: new lib.MemorySeenEventsStore() })
+  const r = new lib.WebhookEventRouter({ seenEvents: new (lib.MemoryClaimStore ?? lib.MemorySeenEventsStore)() })
   for (const type of [...lib.WEBHOOK_EVENT_TYPES, 'unknown']) r.on(type, () => {})
   return r
 }

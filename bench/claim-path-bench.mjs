@@ -36,8 +36,12 @@ const signatures = Array.from({ length: N }, (_, i) => { const s = Buffer.alloc(
 const builds = []
 for (const lib of libs) {
   const url = (p) => pathToFileURL(path.join(lib, p)).href
-  const { MemoryReplayStore, MemoryClaimStore, deliveryId } = await import(url('index.js'))
+  const entry = await import(url('index.js'))
+  const { MemoryClaimStore } = entry
   const memory = await import(url('replay/memory-store.js'))
+  // Internal since the entry lost its aliases; older builds exported them from the entry.
+  const MemoryReplayStore = entry.MemoryReplayStore ?? memory.MemoryReplayStore
+  const deliveryId = entry.deliveryId ?? (await import(url('replay/types.js'))).deliveryId
   const idOf = deliveryId.length === 2 ? (sig) => deliveryId(base, sig) : (sig) => deliveryId(sig)
   const receiverPath = await import(url('replay/delivery-claim.js')).catch(() => null)
   const claimStore = args.store === 'claim' && MemoryClaimStore !== undefined

@@ -29,7 +29,7 @@ import os from 'node:os'
 import path from 'node:path'
 import { parseArgs } from 'node:util'
 import { Cluster, Redis } from 'ioredis'
-import { RedisSeenEventsStore, ReplayStoreError } from '../dist/index.js'
+import { RedisClaimStore, ReplayStoreError } from '../dist/index.js'
 // Internals of the build, to replay the first version's add with the same guard and script runner.
 import { LuaScript, assertConnected, guarded } from '../dist/replay/redis-client.js'
 
@@ -275,7 +275,7 @@ async function v1Add (client, prefix) {
 }
 
 function operations (client, name, prefix, waitForReplicas) {
-  const store = new RedisSeenEventsStore(client, { prefix, waitForReplicas, timeout: 5000 })
+  const store = new RedisClaimStore(client, { prefix, waitForReplicas, timeout: 5000 })
   const suffix = waitForReplicas > 0 ? `, waitForReplicas ${waitForReplicas}` : ''
   return [
     { name: `${name} · add (${client.isCluster === true ? 'one key per command' : 'one multi-key script per delivery'})${suffix}`, run: async (fps) => { await store.add(fps) }, show: waitForReplicas === 0 },
@@ -351,7 +351,7 @@ async function step (what, promise) {
 
 async function failoverTrial (local, client, waitForReplicas, trial, victimIndex, blip) {
   const prefix = `fo-${trial}-${waitForReplicas}-${blip ? 'b' : 'k'}:`
-  const store = new RedisSeenEventsStore(client, { prefix, waitForReplicas, timeout: 1000 })
+  const store = new RedisClaimStore(client, { prefix, waitForReplicas, timeout: 1000 })
   const victim = (await step('list the masters', local.masters())).sort((a, b) => a.port - b.port)[victimIndex % 3]
   const acked = [] // { fp, done }
   const errors = new Map()

@@ -139,7 +139,7 @@ console.log(`events bench: ${rounds} rounds × ${timeMs} ms per case, alternated
   const digest = contentDigest(b)
   let headers = signedHeaders(digest, keys.privateKey)
   const verify = (lib) => async () => {
-    const r = await lib.Webhooks.verify({ payload: b, headers, publicKey: keys.spkiB64, customerHandles: [CUSTOMER_HANDLE], maxEvents: n })
+    const r = await (lib.verifyWebhook ?? lib.Webhooks.verify)({ payload: b, headers, publicKey: keys.spkiB64, customerHandles: [CUSTOMER_HANDLE], maxEvents: n })
     if (r.error !== null) throw new Error(`verify refused the delivery: ${r.error.type}`)
   }
   const cases = [

@@ -11,7 +11,7 @@
 //   web-handler         the library's fetch handler (createWebhookHandler, mailchannels-webhooks/web,
 //                       from dist/) on node:http through @hono/node-server's serve()
 //   fastify-router      the Fastify plugin answering the route itself with handlers: a WebhookEventRouter
-//                       with a MemorySeenEventsStore and one (empty) handler per event type (200 with counts)
+//                       with a MemoryClaimStore and one (empty) handler per event type (200 with counts)
 //   fastify-router-subscribed  the same, with a subscriber on the delivery diagnostics channel
 //                       (GET /published answers how many messages it received)
 // The library gets the key statically (no key fetch on the timed path) and its default replay
@@ -35,7 +35,7 @@ if (variant.endsWith('-node-crypto')) {
 }
 const { default: mailchannelsWebhooks } = await import('../dist/fastify/index.js')
 const { mailchannelsWebhooks: expressWebhooks } = await import('../dist/express/index.js')
-const { DELIVERY_CHANNEL, MemorySeenEventsStore, WEBHOOK_EVENT_TYPES, WebhookEventRouter } = await import('../dist/index.js')
+const { DELIVERY_DIAGNOSTICS_CHANNEL, MemoryClaimStore, WEBHOOK_EVENT_TYPES, WebhookEventRouter } = await import('../dist/index.js')
 const { createWebhookHandler } = await import('../dist/web/index.js')
 
 const BODY_LIMIT = 16 * 1024 * 1024
@@ -105,13 +105,13 @@ switch (variant) {
   }
   case 'fastify-router':
   case 'fastify-router-subscribed': {
-    const router = new WebhookEventRouter({ seenEvents: new MemorySeenEventsStore() })
+    const router = new WebhookEventRouter({ seenEvents: new MemoryClaimStore() })
     for (const type of [...WEBHOOK_EVENT_TYPES, 'unknown']) router.on(type, () => {})
     const app = fastifyApp()
     if (variant === 'fastify-router-subscribed') {
       // What a metrics subscriber does at least: look at every message.
       const published = { messages: 0, accepted: 0, ms: 0 }
-      diagnosticsChannel.subscribe(DELIVERY_CHANNEL, (m) => {
+      diagnosticsChannel.subscribe(DELIVERY_DIAGNOSTICS_CHANNEL, (m) => {
         published.messages++
         if (m.outcome === 'accepted') published.accepted++
         published.ms += m.verifyDurationMs + m.handlerDurationMs

@@ -39,7 +39,10 @@ if (opts.help) {
   process.exit(0)
 }
 const DIST = opts.dist === '' ? new URL('../dist/', import.meta.url) : pathToFileURL(path.resolve(opts.dist) + '/')
-const { MemorySeenEventsStore, RedisSeenEventsStore } = await import(new URL('index.js', DIST).href)
+const lib = await import(new URL('index.js', DIST).href)
+// Older builds named them MemorySeenEventsStore / RedisSeenEventsStore.
+const MemoryClaimStore = lib.MemoryClaimStore ?? lib.MemorySeenEventsStore
+const RedisClaimStore = lib.RedisClaimStore ?? lib.RedisSeenEventsStore
 const { postgresSeenEvents } = await import(new URL('postgres/index.js', DIST).href)
 const { sqliteSeenEvents } = await import(new URL('sqlite/index.js', DIST).href)
 const SIZES = opts.sizes.split(',').map(Number)
@@ -223,8 +226,8 @@ const pgStore = postgresSeenEvents({ pool, timeout: 60_000 })
 const pgTx = postgresSeenEvents({ pool, table: 'seen_tx', transactional: true, timeout: 60_000 })
 
 const EVERY = [
-  ...rows('memory', new MemorySeenEventsStore()),
-  ...rows('Redis (one local server)', new RedisSeenEventsStore(redis, { timeout: 5000 })),
+  ...rows('memory', new MemoryClaimStore()),
+  ...rows('Redis (one local server)', new RedisClaimStore(redis, { timeout: 5000 })),
   ...rows('PostgreSQL 15 (local)', pgStore),
   plainInsertRow('PostgreSQL 15 (local)', pgStore, pool),
   anchorRow('PostgreSQL 15 (local)', pgStore, pool),

@@ -5,7 +5,7 @@ import { parseArgs } from 'node:util'
 export const HELP = `npm run bench [-- options]      (or: node bench/run.mjs [options] after npm run build)
 
 What runs
-  (default)                    in-process verify bench: the library's Webhooks.verify vs the ideal receiver
+  (default)                    in-process verify bench: the library's verifyWebhook vs the ideal receiver
   --no-verify                  skip it
   --http                       also the HTTP bench: Fastify plugin (also answering with handlers: a router,
                                with and without a diagnostics subscriber), web handler (on @hono/node-server)

@@ -74,7 +74,10 @@ for (const lib of libs) {
   const url = (p) => pathToFileURL(path.join(lib, p)).href
   const express = await import(url('express/index.js'))
   const receiverMod = await import(url('receiver/index.js'))
-  const { MemoryReplayStore, deliveryId } = await import(url('index.js'))
+  // Internal since the entry lost its aliases; older builds exported them from the entry.
+  const entry = await import(url('index.js'))
+  const MemoryReplayStore = entry.MemoryReplayStore ?? (await import(url('replay/memory-store.js'))).MemoryReplayStore
+  const deliveryId = entry.deliveryId ?? (await import(url('replay/types.js'))).deliveryId
   // The store as a busy receiver has it: full (100,000 deliveries by default), so every new claim
   // evicts the oldest and the garbage collector carries the whole store, as in a long load run.
   const fullStore = () => {

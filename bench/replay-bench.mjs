@@ -13,7 +13,10 @@ import { spawn, spawnSync } from 'node:child_process'
 import crypto from 'node:crypto'
 import net from 'node:net'
 import { once } from 'node:events'
-import { MemoryReplayStore, RedisReplayStore, deliveryId } from '../dist/index.js'
+// Internal classes (the receivers' per-delivery stores), no longer exported from the entry.
+import { MemoryReplayStore } from '../dist/replay/memory-store.js'
+import { RedisReplayStore } from '../dist/replay/redis-store.js'
+import { deliveryId } from '../dist/replay/types.js'
 
 const TTL = 360 // maxAge 300 + clockSkew 60
 // A 64-byte signature; a counter written into it makes every delivery distinct without

@@ -102,9 +102,9 @@ for (const lib of libs) {
   for (const c of wanted) {
     if (!(c in all)) throw new Error(`unknown case ${c}`)
     const state = c === 'store'
-      ? await filled(new m.MemorySeenEventsStore())
-      : c === 'parts' ? { store: await filled(new m.MemorySeenEventsStore()), handlers: Object.fromEntries(types.map((type) => [type, () => {}])) }
-      : c === 'router-nostore' ? withHandlers(new m.WebhookEventRouter()) : c === 'router-memory' ? withHandlers(new m.WebhookEventRouter({ seenEvents: await filled(new m.MemorySeenEventsStore()) })) : null
+      ? await filled(new (m.MemoryClaimStore ?? m.MemorySeenEventsStore)())
+      : c === 'parts' ? { store: await filled(new (m.MemoryClaimStore ?? m.MemorySeenEventsStore)()), handlers: Object.fromEntries(types.map((type) => [type, () => {}])) }
+      : c === 'router-nostore' ? withHandlers(new m.WebhookEventRouter()) : c === 'router-memory' ? withHandlers(new m.WebhookEventRouter({ seenEvents: await filled(new (m.MemoryClaimStore ?? m.MemorySeenEventsStore)()) })) : null
     const prepare = c === 'store'
       ? () => deliveries(toEvent).map((events) => m.eventFingerprints(events))
       : c === 'hash' ? () => deliveries(toEvent).map((events) => events.map((e) => { const t = canonicalEventText(e); t.charCodeAt(0); return t })) : () => deliveries(toEvent)

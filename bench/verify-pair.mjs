@@ -16,7 +16,8 @@ const keys = makeKeyPair()
 const fetchKey = async () => new Response(JSON.stringify({ id: 'k1', key: keys.spkiB64 }), { headers: { 'content-type': 'application/json' } })
 async function load (dir) {
   const m = await import(pathToFileURL(path.resolve(dir, 'index.js')).href)
-  return { Webhooks: m.Webhooks, store: new m.KeyStore({ fetch: fetchKey }) }
+  // `verifyWebhook` is the one name now; older builds had only `Webhooks.verify`.
+  return { Webhooks: { verify: m.verifyWebhook ?? m.Webhooks.verify }, store: new m.KeyStore({ fetch: fetchKey }) }
 }
 const builds = { before: await load(a), after: await load(b) }
 const gc = globalThis.gc ?? (() => {})

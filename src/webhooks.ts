@@ -17,14 +17,3 @@ import { verifyWebhook as verifyDelivery } from './verify/index.js'
 export function verifyWebhook (options: VerifyOptions): Promise<Result<WebhookEvent[]>> {
   return verifyDelivery(options)
 }
-
-/**
- * @deprecated Use `verifyWebhook(options)`: the same check as a plain function. `Webhooks.verify`
- * stays for one release.
- */
-export class Webhooks {
-  /** @deprecated Use `verifyWebhook(options)`. */
-  static verify (options: VerifyOptions): Promise<Result<WebhookEvent[]>> {
-    return verifyDelivery(options)
-  }
-}

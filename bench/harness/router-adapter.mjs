@@ -3,11 +3,11 @@
 // store and one (empty) handler per event type, as "handle events, not deliveries" recommends.
 // Loads the built package (dist/): run `npm run build` first.
 import mailchannelsWebhooks from '../../dist/fastify/index.js'
-import { MemorySeenEventsStore, WebhookEventRouter, WEBHOOK_EVENT_TYPES } from '../../dist/index.js'
+import { MemoryClaimStore, WebhookEventRouter, WEBHOOK_EVENT_TYPES } from '../../dist/index.js'
 import { CUSTOMER_HANDLE } from './adapter.mjs'
 
 export async function registerFastify (app, opts) {
-  const router = new WebhookEventRouter({ seenEvents: new MemorySeenEventsStore() })
+  const router = new WebhookEventRouter({ seenEvents: new MemoryClaimStore() })
   for (const type of [...WEBHOOK_EVENT_TYPES, 'unknown']) router.on(type, () => {})
   await app.register(mailchannelsWebhooks, { publicKey: opts.publicKey, customerHandles: [CUSTOMER_HANDLE], bodyLimit: opts.bodyLimit, path: opts.path, handlers: router })
 }

@@ -77,13 +77,13 @@ const EVENT_NAMES: ReadonlySet<string> = new Set<string>([...WEBHOOK_EVENT_TYPES
  * with the job's `attempts` and `backoff`, so a failing handler is retried by the queue, not by
  * MailChannels. A job that completes returns `'handled'`, `'skipped'` or `'unhandled'`.
  *
- * Give the router a shared seen-events store (`RedisSeenEventsStore`) so that a job run again (a
+ * Give the router a shared seen-events store (`RedisClaimStore`) so that a job run again (a
  * worker crashed after the handlers resolved, a stalled job, a resend after the job was removed)
  * does not repeat a handled effect. The connection must suit a worker: options (BullMQ sets
  * `maxRetriesPerRequest: null`) or an ioredis instance created with `maxRetriesPerRequest: null`.
  *
  * @example
- * const router = new WebhookEventRouter<WebhookEventJobContext>({ seenEvents: new RedisSeenEventsStore({ client: redis }) })
+ * const router = new WebhookEventRouter<WebhookEventJobContext>({ seenEvents: new RedisClaimStore({ client: redis }) })
  *   .on('hard-bounced', async (event, { fingerprint }) => { await suppress(event.email, fingerprint) })
  * const worker = createWebhookEventWorker(router, { connection: { host: 'redis' }, concurrency: 10 })
  * process.on('SIGTERM', () => { void worker.close() })

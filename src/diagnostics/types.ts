@@ -9,13 +9,9 @@ import type { VerifyErrorType } from '../errors.js'
  * when its handler has answered.
  */
 export const DELIVERY_DIAGNOSTICS_CHANNEL = 'mailchannels-webhooks:delivery'
-/** @deprecated Use `DELIVERY_DIAGNOSTICS_CHANNEL` (the same channel name). Kept for one release. */
-export const DELIVERY_CHANNEL = DELIVERY_DIAGNOSTICS_CHANNEL
 
 /** The `node:diagnostics_channel` channel of one `KeyFetchMessage` per request to the public-key endpoint. */
 export const KEY_FETCH_DIAGNOSTICS_CHANNEL = 'mailchannels-webhooks:key-fetch'
-/** @deprecated Use `KEY_FETCH_DIAGNOSTICS_CHANNEL` (the same channel name). Kept for one release. */
-export const KEY_FETCH_CHANNEL = KEY_FETCH_DIAGNOSTICS_CHANNEL
 
 /**
  * The name of the `TracingChannel` around each delivery (`diagnostics_channel.tracingChannel(RECEIVE_TRACING_CHANNEL)`,

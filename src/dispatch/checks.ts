@@ -2,7 +2,7 @@
 // message that names what was wrong and what to give instead.
 import { WEBHOOK_EVENT_TYPES } from '../events/types.js'
 import type { Logger } from '../logger.js'
-import type { SeenEventsStore } from '../replay/seen-events.js'
+import type { ClaimStore } from '../replay/claim-store.js'
 
 /** Every name a handler can be registered for. */
 export const EVENT_NAMES: ReadonlySet<string> = new Set<string>([...WEBHOOK_EVENT_TYPES, 'unknown'])
@@ -14,13 +14,13 @@ export function checkName (name: unknown): string {
 }
 
 export function checkStore (store: unknown): void {
-  const s = store as Partial<Record<keyof SeenEventsStore, unknown>> | null
+  const s = store as Partial<Record<keyof ClaimStore, unknown>> | null
   const missing = s === null || typeof s !== 'object'
     ? ['claim', 'complete', 'release', 'extend']
     : (['claim', 'complete', 'release', 'extend'] as const).filter((m) => typeof s[m] !== 'function')
   if (missing.length > 0) {
-    throw new TypeError(`seenEvents must be a SeenEventsStore with claim, complete, release and extend methods (missing: ${missing.join(', ')}); ` +
-      'use MemorySeenEventsStore, RedisSeenEventsStore, postgresSeenEvents or sqliteSeenEvents')
+    throw new TypeError(`seenEvents must be a ClaimStore with claim, complete, release and extend methods (missing: ${missing.join(', ')}); ` +
+      'use MemoryClaimStore, RedisClaimStore, postgresSeenEvents or sqliteSeenEvents')
   }
 }
 

@@ -3,7 +3,8 @@
 // and releases handed back, grouped into few store calls.
 import type { Logger } from '../logger.js'
 import { ReplayStoreError } from '../replay/errors.js'
-import { CLAIMED, DONE, REPEATED, synchronousSeenEvents, type EventClaim, type EventClaimResult, type SeenEventsStore, type SynchronousSeenEvents } from '../replay/seen-events.js'
+import { CLAIMED, DONE, REPEATED, synchronousClaims, type SynchronousClaims } from '../replay/memory-claim-store.js'
+import type { StoreClaim, StoreClaimResult, ClaimStore } from '../replay/claim-store.js'
 import { DEFERRED, SKIPPED, type Outcomes } from './report.js'
 import { errorSummary, storeError } from './store-errors.js'
 
@@ -18,12 +19,12 @@ export interface Renewable {
 /** The claims of one dispatch. Events are named by their index in the dispatch. */
 export class Claims {
   /** The memory store's synchronous methods (no promise, no claim object per event), else null. */
-  readonly sync: SynchronousSeenEvents | null
+  readonly sync: SynchronousClaims | null
   /** By event index: 1 while its claim is held and not yet handed to complete or release (what renewal extends). */
   #holding: Uint8Array | undefined
   #heldCount = 0
   /** By event index, for a store called through its promises: the claims. */
-  #claims: (EventClaim | undefined)[] | undefined
+  #claims: (StoreClaim | undefined)[] | undefined
   /** The synchronous store's one claim on this dispatch's events. */
   #syncClaim: object | undefined
   /** Fingerprints handled and not yet marked done in the synchronous store (written in one call). */
@@ -38,12 +39,12 @@ export class Claims {
   #renewal: ReturnType<typeof setInterval> | undefined
 
   constructor (
-    readonly store: SeenEventsStore,
+    readonly store: ClaimStore,
     readonly claimLifetime: number,
     readonly outcomes: Outcomes,
     readonly log: Logger,
   ) {
-    this.sync = synchronousSeenEvents(store)
+    this.sync = synchronousClaims(store)
   }
 
   /** Whether the claims were taken through the store's promises (one claim object per event). */
@@ -52,7 +53,7 @@ export class Claims {
   }
 
   /** Event `i`'s claim, when the claims were taken through the store's promises. */
-  claimOf (i: number): EventClaim | undefined {
+  claimOf (i: number): StoreClaim | undefined {
     return this.#claims?.[i]
   }
 
@@ -92,7 +93,7 @@ export class Claims {
     const { outcomes } = this
     const fps = indexes.map((i) => outcomes.fingerprints[i]!)
     const holding = this.#holding = new Uint8Array(outcomes.events.length)
-    const claims: (EventClaim | undefined)[] = this.#claims = new Array(outcomes.events.length)
+    const claims: (StoreClaim | undefined)[] = this.#claims = new Array(outcomes.events.length)
     let results: unknown
     try {
       results = await this.store.claim(fps, this.claimLifetime)
@@ -195,7 +196,7 @@ export class Claims {
         return
       }
       busy = true
-      const claims: EventClaim[] = []
+      const claims: StoreClaim[] = []
       const holding = this.#holding!
       for (let i = 0; i < holding.length; i++) if (holding[i] === 1) claims.push(this.#claims![i]!)
       this.store.extend(claims, this.claimLifetime).then(() => { busy = false }, (err: unknown) => {
@@ -212,7 +213,7 @@ export class Claims {
     return timer
   }
 
-  async #writeCompletes (claims: EventClaim[], indexes: number[]): Promise<void> {
+  async #writeCompletes (claims: StoreClaim[], indexes: number[]): Promise<void> {
     try {
       await this.store.complete(claims)
     } catch (err) {
@@ -227,7 +228,7 @@ export class Claims {
     }
   }
 
-  async #writeReleases (claims: EventClaim[]): Promise<void> {
+  async #writeReleases (claims: StoreClaim[]): Promise<void> {
     try {
       await this.store.release(claims)
     } catch (err) {
@@ -242,14 +243,14 @@ export class Claims {
  * so a dispatch of many events costs a few round trips, not one per event.
  */
 class Batch {
-  #claims: EventClaim[] = []
+  #claims: StoreClaim[] = []
   #indexes: number[] = []
   #running: Promise<void> | undefined
 
   /** `write` never rejects: it handles its own failure. */
-  constructor (readonly write: (claims: EventClaim[], indexes: number[]) => Promise<void>) {}
+  constructor (readonly write: (claims: StoreClaim[], indexes: number[]) => Promise<void>) {}
 
-  add (claim: EventClaim, index: number): void {
+  add (claim: StoreClaim, index: number): void {
     this.#claims.push(claim)
     this.#indexes.push(index)
     this.#running ??= this.#drain()
@@ -274,7 +275,7 @@ class Batch {
   }
 }
 
-function checkClaimReply (results: unknown, fps: readonly string[]): asserts results is EventClaimResult[] {
+function checkClaimReply (results: unknown, fps: readonly string[]): asserts results is StoreClaimResult[] {
   if (!Array.isArray(results) || results.length !== fps.length) {
     throw new ReplayStoreError('claim', 'The seen-events store answered claim with the wrong number of results.')
   }
@@ -285,6 +286,6 @@ function checkClaimReply (results: unknown, fps: readonly string[]): asserts res
   })
 }
 
-function isClaim (r: unknown): r is EventClaim {
-  return r !== null && typeof r === 'object' && typeof (r as EventClaim).fingerprint === 'string' && typeof (r as EventClaim).token === 'string'
+function isClaim (r: unknown): r is StoreClaim {
+  return r !== null && typeof r === 'object' && typeof (r as StoreClaim).fingerprint === 'string' && typeof (r as StoreClaim).token === 'string'
 }

@@ -7,7 +7,7 @@ import type { WebhookEvent } from '../events/types.js'
 import type { Logger } from '../logger.js'
 import { publishDeadLetter } from '../diagnostics/dead-letter.js'
 import { checkParkAfter, deadLetterError, isDeadLetterStore, type DeadLetterRetry, type DeadLetterStore } from '../replay/dead-letters-types.js'
-import type { SeenEventsStore } from '../replay/seen-events.js'
+import type { ClaimStore } from '../replay/claim-store.js'
 import type { AnyHandler, DispatchContext, DispatchReport } from './types.js'
 
 export interface DeadLetterOptions {
@@ -118,7 +118,7 @@ export type DeadLetterRetryResult =
 /** What a retry needs of the router. */
 export interface RetryRouter {
   readonly parking: Parking
-  readonly seenEvents: SeenEventsStore | undefined
+  readonly seenEvents: ClaimStore | undefined
   handlersOf: (event: WebhookEvent) => readonly AnyHandler[]
   /** Dispatches one event with these handlers, its failures decided by `decisions`. */
   dispatchOne: (event: WebhookEvent, handlers: ReadonlyMap<string, AnyHandler[]>, decisions: FailureDecisions) => Promise<DispatchReport>

@@ -4,7 +4,7 @@
 import type { WebhookEvent } from '../events/types.js'
 import type { Logger } from '../logger.js'
 import { eventFingerprint } from '../replay/fingerprint.js'
-import { isTransactionalStore, type SeenEventsStore } from '../replay/seen-events.js'
+import { isTransactionalStore, type ClaimStore } from '../replay/claim-store.js'
 import { Claims } from './claims.js'
 import { FailureDecisions } from './dead-letters.js'
 import { FAILED, HANDLED, Outcomes, UNHANDLED, report } from './report.js'
@@ -17,7 +17,7 @@ import type { AnyHandler, DispatchContext, DispatchReport } from './types.js'
  */
 export function runDispatch (
   handlers: ReadonlyMap<string, AnyHandler[]>,
-  store: SeenEventsStore | undefined,
+  store: ClaimStore | undefined,
   concurrency: number,
   claimLifetime: number,
   events: readonly WebhookEvent[],
@@ -61,7 +61,7 @@ class Dispatch implements TransactionalDispatch {
 
   constructor (
     readonly handlers: ReadonlyMap<string, AnyHandler[]>,
-    readonly store: SeenEventsStore | undefined,
+    readonly store: ClaimStore | undefined,
     readonly concurrency: number,
     readonly claimLifetime: number,
     readonly events: readonly WebhookEvent[],

@@ -4,7 +4,7 @@
 // `dispatch`; one dispatch runs in dispatch.ts.
 import type { WebhookEvent } from '../events/types.js'
 import { noopLogger, type Logger } from '../logger.js'
-import type { SeenEventsStore, TransactionalSeenEventsStore } from '../replay/seen-events.js'
+import type { ClaimStore, TransactionalClaimStore } from '../replay/claim-store.js'
 import type { DeadLetterStore } from '../replay/dead-letters-types.js'
 import { EVENT_NAMES, checkName, checkStore, describe, isLogger, isSignal } from './checks.js'
 import { runDispatch } from './dispatch.js'
@@ -16,16 +16,16 @@ export interface WebhookEventRouterOptions<T = never> {
    * Where handled events are remembered, for an exactly-once effect per event: each event is
    * claimed before its handlers run, marked done once they resolved and released if one
    * failed, so a retry or a resend of the delivery skips the events already handled.
-   * `MemorySeenEventsStore` for one process, `RedisSeenEventsStore` for several instances,
+   * `MemoryClaimStore` for one process, `RedisClaimStore` for several instances,
    * `postgresSeenEvents` (`mailchannels-webhooks/postgres`) or `sqliteSeenEvents`
    * (`mailchannels-webhooks/sqlite`) in your own database. A transactional store
-   * (`TransactionalSeenEventsStore`) runs each event's handlers in a transaction, handed to
+   * (`TransactionalClaimStore`) runs each event's handlers in a transaction, handed to
    * them as `context.db`, and writes the done mark in it: effects and mark commit together.
    * Without one, every dispatch runs every handler (at least once: a retried delivery runs
    * its events again).
    * @default undefined (no store: at-least-once)
    */
-  seenEvents?: SeenEventsStore | TransactionalSeenEventsStore<T>
+  seenEvents?: ClaimStore | TransactionalClaimStore<T>
   /**
    * How many events of one dispatch are handled at the same time. With 1 they are handled in
    * the order given, one after the other. The handlers of one event always run one after the
@@ -77,9 +77,9 @@ const DEFAULT_CLAIM_LIFETIME = 30
  *
  * @example
  * ```ts
- * import { WebhookEventRouter, MemorySeenEventsStore } from 'mailchannels-webhooks'
+ * import { WebhookEventRouter, MemoryClaimStore } from 'mailchannels-webhooks'
  *
- * const router = new WebhookEventRouter({ seenEvents: new MemorySeenEventsStore() })
+ * const router = new WebhookEventRouter({ seenEvents: new MemoryClaimStore() })
  *   .on('hard-bounced', async (event) => { await suppress(event.email, event.status) })
  *   .on(['open', 'click'], async (event, { fingerprint }) => { await track(fingerprint, event) })
  *   .on('unknown', (event, { log }) => { log.info({ type: event.eventName }, 'new event type') })
@@ -92,7 +92,7 @@ const DEFAULT_CLAIM_LIFETIME = 30
 export class WebhookEventRouter<C extends object = object, T = never> {
   /** Seconds a claim lives without renewal: the `Retry-After` of a delivery with `deferred` events. */
   readonly claimLifetime: number
-  readonly #store: SeenEventsStore | undefined
+  readonly #store: ClaimStore | undefined
   readonly #concurrency: number
   /** Handlers per event name, in registration order ('*' handlers appended to every name). */
   readonly #handlers = new Map<string, AnyHandler[]>()

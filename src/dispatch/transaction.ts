@@ -1,10 +1,10 @@
-// The transactional path of a dispatch: with a `TransactionalSeenEventsStore`, an event's handlers
+// The transactional path of a dispatch: with a `TransactionalClaimStore`, an event's handlers
 // run in a transaction handed to them as `context.db`, and its done mark commits with their
 // effects; a `DeliveryTransactionStore` runs a delivery's events in few transactions (one commit per group).
 import type { WebhookEvent } from '../events/types.js'
 import type { Logger } from '../logger.js'
 import { HandlerTimeoutError, InboxTransactionError } from '../replay/errors.js'
-import type { SeenEventsStore, TransactionalSeenEventsStore } from '../replay/seen-events.js'
+import type { ClaimStore, TransactionalClaimStore } from '../replay/claim-store.js'
 import type { Claims } from './claims.js'
 import { HANDLED, type Outcomes } from './report.js'
 import { errorSummary, storeError } from './store-errors.js'
@@ -30,7 +30,7 @@ export interface TransactionalDispatch {
 }
 
 /** A new delivery transaction of `store`, if it runs deliveries in one transaction (`DeliveryTransactionStore`). */
-export function openDelivery (store: SeenEventsStore): DeliveryTransaction<unknown> | undefined {
+export function openDelivery (store: ClaimStore): DeliveryTransaction<unknown> | undefined {
   const open = (store as Partial<DeliveryTransactionStore<unknown>>).openDelivery
   return typeof open === 'function' ? open.call(store) : undefined
 }
@@ -40,7 +40,7 @@ export function openDelivery (store: SeenEventsStore): DeliveryTransaction<unkno
  * `context.db`; the store writes the done mark in it before the commit. The claim is renewed
  * meanwhile like any other.
  */
-export async function runInTransaction (d: TransactionalDispatch, i: number, store: TransactionalSeenEventsStore<unknown>, handlers: readonly AnyHandler[], handlerContext: DispatchContext): Promise<void> {
+export async function runInTransaction (d: TransactionalDispatch, i: number, store: TransactionalClaimStore<unknown>, handlers: readonly AnyHandler[], handlerContext: DispatchContext): Promise<void> {
   const claim = d.claims!.claimOf(i)!
   if (!await runTransactional(d, i, async (work) => await store.runInTransaction(claim, work), handlers, handlerContext)) return
   // Committed: the effects and the done mark are in, together.

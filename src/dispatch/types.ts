@@ -24,7 +24,7 @@ export type DispatchContext<C extends object = object> = C & {
 
 /**
  * What a handler gets besides `DispatchContext` when the router's seen-events store is
- * transactional (`TransactionalSeenEventsStore<T>`): `db`, the transaction its effects and the
+ * transactional (`TransactionalClaimStore<T>`): `db`, the transaction its effects and the
  * event's done mark commit in together. Nothing for other stores (`T` is `never`).
  */
 export type TransactionContext<T> = [T] extends [never] ? unknown : {

@@ -116,9 +116,3 @@ function fail (err: unknown, res: ServerResponse, next: (err?: unknown) => void,
   }
 }
 
-/** @deprecated Use `batchesRoute` (one name with the Fastify plugin). Kept for one release. */
-export const batchesRouter = batchesRoute
-/** @deprecated Use `BatchesRouteOptions`. */
-export type BatchesRouterOptions = BatchesRouteOptions
-/** @deprecated Use `BatchesRouteRequest`. */
-export type BatchesRouterRequest = BatchesRouteRequest

@@ -8,7 +8,7 @@ import { createWebhookPipeline, type WebhookReceiverOptions } from '../receiver/
 import { fetchPort } from '../receiver/web/port.js'
 
 export type { WebhookEvent } from '../events/types.js'
-export type { EventHandlerContext, ReceiverContext, DeliveryErrorCode, DispatchedBody, QueuedBody } from '../receiver/index.js'
+export type { EventHandlerContext, DeliveryErrorCode, DispatchedBody, QueuedBody } from '../receiver/index.js'
 export type { Enqueuer, EnqueueContext } from '../dispatch/types.js'
 
 /**

@@ -8,6 +8,6 @@ export { MailChannelsWebhookGuard, MailChannelsWebhookReplyFilter, MailChannelsW
 export type { MailChannelsWebhooksModuleOptions } from './options.js'
 export type { WebhookEvent } from '../events/types.js'
 export type * from '../events/types.js'
-export type { EventHandlerContext, ReceiverContext, DeliveryErrorCode, DispatchedBody, QueuedBody, WebhookErrorBody } from '../receiver/index.js'
+export type { EventHandlerContext, DeliveryErrorCode, DispatchedBody, QueuedBody, WebhookErrorBody } from '../receiver/index.js'
 export type { DispatchContext, EventOf, WebhookEventName, TransactionContext, Enqueuer, EnqueueContext } from '../dispatch/types.js'
 export type { Logger } from '../logger.js'

@@ -1,8 +1,7 @@
 // The options of MailChannelsWebhooksModule.forRoot / forRootAsync.
 import type { Logger } from '../logger.js'
 import type { WebhookReceiverOptions } from '../receiver/options.js'
-import type { SeenEventsStore } from '../replay/seen-events-types.js'
-import type { TransactionalSeenEventsStore } from '../replay/seen-events.js'
+import type { ClaimStore, TransactionalClaimStore } from '../replay/claim-store.js'
 
 /**
  * What `MailChannelsWebhooksModule.forRoot(options)` takes (or `forRootAsync`'s `useFactory`
@@ -19,13 +18,13 @@ export interface MailChannelsWebhooksModuleOptions extends Omit<WebhookReceiverO
   logger?: Logger
   /**
    * Where the events the `@OnWebhookEvent` handlers handled are remembered, for an exactly-once
-   * effect per event (`MemorySeenEventsStore`, `RedisSeenEventsStore`, `postgresSeenEvents` from
+   * effect per event (`MemoryClaimStore`, `RedisClaimStore`, `postgresSeenEvents` from
    * `mailchannels-webhooks/postgres`, `sqliteSeenEvents` from `mailchannels-webhooks/sqlite`). A
    * transactional store hands each handler its transaction as `context.db`. Needs at least one
    * `@OnWebhookEvent` handler.
    * @default undefined (no store: each handler runs at least once)
    */
-  seenEvents?: SeenEventsStore | TransactionalSeenEventsStore<any>
+  seenEvents?: ClaimStore | TransactionalClaimStore<any>
   /**
    * How many events of one delivery the handlers handle at the same time.
    * @default 1

@@ -9,7 +9,7 @@ import {
   type DeadLetterRetry, type DeadLetterStore, type RecordedFailure,
 } from '../replay/dead-letters-types.js'
 import { DEFAULT_DEAD_LETTER_TABLE, deadLetterSql, pageOf, rowToStored, type DeadLetterSql } from '../replay/dead-letters-sql.js'
-import { DEFAULT_SEEN_EVENTS_TTL } from '../replay/seen-events-types.js'
+import { DEFAULT_CLAIM_TTL } from '../replay/claim-store.js'
 import { checkTtl } from '../replay/ttl.js'
 
 /** The part of a node-postgres `Pool` the dead-letter store uses. */
@@ -80,7 +80,7 @@ export class PostgresDeadLetterStore implements DeadLetterStore {
 
   constructor (options: PostgresDeadLettersOptions) {
     if (options === null || typeof options !== 'object') throw new TypeError('postgresDeadLetters options must be an object with a pool')
-    const { pool, table = DEFAULT_DEAD_LETTER_TABLE, createSchema = true, ttl = DEFAULT_SEEN_EVENTS_TTL, timeout = 5000 } = options
+    const { pool, table = DEFAULT_DEAD_LETTER_TABLE, createSchema = true, ttl = DEFAULT_CLAIM_TTL, timeout = 5000 } = options
     if (pool === null || typeof pool !== 'object' || typeof pool.query !== 'function') {
       throw new TypeError('pool must be a node-postgres Pool (new pg.Pool({ connectionString })): an object with a query method')
     }

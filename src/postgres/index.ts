@@ -6,12 +6,12 @@
 import { createHash } from 'node:crypto'
 import type { Pool, PoolClient } from 'pg'
 import { HandlerTimeoutError, InboxTransactionError, ReplayStoreError } from '../replay/errors.js'
-import { claimTokens, type EventClaim, type EventClaimResult, type SeenEventsStore, type TransactionalSeenEventsStore } from '../replay/seen-events.js'
+import { claimTokens, type StoreClaim, type StoreClaimResult, type ClaimStore, type TransactionalClaimStore } from '../replay/claim-store.js'
 import { checkTtl } from '../replay/ttl.js'
 import { transactionControl } from './statements.js'
 import type { DeliveryTransaction, DeliveryTransactionStore } from '../dispatch/types.js'
 
-export type { TransactionalSeenEventsStore, EventClaim } from '../replay/seen-events.js'
+export type { TransactionalClaimStore, StoreClaim } from '../replay/claim-store.js'
 export type { TransactionContext, DeliveryTransaction, DeliveryTransactionStore } from '../dispatch/types.js'
 // What a transactional handler that breaks the rules of context.db, or runs past handlerTimeout, fails with.
 export { HandlerTimeoutError, InboxTransactionError } from '../replay/errors.js'
@@ -155,7 +155,7 @@ function expiryIndexName (plain: string): string {
  * Build it with `postgresSeenEvents`; with `transactional: true` (or `transaction`) it also runs
  * handlers in a transaction that commits their effects and the done mark together.
  */
-export class PostgresSeenEventsStore implements SeenEventsStore {
+export class PostgresSeenEventsStore implements ClaimStore {
   readonly #pool: PgPoolLike
   readonly #table: string
   readonly #ttl: number
@@ -295,7 +295,7 @@ UPDATE ${t} AS s SET done = true, expires_at = ${life} WHERE s.fingerprint = ANY
     await this.#query('delete', this.#sql.delete, [fingerprints])
   }
 
-  async claim (fingerprints: readonly string[], lifetimeSeconds: number): Promise<EventClaimResult[]> {
+  async claim (fingerprints: readonly string[], lifetimeSeconds: number): Promise<StoreClaimResult[]> {
     checkTtl(lifetimeSeconds, 'lifetimeSeconds')
     if (fingerprints.length === 0) return []
     this.#maybePurge()
@@ -308,7 +308,7 @@ UPDATE ${t} AS s SET done = true, expires_at = ${life} WHERE s.fingerprint = ANY
     const mine = new Map(unique.map((fp, i) => [fp, tokens[i]!]))
     if (state.size !== unique.length) throw new ReplayStoreError('claim', 'PostgreSQL answered claim with an unexpected number of rows.')
     const given = new Set<string>()
-    return fingerprints.map((fingerprint): EventClaimResult => {
+    return fingerprints.map((fingerprint): StoreClaimResult => {
       const row = state.get(fingerprint)!
       if (row.done) return 'done'
       const token = mine.get(fingerprint)!
@@ -319,18 +319,18 @@ UPDATE ${t} AS s SET done = true, expires_at = ${life} WHERE s.fingerprint = ANY
     })
   }
 
-  async complete (claims: readonly EventClaim[]): Promise<void> {
+  async complete (claims: readonly StoreClaim[]): Promise<void> {
     if (claims.length === 0) return
     const byFp = new Map(claims.map((c) => [c.fingerprint, c.token]))
     await this.#query('complete', this.#sql.complete, [[...byFp.keys()], [...byFp.values()], this.#ttl])
   }
 
-  async release (claims: readonly EventClaim[]): Promise<void> {
+  async release (claims: readonly StoreClaim[]): Promise<void> {
     if (claims.length === 0) return
     await this.#query('release', this.#sql.release, [claims.map((c) => c.fingerprint), claims.map((c) => c.token)])
   }
 
-  async extend (claims: readonly EventClaim[], lifetimeSeconds: number): Promise<void> {
+  async extend (claims: readonly StoreClaim[], lifetimeSeconds: number): Promise<void> {
     checkTtl(lifetimeSeconds, 'lifetimeSeconds')
     if (claims.length === 0) return
     await this.#query('extend', this.#sql.extend, [claims.map((c) => c.fingerprint), claims.map((c) => c.token), lifetimeSeconds])
@@ -347,7 +347,7 @@ UPDATE ${t} AS s SET done = true, expires_at = ${life} WHERE s.fingerprint = ANY
    * `xid`, the transaction's id (`txid_current()`) read when it began, the statement marks the
    * event only in that same transaction.
    */
-  protected markStatement (claim: EventClaim, xid?: string): { text: string, values: unknown[] } {
+  protected markStatement (claim: StoreClaim, xid?: string): { text: string, values: unknown[] } {
     if (xid === undefined) return { text: this.#sql.mark, values: [claim.fingerprint, claim.token, this.#ttl] }
     return { text: this.#sql.markInTransaction, values: [claim.fingerprint, claim.token, this.#ttl, xid] }
   }
@@ -357,7 +357,7 @@ UPDATE ${t} AS s SET done = true, expires_at = ${life} WHERE s.fingerprint = ANY
    * the transaction `xid` and only while each claim holds; resolves the rows it marked. The rows
    * are locked in fingerprint order first, as `claim` and `complete` do (no deadlock).
    */
-  protected markAll (claims: readonly EventClaim[], xid: string): { text: string, values: unknown[] } {
+  protected markAll (claims: readonly StoreClaim[], xid: string): { text: string, values: unknown[] } {
     return { text: this.#sql.markAll, values: [claims.map((c) => c.fingerprint), claims.map((c) => c.token), this.#ttl, xid] }
   }
 
@@ -367,7 +367,7 @@ UPDATE ${t} AS s SET done = true, expires_at = ${life} WHERE s.fingerprint = ANY
    * spliced into the text (a text of several statements takes no parameters), so only the store's
    * own fingerprints and tokens qualify: `undefined` for anything else.
    */
-  protected markAllThen (claims: readonly EventClaim[], xid: string, then: string): string | undefined {
+  protected markAllThen (claims: readonly StoreClaim[], xid: string, then: string): string | undefined {
     if (!/^\d+$/.test(xid) || !claims.every((c) => LITERAL.test(c.fingerprint) && LITERAL.test(c.token))) return undefined
     const list = (values: string[]): string => `ARRAY['${values.join("','")}']::text[]`
     const input = `unnest(${list(claims.map((c) => c.fingerprint))}, ${list(claims.map((c) => c.token))}) AS u(f, t)`
@@ -377,7 +377,7 @@ UPDATE ${t} AS s SET done = true, expires_at = ${life} WHERE s.fingerprint = ANY
   }
 
   /** The statement that reads which of `claims` still hold (their token, not done): their fingerprints. */
-  protected heldStatement (claims: readonly EventClaim[]): { text: string, values: unknown[] } {
+  protected heldStatement (claims: readonly StoreClaim[]): { text: string, values: unknown[] } {
     return { text: this.#sql.held, values: [claims.map((c) => c.fingerprint), claims.map((c) => c.token)] }
   }
 
@@ -408,7 +408,7 @@ UPDATE ${t} AS s SET done = true, expires_at = ${life} WHERE s.fingerprint = ANY
 }
 
 /** `PostgresSeenEventsStore` that runs handlers in a transaction with the done mark: what `postgresSeenEvents` builds for `transactional` or `transaction`. */
-export class TransactionalPostgresSeenEventsStore<T> extends PostgresSeenEventsStore implements TransactionalSeenEventsStore<T>, DeliveryTransactionStore<T> {
+export class TransactionalPostgresSeenEventsStore<T> extends PostgresSeenEventsStore implements TransactionalClaimStore<T>, DeliveryTransactionStore<T> {
   readonly #transaction: PostgresTransaction<T>
   /** With `transactional: true`: the pool whose clients the store guards itself (`#runOnPool`). */
   readonly #onPool: PgPoolLike | undefined
@@ -439,7 +439,7 @@ export class TransactionalPostgresSeenEventsStore<T> extends PostgresSeenEventsS
     }) as unknown as DeliveryTransaction<T>
   }
 
-  async runInTransaction<R> (claim: EventClaim, work: (tx: T) => Promise<R>): Promise<R> {
+  async runInTransaction<R> (claim: StoreClaim, work: (tx: T) => Promise<R>): Promise<R> {
     await this.ready()
     if (this.#onPool !== undefined) return await this.#runOnPool(this.#onPool, claim, work as unknown as (tx: PgPoolClientLike) => Promise<R>)
     return await this.#runInYours(claim, work)
@@ -449,7 +449,7 @@ export class TransactionalPostgresSeenEventsStore<T> extends PostgresSeenEventsS
    * `transactional: true`: a client of the pool, `BEGIN` (reading the transaction's id), the
    * handlers on a guarded view of the client, the done mark in that same transaction, `COMMIT`.
    */
-  async #runOnPool<R> (pool: PgPoolLike, claim: EventClaim, work: (tx: PgPoolClientLike) => Promise<R>): Promise<R> {
+  async #runOnPool<R> (pool: PgPoolLike, claim: StoreClaim, work: (tx: PgPoolClientLike) => Promise<R>): Promise<R> {
     const timeout = this.timeout
     const client = await checkOut(pool, timeout)
     // A checked-out client has no pool listener: if the server goes away mid-transaction (or
@@ -512,7 +512,7 @@ export class TransactionalPostgresSeenEventsStore<T> extends PostgresSeenEventsS
   }
 
   /** `transaction: { run, query }`: your library's transaction, with the transaction-id check and the deadline. */
-  async #runInYours<R> (claim: EventClaim, work: (tx: T) => Promise<R>): Promise<R> {
+  async #runInYours<R> (claim: StoreClaim, work: (tx: T) => Promise<R>): Promise<R> {
     const { fingerprint } = claim
     const transaction = this.#transaction
     let failed: { error: unknown } | undefined
@@ -576,15 +576,15 @@ const UNMARKED = '22012'
 /** What a delivery's transaction needs of its store. */
 interface DeliveryStatements {
   ready: () => Promise<void>
-  markAll: (claims: readonly EventClaim[], xid: string) => { text: string, values: unknown[] }
-  markAllThen: (claims: readonly EventClaim[], xid: string, then: string) => string | undefined
-  held: (claims: readonly EventClaim[]) => { text: string, values: unknown[] }
-  release: (claims: readonly EventClaim[]) => Promise<void>
+  markAll: (claims: readonly StoreClaim[], xid: string) => { text: string, values: unknown[] }
+  markAllThen: (claims: readonly StoreClaim[], xid: string, then: string) => string | undefined
+  held: (claims: readonly StoreClaim[]) => { text: string, values: unknown[] }
+  release: (claims: readonly StoreClaim[]) => Promise<void>
 }
 
 /** One event of the open group: what to run again should another event of the group fail. */
 interface GroupEvent {
-  readonly claim: EventClaim
+  readonly claim: StoreClaim
   readonly work: (tx: PgPoolClientLike) => Promise<unknown>
   /** Every guarded view of the client its handlers got (one per run): a late call on any of them fails the event. */
   readonly clients: HandlerClient[]
@@ -624,7 +624,7 @@ class PoolDelivery {
   /** Events `run` resolved for that failed later (run again after another's failure, or a late call): what `commit` answers. */
   #failures: Map<string, unknown> | undefined
   /** Claims of events whose handlers threw when run again: released after the commit (their effects are rolled back). */
-  readonly #toRelease: EventClaim[] = []
+  readonly #toRelease: StoreClaim[] = []
   /** Done marks written before a statement the check cannot read (`#markBefore`); awaited before the group goes on. */
   #flushes: Promise<void>[] = []
   #flushFailed: unknown
@@ -643,7 +643,7 @@ class PoolDelivery {
 
   get full (): boolean { return this.#regrouped || this.#events.length >= this.groupSize }
 
-  async run<R> (claim: EventClaim, work: (tx: PgPoolClientLike) => Promise<R>): Promise<R> {
+  async run<R> (claim: StoreClaim, work: (tx: PgPoolClientLike) => Promise<R>): Promise<R> {
     if (this.#committing) throw new ReplayStoreError('transaction', 'This delivery\'s transaction was already committed: open another.')
     if (this.#broken !== undefined) throw this.#broken
     const client = this.#client ?? await this.#open()

@@ -21,7 +21,6 @@ export {
   resolveReceiverOptions,
   type EventAnswer,
   type EventHandlerContext,
-  type ReceiverContext,
   type WebhookReceiverOptions,
   type WebhookRouteOptions,
 } from './options.js'

@@ -107,8 +107,6 @@ export interface EventHandlerContext {
   readonly keyId: string
 }
 
-/** @deprecated Use `EventHandlerContext` (the same type; the old name did not say whose context it is). Kept for one release. */
-export type ReceiverContext = EventHandlerContext
 
 /**
  * What the `handlers` option takes: a `WebhookEventRouter` (declare it

@@ -107,16 +107,3 @@ export function claimTokens (count: number): (i: number) => string {
   return (i) => count === 1 ? base : `${base}.${i.toString(36)}`
 }
 
-// The names of the per-event vocabulary this one replaced, kept for existing imports.
-/** @deprecated Use `DEFAULT_CLAIM_TTL`. */
-export const DEFAULT_SEEN_EVENTS_TTL = DEFAULT_CLAIM_TTL
-/** @deprecated Use `StoreClaim`. */
-export type EventClaim = StoreClaim
-/** @deprecated Use `StoreClaimResult`. */
-export type EventClaimResult = StoreClaimResult
-/** @deprecated Use `ClaimStore`: one store serves events and deliveries. */
-export type SeenEventsStore = ClaimStore
-/** @deprecated Use `TransactionalClaimStore`. */
-export type TransactionalSeenEventsStore<T> = TransactionalClaimStore<T>
-/** @deprecated Use `ClaimStoreOptions`. */
-export type SeenEventsStoreOptions = ClaimStoreOptions

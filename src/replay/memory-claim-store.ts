@@ -54,8 +54,6 @@ export interface SynchronousClaims {
    */
   releaseKey (claim: StoreClaim | string): void
 }
-/** @deprecated Use `SynchronousClaims`. */
-export type SynchronousSeenEvents = SynchronousClaims
 export const CLAIMED = 0
 export const PROCESSING = 1
 export const DONE = 2
@@ -399,12 +397,3 @@ export function synchronousClaims (store: ClaimStore): SynchronousClaims | null 
   return synchronousOf(store)
 }
 
-// The per-event names this store had before it also served deliveries.
-/** @deprecated Use `synchronousClaims`. */
-export const synchronousSeenEvents = synchronousClaims
-/** @deprecated Use `MemoryClaimStore`: the same class. */
-export const MemorySeenEventsStore = MemoryClaimStore
-/** @deprecated Use `MemoryClaimStore`: the same class. */
-export type MemorySeenEventsStore = MemoryClaimStore
-/** @deprecated Use `MemoryClaimStoreOptions`. */
-export type MemorySeenEventsStoreOptions = MemoryClaimStoreOptions

@@ -4,7 +4,7 @@ import {
   type DeadLetter, type DeadLetterError, type DeadLetterFailure, type DeadLetterPage, type DeadLetterQuery,
   type DeadLetterRetry, type DeadLetterStore, type RecordedFailure, type StoredLetter,
 } from './dead-letters-types.js'
-import { DEFAULT_SEEN_EVENTS_TTL } from './seen-events-types.js'
+import { DEFAULT_CLAIM_TTL } from './claim-store.js'
 import { checkTtl } from './ttl.js'
 
 export interface MemoryDeadLetterStoreOptions {
@@ -31,7 +31,7 @@ interface Entry extends StoredLetter {
 
 /**
  * Dead letters in this process's memory: for tests and a single instance whose seen events are in
- * memory too (`MemorySeenEventsStore`). Lost with the process, like those seen events.
+ * memory too (`MemoryClaimStore`). Lost with the process, like those seen events.
  */
 export class MemoryDeadLetterStore implements DeadLetterStore {
   readonly #entries = new Map<string, Entry>()
@@ -40,7 +40,7 @@ export class MemoryDeadLetterStore implements DeadLetterStore {
 
   constructor (options: MemoryDeadLetterStoreOptions = {}) {
     if (options === null || typeof options !== 'object') throw new TypeError('MemoryDeadLetterStore options must be an object')
-    const ttl = options.ttl ?? DEFAULT_SEEN_EVENTS_TTL
+    const ttl = options.ttl ?? DEFAULT_CLAIM_TTL
     checkTtl(ttl, 'ttl')
     const max = options.max ?? 10_000
     if (!Number.isSafeInteger(max) || max < 1) throw new TypeError('max must be a positive integer (events kept)')

@@ -274,13 +274,6 @@ export class RedisClaimStore implements ClaimStore {
   }
 }
 
-// The per-event names this store had before it also served deliveries.
-/** @deprecated Use `RedisClaimStore`: the same class. */
-export const RedisSeenEventsStore = RedisClaimStore
-/** @deprecated Use `RedisClaimStore`: the same class. */
-export type RedisSeenEventsStore = RedisClaimStore
-/** @deprecated Use `RedisClaimStoreOptions`. */
-export type RedisSeenEventsStoreOptions = RedisClaimStoreOptions
 
 const noArgs = (): [] => []
 

@@ -5,7 +5,7 @@ import {
   type DeadLetter, type DeadLetterError, type DeadLetterFailure, type DeadLetterPage, type DeadLetterQuery,
   type DeadLetterRetry, type DeadLetterStore, type RecordedFailure, type StoredLetter,
 } from './dead-letters-types.js'
-import { DEFAULT_SEEN_EVENTS_TTL } from './seen-events-types.js'
+import { DEFAULT_CLAIM_TTL } from './claim-store.js'
 import { checkTtl } from './ttl.js'
 
 export interface RedisDeadLetterStoreOptions extends RedisStoreOptions {
@@ -110,7 +110,7 @@ return out`
 
 /**
  * Dead letters on one Redis or a Redis Cluster, shared by every instance (pair it with
- * `RedisSeenEventsStore`). Every key holds the prefix's hash tag, so each operation is one atomic
+ * `RedisClaimStore`). Every key holds the prefix's hash tag, so each operation is one atomic
  * script on one node. With `waitForReplicas`, parking (and every other write) waits for that many
  * replicas, as the seen-events store's done marks do. Failures reject with `ReplayStoreError`.
  */
@@ -130,7 +130,7 @@ export class RedisDeadLetterStore implements DeadLetterStore {
       throw new TypeError('prefix must hold a {hash tag} (e.g. \'{my-app:dead-letters}:\'), so every key of the store is in one Redis Cluster slot')
     }
     this.#prefix = prefix
-    const ttl = options.ttl ?? DEFAULT_SEEN_EVENTS_TTL
+    const ttl = options.ttl ?? DEFAULT_CLAIM_TTL
     checkTtl(ttl, 'ttl')
     this.#ttlMs = ttl * 1000
     this.#timeout = checkTimeout(options.timeout)

@@ -22,7 +22,7 @@ export interface RedisReplayStoreOptions extends RedisStoreOptions {
  * claims, a failed claim never takes effect, `waitForReplicas`). The values its previous version
  * wrote still read as they did, and that version answers the new ones with 503 (a retry), so a
  * rolling upgrade never handles a delivery twice. Every failure rejects with `ReplayStoreError`.
- * @deprecated Pass a `RedisClaimStore` as `replay` (one store can serve the receivers and `WebhookEventRouter`).
+ * Internal, not exported: users pass a `RedisClaimStore` as `replay`.
  */
 export class RedisReplayStore implements DeliveryReplayStore {
   readonly #store: RedisClaimStore

@@ -8,7 +8,7 @@ import {
   type DeadLetterRetry, type DeadLetterStore, type RecordedFailure,
 } from '../replay/dead-letters-types.js'
 import { DEFAULT_DEAD_LETTER_TABLE, deadLetterSql, pageOf, rowToStored, sqliteValues as v, type DeadLetterSql } from '../replay/dead-letters-sql.js'
-import { DEFAULT_SEEN_EVENTS_TTL } from '../replay/seen-events-types.js'
+import { DEFAULT_CLAIM_TTL } from '../replay/claim-store.js'
 import { checkTtl } from '../replay/ttl.js'
 import { checkDatabaseOptions, createPrivately, isBusy, isMemoryPath, openDatabase, type SqliteDatabaseLike } from './driver.js'
 
@@ -58,7 +58,7 @@ export class SqliteDeadLetterStore implements DeadLetterStore {
 
   constructor (options: SqliteDeadLettersOptions) {
     if (options === null || typeof options !== 'object') throw new TypeError('sqliteDeadLetters options must be an object with a path or a database')
-    const { path, database, table = DEFAULT_DEAD_LETTER_TABLE, ttl = DEFAULT_SEEN_EVENTS_TTL, busyTimeout = 5000, allowMemory = false } = options
+    const { path, database, table = DEFAULT_DEAD_LETTER_TABLE, ttl = DEFAULT_CLAIM_TTL, busyTimeout = 5000, allowMemory = false } = options
     checkDatabaseOptions('sqliteDeadLetters', path, database, table)
     checkTtl(ttl, 'ttl')
     if (!Number.isSafeInteger(busyTimeout) || busyTimeout < 0 || busyTimeout > 2 ** 31 - 1) throw new TypeError('busyTimeout must be a whole number of milliseconds (0 to 2147483647)')

@@ -6,10 +6,10 @@
 import { randomBytes } from 'node:crypto'
 import { checkDatabaseOptions, createPrivately, isBusy, isMemoryPath, openDatabase, type SqliteDatabaseLike, type SqliteStatementLike } from './driver.js'
 import { HandlerTimeoutError, InboxTransactionError, ReplayStoreError } from '../replay/errors.js'
-import { claimTokens, type EventClaim, type EventClaimResult, type SeenEventsStore, type TransactionalSeenEventsStore } from '../replay/seen-events.js'
+import { claimTokens, type StoreClaim, type StoreClaimResult, type ClaimStore, type TransactionalClaimStore } from '../replay/claim-store.js'
 import { checkTtl } from '../replay/ttl.js'
 
-export type { TransactionalSeenEventsStore, EventClaim } from '../replay/seen-events.js'
+export type { TransactionalClaimStore, StoreClaim } from '../replay/claim-store.js'
 export type { TransactionContext } from '../dispatch/types.js'
 export type { SqliteDatabaseLike, SqliteStatementLike } from './driver.js'
 
@@ -199,7 +199,7 @@ type Outcome<R> = { ok: true, value: R } | { ok: false, error: unknown } | typeo
  * one after the other on a connection of its own (a transaction of handlers holds it until it
  * commits). Failures reject with `ReplayStoreError`.
  */
-export class SqliteSeenEventsStore implements SeenEventsStore {
+export class SqliteSeenEventsStore implements ClaimStore {
   /**
    * Your database (`database`), or a connection to the file it opened (`path`): for your own setup,
    * reads and writes. With `transactional` and a file, a second connection, never the one handlers'
@@ -308,14 +308,14 @@ export class SqliteSeenEventsStore implements SeenEventsStore {
     await this.#run('delete', true, (sql) => { for (const fp of fingerprints) sql.delete.run(fp) })
   }
 
-  async claim (fingerprints: readonly string[], lifetimeSeconds: number): Promise<EventClaimResult[]> {
+  async claim (fingerprints: readonly string[], lifetimeSeconds: number): Promise<StoreClaimResult[]> {
     checkTtl(lifetimeSeconds, 'lifetimeSeconds')
     if (fingerprints.length === 0) return []
     this.#maybePurge()
     return await this.#run('claim', true, (sql) => {
       const now = Date.now()
       const tokenOf = claimTokens(fingerprints.length)
-      return fingerprints.map((fingerprint, i): EventClaimResult => {
+      return fingerprints.map((fingerprint, i): StoreClaimResult => {
         const live = this.#live(sql, fingerprint, now)
         if (live !== undefined) return live.done ? 'done' : 'processing'
         const token = tokenOf(i)
@@ -325,19 +325,19 @@ export class SqliteSeenEventsStore implements SeenEventsStore {
     })
   }
 
-  async complete (claims: readonly EventClaim[]): Promise<void> {
+  async complete (claims: readonly StoreClaim[]): Promise<void> {
     if (claims.length === 0) return
     await this.#run('complete', true, (sql) => { const until = Date.now() + this.#ttlMs; for (const c of claims) sql.insert.run(c.fingerprint, c.token, 1, until) })
   }
 
-  async release (claims: readonly EventClaim[]): Promise<void> {
+  async release (claims: readonly StoreClaim[]): Promise<void> {
     // A claim whose transaction a handler ended is kept: what that handler committed itself is unknown.
     const free = this.#kept.size === 0 ? claims : claims.filter((c) => !this.#kept.delete(`${c.fingerprint}\0${c.token}`))
     if (free.length === 0) return
     await this.#run('release', true, (sql) => { for (const c of free) sql.release.run(c.fingerprint, c.token) })
   }
 
-  async extend (claims: readonly EventClaim[], lifetimeSeconds: number): Promise<void> {
+  async extend (claims: readonly StoreClaim[], lifetimeSeconds: number): Promise<void> {
     checkTtl(lifetimeSeconds, 'lifetimeSeconds')
     if (claims.length === 0) return
     await this.#run('extend', true, (sql) => {
@@ -369,7 +369,7 @@ export class SqliteSeenEventsStore implements SeenEventsStore {
   protected async enqueue<R> (work: () => Promise<R>): Promise<R> { return await this.#enqueue(work) }
 
   /** The done mark of `claim` written in the open transaction: whether the claim still held. */
-  protected markInTransaction (claim: EventClaim): boolean {
+  protected markInTransaction (claim: StoreClaim): boolean {
     return Number(this.#sql!.mark.run(Date.now() + this.#ttlMs, claim.fingerprint, claim.token).changes) === 1
   }
 
@@ -382,7 +382,7 @@ export class SqliteSeenEventsStore implements SeenEventsStore {
    * connection, and commits it with the claim's done mark: only when the handlers resolved within
    * `handlerTimeout` and the transaction they ran in is still the one opened here.
    */
-  protected async handleInTransaction<R> (claim: EventClaim, work: (tx: SqliteDatabaseLike) => Promise<R>): Promise<R> {
+  protected async handleInTransaction<R> (claim: StoreClaim, work: (tx: SqliteDatabaseLike) => Promise<R>): Promise<R> {
     return await this.#enqueue(async () => {
       this.assertOpen('transaction')
       const db = this.#db
@@ -549,14 +549,14 @@ export class SqliteSeenEventsStore implements SeenEventsStore {
 }
 
 /** `SqliteSeenEventsStore` that runs handlers in a transaction with the done mark (`transactional: true`). */
-export class TransactionalSqliteSeenEventsStore<D extends SqliteDatabaseLike> extends SqliteSeenEventsStore implements TransactionalSeenEventsStore<D> {
+export class TransactionalSqliteSeenEventsStore<D extends SqliteDatabaseLike> extends SqliteSeenEventsStore implements TransactionalClaimStore<D> {
   /**
    * Runs `work` with `context.db` (the store's connection, guarded: refused once `work` settled)
    * in a transaction, and commits it with the claim's done mark. Rejects, rolled back, when a
    * handler threw, ended the transaction itself (`InboxTransactionError`), or ran past
    * `handlerTimeout` (`HandlerTimeoutError`).
    */
-  async runInTransaction<R> (claim: EventClaim, work: (tx: D) => Promise<R>): Promise<R> {
+  async runInTransaction<R> (claim: StoreClaim, work: (tx: D) => Promise<R>): Promise<R> {
     return await this.handleInTransaction(claim, work as unknown as (tx: SqliteDatabaseLike) => Promise<R>)
   }
 }

@@ -15,16 +15,14 @@ import type { VerifyWebhookRequestOptions, WebhookHandler, WebhookHandlerOptions
 
 export type { WebhookEvent } from '../events/types.js'
 export type { ErrorResponse, Result } from '../errors.js'
-export type { ReplayStore, DeliveryReplayStore, ClaimState } from '../replay/types.js'
+export type { ReplayStore, DeliveryReplayStore } from '../replay/types.js'
 export type { ClaimStore, ClaimStoreOptions, StoreClaim, StoreClaimResult } from '../replay/claim-store.js'
 export type { Logger } from '../logger.js'
-export type { EventHandlerContext, ReceiverContext, DeliveryErrorCode, DispatchedBody, QueuedBody } from '../receiver/index.js'
+export type { EventHandlerContext, DeliveryErrorCode, DispatchedBody, QueuedBody } from '../receiver/index.js'
 export type { Enqueuer, EnqueueContext } from '../dispatch/types.js'
 export type { EnqueueOptions, HandlersOptions, OnEventsOptions, OnEventsResult, VerifyWebhookRequestOptions, WebhookHandler, WebhookHandlerCommonOptions, WebhookHandlerOptions } from './options.js'
 export { MemoryClaimStore } from '../replay/memory-claim-store.js'
 export type { MemoryClaimStoreOptions } from '../replay/memory-claim-store.js'
-/** @deprecated Use `MemoryClaimStore`. */
-export { MemoryReplayStore } from '../replay/memory-store.js'
 
 /**
  * Verifies a MailChannels delivery received as a fetch `Request`: reads its body once (at most

@@ -5,7 +5,7 @@
 import t, { type Test } from 'tap'
 import type { Queue } from 'bullmq'
 import { bullmqEnqueue, createWebhookEventWorker, type WebhookEventJobDispatcher, type WebhookEventWorkerOptions } from '../../src/bullmq/index.js'
-import { RedisDeadLetterStore, RedisSeenEventsStore, WebhookEventRouter, eventFingerprint } from '../../src/index.js'
+import { RedisDeadLetterStore, RedisClaimStore, WebhookEventRouter, eventFingerprint } from '../../src/index.js'
 import { noopLogger } from '../../src/logger.js'
 import { startRedisServer, waitFor } from '../replay/helpers/redis-server.js'
 import { memoryLogger, sampleEvents, testQueue } from './helpers.js'
@@ -33,7 +33,7 @@ t.test('a job that used up its attempts is parked (source bullmq), completes, an
   const store = new RedisDeadLetterStore(client, { prefix: `{bq-${n++}}:`, timeout: 10_000 })
   let broken = true
   let runs = 0
-  const seenEvents = new RedisSeenEventsStore(client, { prefix: `bq-seen-${n}:`, timeout: 10_000 })
+  const seenEvents = new RedisClaimStore(client, { prefix: `bq-seen-${n}:`, timeout: 10_000 })
   const handler = (): void => { runs++; if (broken) throw new Error('suppression list is read-only') }
   // The worker's router counts nothing itself: the worker parks what used up its job attempts.
   const workerRouter = new WebhookEventRouter({ seenEvents }).on('hard-bounced', handler)
@@ -62,7 +62,7 @@ t.test('a job that used up its attempts is parked (source bullmq), completes, an
 t.test('a router with deadLetters parks after `after` job attempts; the job completes parked', async (t) => {
   const { queue } = await testQueue(t, server)
   const store = new RedisDeadLetterStore(client, { prefix: `{bq-${n++}}:`, timeout: 10_000 })
-  const router = new WebhookEventRouter({ seenEvents: new RedisSeenEventsStore(client, { prefix: `bq-seen-${n}:`, timeout: 10_000 }), deadLetters: { store, after: 2 } })
+  const router = new WebhookEventRouter({ seenEvents: new RedisClaimStore(client, { prefix: `bq-seen-${n}:`, timeout: 10_000 }), deadLetters: { store, after: 2 } })
     .on('*', () => { throw new Error('poison') })
   startWorker(t, queue, router)
   const event = sampleEvents(1)[0]!

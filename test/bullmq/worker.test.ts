@@ -12,7 +12,7 @@ import type { DispatchContext } from '../../src/dispatch/types.js'
 import type { WebhookEvent } from '../../src/events/types.js'
 import { noopLogger } from '../../src/logger.js'
 import { eventFingerprint } from '../../src/replay/fingerprint.js'
-import { MemorySeenEventsStore } from '../../src/replay/memory-seen-events.js'
+import { MemoryClaimStore } from '../../src/replay/memory-claim-store.js'
 import { startRedisServer, waitFor } from '../replay/helpers/redis-server.js'
 import { memoryLogger, sampleEvents, testQueue } from './helpers.js'
 
@@ -115,7 +115,7 @@ t.test('a handler that keeps failing: the job ends in the failed set with its re
 t.test('with a seen-events store, a job run again after its event was handled skips it', async (t) => {
   const { queue } = await testQueue(t, server)
   let calls = 0
-  const router = new WebhookEventRouter<WebhookEventJobContext>({ seenEvents: new MemorySeenEventsStore() }).on('*', () => { calls++ })
+  const router = new WebhookEventRouter<WebhookEventJobContext>({ seenEvents: new MemoryClaimStore() }).on('*', () => { calls++ })
   const events = sampleEvents(2)
   // An earlier run handled the first event, and its worker died before BullMQ recorded the job as completed.
   const earlier = await router.dispatch([events[0]!], { job: undefined as never, keyId: 'mckey' })
@@ -130,7 +130,7 @@ t.test('with a seen-events store, a job run again after its event was handled sk
 
 t.test('an event another dispatch holds is deferred: the job is retried and handled once that claim is gone', async (t) => {
   const { queue } = await testQueue(t, server)
-  const store = new MemorySeenEventsStore()
+  const store = new MemoryClaimStore()
   let calls = 0
   const router = new WebhookEventRouter({ seenEvents: store }).on('*', () => { calls++ })
   const worker = startWorker(t, queue, router)

@@ -4,7 +4,7 @@ import type { AddressInfo } from 'node:net'
 import { setTimeout as sleep } from 'node:timers/promises'
 import Fastify, { type FastifyInstance } from 'fastify'
 import mailchannelsWebhooks from '../../src/fastify/index.js'
-import { MemorySeenEventsStore, WebhookEventRouter } from '../../src/index.js'
+import { MemoryClaimStore, WebhookEventRouter } from '../../src/index.js'
 import { BIN, COMMAND_DEADLINE_MS, ensureBuilt, ROOT, runCli, stateDir, type Run } from './helpers/cli.js'
 
 // The README walkthrough as a user types it, with the built binary: start the sandbox, enroll
@@ -32,7 +32,7 @@ t.test('walkthrough with the CLI: sandbox, enroll, validate, an outage, reconcil
 
   // A receiver: the Fastify plugin with a WebhookEventRouter whose seen-events store outlives restarts.
   const handled = new Map<string, number>()
-  const router = new WebhookEventRouter({ seenEvents: new MemorySeenEventsStore() })
+  const router = new WebhookEventRouter({ seenEvents: new MemoryClaimStore() })
     .on('*', (_event, { fingerprint }) => { handled.set(fingerprint, (handled.get(fingerprint) ?? 0) + 1) })
   let port = 0
   let app: FastifyInstance | null = null

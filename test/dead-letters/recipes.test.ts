@@ -3,13 +3,13 @@
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base'
 import { Registry } from 'prom-client'
 import t from 'tap'
-import { MemoryDeadLetterStore, MemorySeenEventsStore, WebhookEventRouter, eventFingerprint } from '../../src/index.js'
+import { MemoryDeadLetterStore, MemoryClaimStore, WebhookEventRouter, eventFingerprint } from '../../src/index.js'
 import { ev } from '../dispatch/helpers/events.js'
 
 /** Parks two events (a bounce and an open), retries the bounce once fixed, discards the open. */
 async function traffic (): Promise<void> {
   let broken = true
-  const router = new WebhookEventRouter({ seenEvents: new MemorySeenEventsStore(), deadLetters: { store: new MemoryDeadLetterStore(), after: 1 } })
+  const router = new WebhookEventRouter({ seenEvents: new MemoryClaimStore(), deadLetters: { store: new MemoryDeadLetterStore(), after: 1 } })
     .on(['hard-bounced', 'open'], () => { if (broken) throw new Error('down') })
   const bounce = ev('hard-bounced', 1)
   const open = ev('open', 2)

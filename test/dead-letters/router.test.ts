@@ -4,8 +4,8 @@
 import diagnosticsChannel from 'node:diagnostics_channel'
 import t, { type Test } from 'tap'
 import {
-  MemoryDeadLetterStore, MemorySeenEventsStore, RedisDeadLetterStore, RedisSeenEventsStore, WebhookEventRouter,
-  eventFingerprint, type DeadLetterStore, type SeenEventsStore,
+  MemoryDeadLetterStore, MemoryClaimStore, RedisDeadLetterStore, RedisClaimStore, WebhookEventRouter,
+  eventFingerprint, type DeadLetterStore, type ClaimStore,
 } from '../../src/index.js'
 import { DEAD_LETTER_DIAGNOSTICS_CHANNEL, type DeadLetterMessage } from '../../src/diagnostics/dead-letter-types.js'
 import { ev } from '../dispatch/helpers/events.js'
@@ -27,7 +27,7 @@ t.test('deadLetters is checked at construction', async (t) => {
   await t.rejects(new WebhookEventRouter().retryDeadLetter('abc'), /needs the router's deadLetters option/)
 })
 
-async function parkRetryDiscard (t: Test, seenEvents: () => SeenEventsStore, deadLetters: () => DeadLetterStore): Promise<void> {
+async function parkRetryDiscard (t: Test, seenEvents: () => ClaimStore, deadLetters: () => DeadLetterStore): Promise<void> {
   t.test('parked after `after` failures, completed, reported parked; later deliveries skip it', async (t) => {
     let broken = true
     let calls = 0
@@ -142,7 +142,7 @@ t.test('without a seen-events store: parked and reported ok, but nothing remembe
 })
 
 t.test('memory stores', async (t) => {
-  await parkRetryDiscard(t, () => new MemorySeenEventsStore(), () => new MemoryDeadLetterStore())
+  await parkRetryDiscard(t, () => new MemoryClaimStore(), () => new MemoryDeadLetterStore())
 })
 
 t.test('Redis stores', async (t) => {
@@ -150,13 +150,13 @@ t.test('Redis stores', async (t) => {
   t.teardown(async () => { await redis.close() })
   const client = await redis.client(GENEROUS)
   let n = 0
-  await parkRetryDiscard(t, () => new RedisSeenEventsStore(client, { prefix: `seen-${n}:`, timeout: 10_000 }), () => new RedisDeadLetterStore(client, { prefix: `{dl-${n++}}:`, timeout: 10_000 }))
+  await parkRetryDiscard(t, () => new RedisClaimStore(client, { prefix: `seen-${n}:`, timeout: 10_000 }), () => new RedisDeadLetterStore(client, { prefix: `{dl-${n++}}:`, timeout: 10_000 }))
 
   t.test('one poison event among 1,000: 999 handled once, the poison parked, the delivery 2xx after the threshold', async (t) => {
     const effects = new Map<string, number>()
     let poisonCalls = 0
     const deadLetters = new RedisDeadLetterStore(client, { prefix: '{poison}:', timeout: 10_000 })
-    const router = new WebhookEventRouter({ seenEvents: new RedisSeenEventsStore(client, { prefix: 'poison-seen:', timeout: 10_000 }), concurrency: 8, deadLetters: { store: deadLetters, after: 3 } })
+    const router = new WebhookEventRouter({ seenEvents: new RedisClaimStore(client, { prefix: 'poison-seen:', timeout: 10_000 }), concurrency: 8, deadLetters: { store: deadLetters, after: 3 } })
       .on('*', async (event, { fingerprint }) => {
         if (event.requestId?.endsWith('-500') === true) { poisonCalls++; throw new RangeError('amount out of range') }
         effects.set(fingerprint, (effects.get(fingerprint) ?? 0) + 1)

@@ -9,7 +9,8 @@ import Fastify from 'fastify'
 import t from 'tap'
 import { mailchannelsWebhooks } from '../../src/express/index.js'
 import plugin from '../../src/fastify/index.js'
-import { MemoryReplayStore, MemorySeenEventsStore, WebhookEventRouter } from '../../src/index.js'
+import { MemoryClaimStore, WebhookEventRouter } from '../../src/index.js'
+import { MemoryReplayStore } from '../../src/replay/memory-store.js'
 import type { ReplayStore } from '../../src/replay/types.js'
 import { generateSigningKeyPair, signWebhook, type SignedWebhook } from '../../src/testing/index.js'
 import { createWebhookHandler } from '../../src/web/index.js'
@@ -180,7 +181,7 @@ t.test('Express middleware: accepted without replay protection, duplicate with i
 t.test('handlers: a router answers; its answer is the delivery\'s outcome (web handler and Fastify path route)', async (t) => {
   const r = record(t)
   let fail = false
-  const router = new WebhookEventRouter({ seenEvents: new MemorySeenEventsStore() })
+  const router = new WebhookEventRouter({ seenEvents: new MemoryClaimStore() })
     .on('delivered', async () => { await sleep(30); if (fail) throw new Error('no') })
   const quiet = { debug () {}, info () {}, warn () {}, error () {} }
   const handler = createWebhookHandler({ ...base, handlers: router, logger: quiet })
@@ -207,7 +208,7 @@ t.test('handlers: an event another delivery is handling: failed with the code an
   const inHandler = new Promise<void>((resolve) => { entered = resolve })
   let release!: () => void
   const gate = new Promise<void>((resolve) => { release = resolve })
-  const router = new WebhookEventRouter({ seenEvents: new MemorySeenEventsStore() }).on('delivered', async () => { entered(); await gate })
+  const router = new WebhookEventRouter({ seenEvents: new MemoryClaimStore() }).on('delivered', async () => { entered(); await gate })
   const handler = createWebhookHandler({ ...base, handlers: router, logger: { debug () {}, info () {}, warn () {}, error () {} } })
   const events = [{ event: 'delivered', customer_handle: CUSTOMER, timestamp: 1700000000, request_id: 'in-progress' }]
   // Signed a second apart whatever the time between the two lines (a loaded machine can take a

@@ -4,7 +4,7 @@ import diagnosticsChannel from 'node:diagnostics_channel'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
 import t, { type Test } from 'tap'
-import { DELIVERY_DIAGNOSTICS_CHANNEL, KEY_FETCH_DIAGNOSTICS_CHANNEL, KeyStore, RECEIVE_TRACING_CHANNEL, Webhooks } from '../../src/index.js'
+import { DELIVERY_DIAGNOSTICS_CHANNEL, KEY_FETCH_DIAGNOSTICS_CHANNEL, KeyStore, RECEIVE_TRACING_CHANNEL, verifyWebhook } from '../../src/index.js'
 import { createWebhookPipeline, settle, type AcceptedOutcome, type WebhookPort } from '../../src/receiver/index.js'
 import type { Reply } from '../../src/receiver/reply.js'
 import { generateSigningKeyPair, signWebhook, type SignedWebhook } from '../../src/testing/index.js'
@@ -64,7 +64,7 @@ async function everyOutcome (t: Test): Promise<void> {
   const other = sign()
   t.equal(await post(other.body, other.headers), 500, 'failed')
   const unknown = sign('no-such-key')
-  t.equal((await Webhooks.verify({ payload: unknown.body, headers: unknown.headers, keyStore: new KeyStore({ baseUrl: keyServer.baseUrl }) })).error?.type, 'unknown_key', 'a key fetch answered 404')
+  t.equal((await verifyWebhook({ payload: unknown.body, headers: unknown.headers, keyStore: new KeyStore({ baseUrl: keyServer.baseUrl }) })).error?.type, 'unknown_key', 'a key fetch answered 404')
 }
 
 t.test('nobody subscribed: no clock is read for any outcome or key fetch', async (t) => {

@@ -1,8 +1,8 @@
-// WebhookEventRouter with a seen-events store (MemorySeenEventsStore): claim before handlers,
+// WebhookEventRouter with a seen-events store (MemoryClaimStore): claim before handlers,
 // done mark after, release on failure, renewal while handlers run, store failures.
 // The same scenarios across two instances sharing a real Redis are in redis.test.ts.
 import t from 'tap'
-import { MemorySeenEventsStore, ReplayStoreError, WebhookEventRouter, eventFingerprint, type Logger } from '../../src/index.js'
+import { MemoryClaimStore, ReplayStoreError, WebhookEventRouter, eventFingerprint, type Logger } from '../../src/index.js'
 import { ev, sleep } from './helpers/events.js'
 import { concurrentDeliveries, retryCompletesTheRest } from './helpers/scenarios.js'
 import { SpyStore } from './helpers/spy-store.js'
@@ -32,7 +32,7 @@ t.test('handled, then skipped on a resend; unhandled events are never claimed; o
 })
 
 t.test('an event another dispatch is handling is deferred, not run', async (t) => {
-  const store = new MemorySeenEventsStore()
+  const store = new MemoryClaimStore()
   let release!: () => void
   const gate = new Promise<void>((resolve) => { release = resolve })
   let runs = 0
@@ -50,12 +50,12 @@ t.test('an event another dispatch is handling is deferred, not run', async (t) =
 })
 
 t.test('a failed handler releases its claim, so the retry runs it; the others are not repeated', async (t) => {
-  const store = new MemorySeenEventsStore()
+  const store = new MemoryClaimStore()
   await retryCompletesTheRest(t, store, store)
 })
 
 t.test('many concurrent identical deliveries and resends, some handlers failing once: every effect exactly once', async (t) => {
-  const store = new MemorySeenEventsStore()
+  const store = new MemoryClaimStore()
   await concurrentDeliveries(t, { stores: [store, store] }, { events: 40, deliveries: 25, rounds: 60, failures: 6 })
 })
 
@@ -83,7 +83,7 @@ t.test('the seen-events store cannot claim: the events to run fail with a Replay
 })
 
 t.test('a store answering claim wrongly: events fail with a ReplayStoreError, claims it did give are released', async (t) => {
-  const inner = new MemorySeenEventsStore()
+  const inner = new MemoryClaimStore()
   const events = [ev('delivered', 1), ev('delivered', 2)]
   const fps = events.map(eventFingerprint)
   const short = new SpyStore(inner)
@@ -209,7 +209,7 @@ t.test('duplicates in one delivery are claimed once', async (t) => {
 })
 
 t.test('the memory store as it is (answered synchronously): copies in one delivery are claimed once, and report as their first copy', async (t) => {
-  const store = new MemorySeenEventsStore()
+  const store = new MemoryClaimStore()
   let runs = 0
   const router = new WebhookEventRouter({ seenEvents: store }).on('open', () => { runs++ })
   const report = await router.dispatch([ev('open', 1), ev('open', 1), ev('open', 2), ev('open', 1)])
@@ -227,7 +227,7 @@ t.test('the memory store as it is (answered synchronously): copies in one delive
 })
 
 t.test('the memory store as it is: events handled before a slow one are marked done while it runs', async (t) => {
-  const store = new MemorySeenEventsStore()
+  const store = new MemoryClaimStore()
   let release!: () => void
   const gate = new Promise<void>((resolve) => { release = resolve })
   const router = new WebhookEventRouter({ seenEvents: store })
@@ -242,7 +242,7 @@ t.test('the memory store as it is: events handled before a slow one are marked d
 })
 
 t.test('the memory store as it is: an event handled once the dispatch waits is marked done while a later one runs', async (t) => {
-  const store = new MemorySeenEventsStore()
+  const store = new MemoryClaimStore()
   let release!: () => void
   const gate = new Promise<void>((resolve) => { release = resolve })
   let opened!: () => void
@@ -259,7 +259,7 @@ t.test('the memory store as it is: an event handled once the dispatch waits is m
 })
 
 t.test('the report: outcomes are built when read, the same array every time, and are in a copy or JSON of the report', async (t) => {
-  const router = new WebhookEventRouter({ seenEvents: new MemorySeenEventsStore() }).on('open', () => {})
+  const router = new WebhookEventRouter({ seenEvents: new MemoryClaimStore() }).on('open', () => {})
   const events = [ev('open', 1), ev('click', 2)]
   const report = await router.dispatch(events)
   t.equal(report.outcomes, report.outcomes)
@@ -278,7 +278,7 @@ t.test('the report: outcomes are built when read, the same array every time, and
 })
 
 t.test('a full memory store forgets the oldest events first, delivery after delivery, and stays at its max', async (t) => {
-  const store = new MemorySeenEventsStore({ max: 100 })
+  const store = new MemoryClaimStore({ max: 100 })
   const router = new WebhookEventRouter({ seenEvents: store }).on('delivered', () => {})
   const delivery = (d: number): ReturnType<typeof ev>[] => Array.from({ length: 30 }, (_, i) => ev('delivered', d * 1000 + i))
   for (let d = 0; d < 20; d++) {

@@ -1,8 +1,8 @@
-// Two router "instances", each with its own ioredis client and RedisSeenEventsStore, sharing one
+// Two router "instances", each with its own ioredis client and RedisClaimStore, sharing one
 // real redis-server: concurrent identical deliveries and resends, injected handler failures,
 // claim renewal across instances, Redis going down and coming back.
 import t from 'tap'
-import { RedisSeenEventsStore, ReplayStoreError, WebhookEventRouter, eventFingerprint } from '../../src/index.js'
+import { RedisClaimStore, ReplayStoreError, WebhookEventRouter, eventFingerprint } from '../../src/index.js'
 import { startRedisServer } from '../replay/helpers/redis-server.js'
 import { until } from '../helpers/wait.js'
 import { ev, sleep } from './helpers/events.js'
@@ -17,9 +17,9 @@ let n = 0
  * Command and store timeouts of 30 s, deadlines for hangs only: a busy machine must not turn a
  * slow answer into a failed event (with Redis stopped, commands still fail at once: no offline queue).
  */
-async function instances (count: number): Promise<RedisSeenEventsStore[]> {
+async function instances (count: number): Promise<RedisClaimStore[]> {
   const prefix = `router-test-${++n}:`
-  return await Promise.all(Array.from({ length: count }, async () => new RedisSeenEventsStore(await redis.client({ commandTimeout: 30_000 }), { prefix, timeout: 30_000 })))
+  return await Promise.all(Array.from({ length: count }, async () => new RedisClaimStore(await redis.client({ commandTimeout: 30_000 }), { prefix, timeout: 30_000 })))
 }
 
 t.test('two instances, many concurrent identical deliveries and resends, handlers failing once: every effect exactly once', async (t) => {

@@ -1,7 +1,7 @@
 // WebhookEventRouter without a seen-events store: typed registration, order, concurrency,
 // statuses, context, argument and option checks. The store part is in exactly-once.test.ts.
 import t from 'tap'
-import { WebhookEventRouter, eventFingerprint, MemorySeenEventsStore, type WebhookEvent, type Logger } from '../../src/index.js'
+import { WebhookEventRouter, eventFingerprint, MemoryClaimStore, type WebhookEvent, type Logger } from '../../src/index.js'
 import { ev, sleep } from './helpers/events.js'
 
 t.test('a handler gets the events of its type, narrowed, with the event fingerprint', async (t) => {
@@ -174,11 +174,11 @@ t.test('options are checked at construction, naming the option', async (t) => {
   for (const claimLifetime of [0, 0.5, '30', -3]) {
     t.throws(() => make({ claimLifetime }), { name: 'TypeError', message: /^claimLifetime must be a positive integer number of seconds/ })
   }
-  t.throws(() => make({ seenEvents: {} }), { name: 'TypeError', message: /seenEvents must be a SeenEventsStore.*missing: claim, complete, release, extend/ })
+  t.throws(() => make({ seenEvents: {} }), { name: 'TypeError', message: /seenEvents must be a ClaimStore.*missing: claim, complete, release, extend/ })
   // A v1 custom store (has/add/delete only) is told what it lacks.
   t.throws(() => make({ seenEvents: { has: async () => [], add: async () => [], delete: async () => {} } }), { message: /missing: claim, complete, release, extend/ })
-  t.throws(() => make({ seenEvents: 'redis://' }), { message: /seenEvents must be a SeenEventsStore/ })
-  const router = new WebhookEventRouter({ seenEvents: new MemorySeenEventsStore(), concurrency: 4, claimLifetime: 10 })
+  t.throws(() => make({ seenEvents: 'redis://' }), { message: /seenEvents must be a ClaimStore/ })
+  const router = new WebhookEventRouter({ seenEvents: new MemoryClaimStore(), concurrency: 4, claimLifetime: 10 })
   t.equal(router.claimLifetime, 10)
   t.equal(new WebhookEventRouter().claimLifetime, 30, 'claimLifetime defaults to 30 s')
 })

@@ -3,7 +3,7 @@
 // text and never runs; the retry runs the handlers and the row goes. The API needs the run's key.
 import puppeteer, { type Browser } from 'puppeteer-core'
 import t from 'tap'
-import { MemoryDeadLetterStore, MemorySeenEventsStore, WebhookEventRouter, eventFingerprint } from '../../src/index.js'
+import { MemoryDeadLetterStore, MemoryClaimStore, WebhookEventRouter, eventFingerprint } from '../../src/index.js'
 import { createInspector } from '../../src/testing/inspector/index.js'
 import { ev } from '../dispatch/helpers/events.js'
 import { findChromium } from '../helpers/chromium.js'
@@ -17,7 +17,7 @@ const XSS_ERROR = '<img src=x onerror="window.__pwned = 1">'
 async function parkedRouter (): Promise<{ router: WebhookEventRouter, fixed: () => void, runs: () => number, fingerprint: string }> {
   let broken = true
   let runs = 0
-  const router = new WebhookEventRouter({ seenEvents: new MemorySeenEventsStore(), deadLetters: { store: new MemoryDeadLetterStore(), after: 1 } })
+  const router = new WebhookEventRouter({ seenEvents: new MemoryClaimStore(), deadLetters: { store: new MemoryDeadLetterStore(), after: 1 } })
     .on('hard-bounced', () => { runs++; if (broken) throw new TypeError(XSS_ERROR) })
   const event = ev('hard-bounced', 1, { reason: '<script>window.__pwned = 2</script>' })
   await router.dispatch([event])

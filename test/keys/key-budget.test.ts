@@ -3,7 +3,7 @@
 // id). Everything runs on a simulated clock against a real loopback key API.
 import crypto from 'node:crypto'
 import t, { type Test } from 'tap'
-import { KeyStore, Webhooks, type Result } from '../../src/index.js'
+import { KeyStore, verifyWebhook, type Result } from '../../src/index.js'
 import { serveKeys, startKeyServer, type KeyServer } from '../helpers/key-server.js'
 import { B0, p0, signRaw, TEST_PUBLIC_KEY } from '../helpers/sign.js'
 
@@ -40,11 +40,11 @@ async function sim (t: Test, options: { fetchesPerMinute?: number } = {}): Promi
     start,
     real: () => {
       const d = signRaw({ params: p0(nowS(), REAL), body: B0 })
-      return Webhooks.verify({ payload: d.body, headers: d.headers, keyStore: store, now: clock.ms })
+      return verifyWebhook({ payload: d.body, headers: d.headers, keyStore: store, now: clock.ms })
     },
     oneOff: (keyId = `k${crypto.randomBytes(8).toString('hex')}`) => {
       const d = signRaw({ params: p0(nowS(), keyId), body: B0 })
-      return Webhooks.verify({ payload: d.body, headers: { ...d.headers, signature: ZERO_SIG }, keyStore: store, now: clock.ms })
+      return verifyWebhook({ payload: d.body, headers: { ...d.headers, signature: ZERO_SIG }, keyStore: store, now: clock.ms })
     },
     budgetBound: () => budget + Math.floor(((clock.ms - start) * budget) / 60_000),
   }
@@ -132,12 +132,12 @@ t.test('keyIds: the listed ids are fetched once, ahead of the first delivery and
   const fetchesBefore = s.server.keyFetches()
   const d = signRaw({ params: p0(Math.floor(s.clock.ms / 1000), REAL), body: B0 })
   const options = { keyStore: s.store, keyIds: [REAL, 'mc-next'], now: s.clock.ms }
-  const r = await Webhooks.verify({ ...options, payload: d.body, headers: d.headers })
+  const r = await verifyWebhook({ ...options, payload: d.body, headers: d.headers })
   t.equal(r.error, null, 'the first delivery with a listed id is accepted despite the spent budget')
   await s.store.prefetch([REAL, 'mc-next'])
   const urls = s.server.requests.slice(fetchesBefore).map((q) => q.url).sort()
   t.strictSame(urls, [`/tx/v1/webhook/public-key?id=${REAL}`, '/tx/v1/webhook/public-key?id=mc-next'], 'one fetch per listed id (single flight with the delivery)')
-  for (let i = 0; i < 5; i++) t.equal((await Webhooks.verify({ ...options, payload: d.body, headers: d.headers })).error, null)
+  for (let i = 0; i < 5; i++) t.equal((await verifyWebhook({ ...options, payload: d.body, headers: d.headers })).error, null)
   t.equal(s.server.keyFetches(), fetchesBefore + 2, 'no further fetch: each id is warmed once per store')
   t.throws(() => s.store.prefetch(['bad id']), TypeError)
 })
@@ -157,7 +157,7 @@ t.test('a failed advance fetch of keyIds is not remembered: the first delivery f
   t.equal(server.keyFetches(), 0, 'the advance fetch never left the isolate')
   refuse = false
   const d = signRaw({ params: p0(Math.floor(clock.ms / 1000), REAL), body: B0 })
-  const r = await Webhooks.verify({ keyStore: store, keyIds: [REAL], now: clock.ms, payload: d.body, headers: d.headers })
+  const r = await verifyWebhook({ keyStore: store, keyIds: [REAL], now: clock.ms, payload: d.body, headers: d.headers })
   t.equal(r.error, null, 'the first delivery is accepted, not answered key_unavailable for errorTtl')
   t.equal(server.keyFetches(), 1)
 })

@@ -2,7 +2,7 @@ import crypto from 'node:crypto'
 import path from 'node:path'
 import t, { type Test } from 'tap'
 import { runtime } from '#crypto'
-import { KeyStore, Webhooks, type Logger, type Result } from '../../src/index.js'
+import { KeyStore, verifyWebhook, type Logger, type Result } from '../../src/index.js'
 import { importEd25519PublicKey, isWeakEd25519Point, KeyRejectedError } from '../../src/keys/public-key.js'
 import { signatureBase, verifyEd25519 } from '../../src/verify/signature.js'
 import { assertRejected } from '../helpers/assert.js'
@@ -37,7 +37,7 @@ async function expectUnavailableNotCached (t: Test, behaviour: KeyBehaviour, lab
   const logger = captureLogger()
   const store = new KeyStore({ baseUrl: s.baseUrl, now: clock.now, errorTtl: 30, logger, ...(fetchTimeout ? { fetchTimeout } : {}) })
   const d = validDelivery()
-  const run = (): Promise<Result<unknown[]>> => Webhooks.verify({ payload: d.body, headers: d.headers, keyStore: store })
+  const run = (): Promise<Result<unknown[]>> => verifyWebhook({ payload: d.body, headers: d.headers, keyStore: store })
   assertRejected(t, await run(), 'key_unavailable', 503)
   t.equal(store.stats().keys, 0, `${label}: nothing cached as a key`)
   t.equal(s.keyFetches(), 1)
@@ -60,12 +60,12 @@ t.test('key API connection refused -> key_unavailable, recovers after errorTtl',
   const port = await closedPort()
   const store = new KeyStore({ baseUrl: `http://127.0.0.1:${port}` })
   const d = validDelivery()
-  const r = await Webhooks.verify({ payload: d.body, headers: d.headers, keyStore: store })
+  const r = await verifyWebhook({ payload: d.body, headers: d.headers, keyStore: store })
   assertRejected(t, r, 'key_unavailable', 503)
   t.notOk(r.error?.message.includes(String(port)), 'the message does not echo the URL')
   t.equal(store.stats().keys, 0)
   // via baseUrl + shared store as well
-  assertRejected(t, await Webhooks.verify({ payload: d.body, headers: d.headers, baseUrl: `http://127.0.0.1:${port}`, cache: false }), 'key_unavailable', 503)
+  assertRejected(t, await verifyWebhook({ payload: d.body, headers: d.headers, baseUrl: `http://127.0.0.1:${port}`, cache: false }), 'key_unavailable', 503)
 })
 
 t.test('key API resets the connection -> key_unavailable, not cached', async (t) => {
@@ -77,7 +77,7 @@ t.test('key API hangs -> key_unavailable after the fetch timeout; waiters releas
   const clock = fakeClock()
   const store = new KeyStore({ baseUrl: s.baseUrl, fetchTimeout: 300, now: clock.now, errorTtl: 30 })
   const d = validDelivery()
-  const run = (): Promise<Result<unknown[]>> => Webhooks.verify({ payload: d.body, headers: d.headers, keyStore: store })
+  const run = (): Promise<Result<unknown[]>> => verifyWebhook({ payload: d.body, headers: d.headers, keyStore: store })
   const started = Date.now()
   const results = await Promise.all(Array.from({ length: 10 }, run))
   const elapsed = Date.now() - started
@@ -160,19 +160,19 @@ t.test('D4 small-order identity key with R=identity,S=0 -> key_unavailable, neve
   await expectUnavailableNotCached(t, () => json({ id: 'mckey', key: IDENTITY_KEY }), 'D4')
   const s = await server(t, () => json({ id: 'mckey', key: IDENTITY_KEY }))
   const d = validDelivery(B0.replace('delivered', 'complained'))
-  const r = await Webhooks.verify({ payload: d.body, headers: { ...d.headers, signature: forged }, keyStore: new KeyStore({ baseUrl: s.baseUrl }) })
+  const r = await verifyWebhook({ payload: d.body, headers: { ...d.headers, signature: forged }, keyStore: new KeyStore({ baseUrl: s.baseUrl }) })
   assertRejected(t, r, 'key_unavailable', 503)
   // and given as the publicKey option it is refused at validation
-  const r2 = await Webhooks.verify({ payload: d.body, headers: { ...d.headers, signature: forged }, publicKey: IDENTITY_KEY })
+  const r2 = await verifyWebhook({ payload: d.body, headers: { ...d.headers, signature: forged }, publicKey: IDENTITY_KEY })
   t.equal(r2.error?.type, 'validation_error')
   t.match(r2.error?.message, /publicKey/)
   // and as a KeyObject (the forgery verified before the fix)
-  const r3 = await Webhooks.verify({ payload: d.body, headers: { ...d.headers, signature: forged }, publicKey: rawKey })
+  const r3 = await verifyWebhook({ payload: d.body, headers: { ...d.headers, signature: forged }, publicKey: rawKey })
   t.equal(r3.error?.type, 'validation_error', 'small-order KeyObject refused')
   t.equal(r3.data, null)
   // and as an extractable CryptoKey: refused when the options are read (Node), or never verifies (WebCrypto, where its bytes are read asynchronously)
   const weakCryptoKey = await crypto.subtle.importKey('spki', Buffer.from(IDENTITY_KEY, 'base64'), { name: 'Ed25519' }, true, ['verify'])
-  const r4 = await Webhooks.verify({ payload: d.body, headers: { ...d.headers, signature: forged }, publicKey: weakCryptoKey })
+  const r4 = await verifyWebhook({ payload: d.body, headers: { ...d.headers, signature: forged }, publicKey: weakCryptoKey })
   t.equal(r4.error?.type, runtime === 'node' ? 'validation_error' : 'signature_invalid', 'small-order CryptoKey refused')
   t.equal(r4.data, null)
 })
@@ -246,7 +246,7 @@ t.test('key API TLS error (self-signed certificate) -> key_unavailable', async (
   const port = (srv.address() as { port: number }).port
   const store = new KeyStore({ baseUrl: `https://127.0.0.1:${port}` })
   const d = validDelivery()
-  assertRejected(t, await Webhooks.verify({ payload: d.body, headers: d.headers, keyStore: store }), 'key_unavailable', 503)
+  assertRejected(t, await verifyWebhook({ payload: d.body, headers: d.headers, keyStore: store }), 'key_unavailable', 503)
   t.equal(hits, 0, 'no request completed over the untrusted connection')
   t.equal(store.stats().keys, 0)
 })
@@ -259,13 +259,13 @@ t.test('key rotation: a new keyid is fetched once (single flight) and both keys 
   })
   const store = new KeyStore({ baseUrl: s.baseUrl })
   const old = validDelivery()
-  t.equal((await Webhooks.verify({ payload: old.body, headers: old.headers, keyStore: store })).error, null)
+  t.equal((await verifyWebhook({ payload: old.body, headers: old.headers, keyStore: store })).error, null)
   const rotated = signRaw({ params: p0(nowSeconds(), 'mckey2'), body: B0, key: next.privateKey })
-  const results = await Promise.all(Array.from({ length: 20 }, () => Webhooks.verify({ payload: rotated.body, headers: rotated.headers, keyStore: store })))
+  const results = await Promise.all(Array.from({ length: 20 }, () => verifyWebhook({ payload: rotated.body, headers: rotated.headers, keyStore: store })))
   t.equal(results.filter((r) => r.error === null).length, 20)
   t.equal(s.keyFetches(), 2, 'one fetch per key id')
-  t.equal((await Webhooks.verify({ payload: old.body, headers: old.headers, keyStore: store })).error, null, 'the old key still verifies')
+  t.equal((await verifyWebhook({ payload: old.body, headers: old.headers, keyStore: store })).error, null, 'the old key still verifies')
   // a delivery claiming mckey but signed with the new key is not accepted
   const confused = signRaw({ params: p0(nowSeconds(), 'mckey'), body: B0, key: next.privateKey })
-  assertRejected(t, await Webhooks.verify({ payload: confused.body, headers: confused.headers, keyStore: store }), 'signature_invalid', 401)
+  assertRejected(t, await verifyWebhook({ payload: confused.body, headers: confused.headers, keyStore: store }), 'signature_invalid', 401)
 })

@@ -2,7 +2,7 @@
 // long the failure is remembered (retryInSeconds), never with a secret; and the key fetch
 // never follows a redirect, with `redirect: 'manual'` (what Cloudflare workerd accepts).
 import t, { type Test } from 'tap'
-import { KeyStore, Webhooks, type Logger, type Result } from '../../src/index.js'
+import { KeyStore, verifyWebhook, type Logger, type Result } from '../../src/index.js'
 import { assertRejected } from '../helpers/assert.js'
 import { fakeClock } from '../helpers/clock.js'
 import { closedPort, serveKeys, startKeyServer, type KeyBehaviour, type KeyServer } from '../helpers/key-server.js'
@@ -29,7 +29,7 @@ const SECRETS = [d.headers.signature.slice(8, 60), 'acct_1', 's@example.com']
 async function once (baseUrl: string, extra: Partial<ConstructorParameters<typeof KeyStore>[0]> = {}): Promise<{ r: Result<unknown[]>, lines: Line[] }> {
   const logger = capture()
   const store = new KeyStore({ baseUrl, logger, ...extra })
-  const r = await Webhooks.verify({ payload: d.body, headers: d.headers, keyStore: store })
+  const r = await verifyWebhook({ payload: d.body, headers: d.headers, keyStore: store })
   return { r, lines: logger.lines }
 }
 
@@ -113,10 +113,10 @@ t.test('a stale key served while the endpoint fails: servingStaleKey, next try a
   const clock = fakeClock()
   const logger = capture()
   const store = new KeyStore({ baseUrl: s.baseUrl, now: clock.now, keyTtl: 60, errorTtl: 20, logger })
-  t.equal((await Webhooks.verify({ payload: d.body, headers: d.headers, keyStore: store })).error, null)
+  t.equal((await verifyWebhook({ payload: d.body, headers: d.headers, keyStore: store })).error, null)
   s.behave(() => ({ status: 500 }))
   await clock.advance(61)
-  t.equal((await Webhooks.verify({ payload: d.body, headers: d.headers, keyStore: store })).error, null, 'the stale key still serves')
+  t.equal((await verifyWebhook({ payload: d.body, headers: d.headers, keyStore: store })).error, null, 'the stale key still serves')
   assertLine(t, logger.lines, { cause: 'http_status', status: 500, servingStaleKey: true, retryInSeconds: 20 })
 })
 
@@ -126,7 +126,7 @@ t.test('budget refusals: cause budget, logged at most once per 10 s with a count
   const store = new KeyStore({ baseUrl: s.baseUrl, logger, fetchesPerMinute: 2 })
   for (let i = 0; i < 5; i++) {
     const k = validDelivery(undefined, undefined, `flood${i}`)
-    await Webhooks.verify({ payload: k.body, headers: k.headers, keyStore: store })
+    await verifyWebhook({ payload: k.body, headers: k.headers, keyStore: store })
   }
   const budget = logger.lines.filter((l) => l.obj.cause === 'budget')
   t.equal(budget.length, 1, 'one line for the refusals')
@@ -138,7 +138,7 @@ t.test('budget refusals: cause budget, logged at most once per 10 s with a count
 t.test('the logger option of verify receives the failures of the shared store too', async (t) => {
   const base = `http://127.0.0.1:${await closedPort()}`
   const logger = capture()
-  const r = await Webhooks.verify({ payload: d.body, headers: d.headers, baseUrl: base, logger })
+  const r = await verifyWebhook({ payload: d.body, headers: d.headers, baseUrl: base, logger })
   assertRejected(t, r, 'key_unavailable', 503)
   assertLine(t, logger.lines, { url: keyUrl(base), cause: 'connection_refused' })
 })

@@ -2,7 +2,7 @@
 // fails with a cached key, the store fetches the key again, at most once per cooldown per
 // key id and within the global budget, so forged signatures cannot flood the endpoint.
 import t, { type Test } from 'tap'
-import { KeyStore, Webhooks, type Result } from '../../src/index.js'
+import { KeyStore, verifyWebhook, type Result } from '../../src/index.js'
 import { generateSigningKeyPair, signWebhook, type SigningKeyPair } from '../../src/testing/index.js'
 import { assertRejected } from '../helpers/assert.js'
 import { fakeClock } from '../helpers/clock.js'
@@ -17,7 +17,7 @@ async function setup (t: Test, first: SigningKeyPair) {
   const store = new KeyStore({ baseUrl: s.baseUrl, now: clock.now })
   const verify = (keys: SigningKeyPair): Promise<Result<unknown[]>> => {
     const d = signWebhook({ payload: body, privateKey: keys.privateKey, keyId: 'mckey' })
-    return Webhooks.verify({ payload: d.body, headers: d.headers, keyStore: store })
+    return verifyWebhook({ payload: d.body, headers: d.headers, keyStore: store })
   }
   return { s, clock, store, verify }
 }
@@ -82,7 +82,7 @@ t.test('a flood of unknown key ids does not starve the refresh of the real key (
   // Spend the whole budget on random key ids (correct digest, zero signature).
   for (let i = 0; i < 30; i++) {
     const d = signWebhook({ payload: body, privateKey: a.privateKey, keyId: `k${i}x` })
-    const r = await Webhooks.verify({ payload: d.body, headers: d.headers, keyStore: store })
+    const r = await verifyWebhook({ payload: d.body, headers: d.headers, keyStore: store })
     t.ok(r.error?.type === 'unknown_key' || r.error?.type === 'key_unavailable')
   }
   t.ok(store.stats().budgetRejections > 0, 'the budget is spent')
@@ -105,7 +105,7 @@ t.test('clear() during a fetch gives key_unavailable, not an untyped error', asy
   t.teardown(() => s.close())
   const store = new KeyStore({ baseUrl: s.baseUrl })
   const d = signWebhook({ payload: body, privateKey: a.privateKey, keyId: 'mckey' })
-  const pending = Webhooks.verify({ payload: d.body, headers: d.headers, keyStore: store })
+  const pending = verifyWebhook({ payload: d.body, headers: d.headers, keyStore: store })
   await requested
   store.clear()
   assertRejected(t, await pending, 'key_unavailable', 503)

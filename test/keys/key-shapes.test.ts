@@ -5,7 +5,7 @@
 // and never holds the key.
 import crypto from 'node:crypto'
 import t, { type Test } from 'tap'
-import { Webhooks } from '../../src/index.js'
+import { verifyWebhook } from '../../src/index.js'
 import { importEd25519PublicKey, KeyRejectedError } from '../../src/keys/public-key.js'
 import { TEST_PUBLIC_KEY, TEST_PUBLIC_KEY_PEM, validDelivery } from '../helpers/sign.js'
 
@@ -30,7 +30,7 @@ t.test('given as the publicKey option, the pasted shapes verify as the SPKI key 
     ['PEM with \\n escapes', ESCAPED_PEM],
     ['PEM with \\r\\n escapes', ESCAPED_PEM_CRLF],
   ] as const) {
-    const r = await Webhooks.verify({ payload: d.body, headers: d.headers, publicKey })
+    const r = await verifyWebhook({ payload: d.body, headers: d.headers, publicKey })
     t.equal(r.error, null, `${name}: verified`)
     t.equal(r.data?.length, 1, `${name}: the event`)
   }
@@ -39,7 +39,7 @@ t.test('given as the publicKey option, the pasted shapes verify as the SPKI key 
 t.test('a pasted key of the wrong key pair still fails the signature, not the options', async (t) => {
   const d = validDelivery()
   const other = crypto.generateKeyPairSync('ed25519').publicKey.export({ format: 'jwk' }).x!
-  const r = await Webhooks.verify({ payload: d.body, headers: d.headers, publicKey: Buffer.from(other, 'base64url').toString('hex') })
+  const r = await verifyWebhook({ payload: d.body, headers: d.headers, publicKey: Buffer.from(other, 'base64url').toString('hex') })
   t.equal(r.error?.type, 'signature_invalid')
 })
 
@@ -47,7 +47,7 @@ t.test('a raw small-order point is refused as its SPKI form is', async (t) => {
   const identity = Buffer.concat([Buffer.from([1]), Buffer.alloc(31)])
   for (const publicKey of [identity.toString('base64'), identity.toString('hex')]) {
     const d = validDelivery()
-    const r = await Webhooks.verify({ payload: d.body, headers: d.headers, publicKey })
+    const r = await verifyWebhook({ payload: d.body, headers: d.headers, publicKey })
     t.equal(r.error?.type, 'validation_error')
     t.match(r.error?.message, /^publicKey is not usable: the key is a small-order or non-canonical Ed25519 point/)
   }
@@ -77,7 +77,7 @@ t.test('refusals of the publicKey option say what to pass, and never hold the ke
     ['a PEM with a broken body', TEST_PUBLIC_KEY_PEM.replace('MCow', 'MC!w'), /^publicKey is not usable: the PEM's body is not base64: pass /],
   ]
   for (const [name, publicKey, message] of cases) {
-    const r = await Webhooks.verify({ payload: d.body, headers: d.headers, publicKey })
+    const r = await verifyWebhook({ payload: d.body, headers: d.headers, publicKey })
     t.equal(r.error?.type, 'validation_error', name)
     t.match(r.error?.message, message, name)
     noKeyIn(t, r.error?.message)

@@ -1,6 +1,6 @@
 import crypto from 'node:crypto'
 import t, { type Test } from 'tap'
-import { KeyStore, MailChannels, Webhooks, type Result } from '../../src/index.js'
+import { KeyStore, MailChannels, verifyWebhook, type Result } from '../../src/index.js'
 import { assertRejected } from '../helpers/assert.js'
 import { fakeClock } from '../helpers/clock.js'
 import { delay, serveKeys, startKeyServer, type KeyServer } from '../helpers/key-server.js'
@@ -17,8 +17,8 @@ async function server (t: Test, behaviour = keys): Promise<KeyServer> {
 t.test('cache default true: two verifies, one fetch (shared store per baseUrl)', async (t) => {
   const s = await server(t)
   const d = validDelivery()
-  t.equal((await Webhooks.verify({ payload: d.body, headers: d.headers, baseUrl: s.baseUrl })).error, null)
-  t.equal((await Webhooks.verify({ payload: d.body, headers: d.headers, baseUrl: s.baseUrl })).error, null)
+  t.equal((await verifyWebhook({ payload: d.body, headers: d.headers, baseUrl: s.baseUrl })).error, null)
+  t.equal((await verifyWebhook({ payload: d.body, headers: d.headers, baseUrl: s.baseUrl })).error, null)
   t.equal(s.keyFetches(), 1, 'one fetch')
   t.strictSame(s.requests.map((r) => [r.method, r.url]), [['GET', '/tx/v1/webhook/public-key?id=mckey']], 'the documented endpoint')
 })
@@ -26,7 +26,7 @@ t.test('cache default true: two verifies, one fetch (shared store per baseUrl)',
 t.test('cache false: a fetch for every verify', async (t) => {
   const s = await server(t)
   const d = validDelivery()
-  for (let i = 0; i < 3; i++) t.equal((await Webhooks.verify({ payload: d.body, headers: d.headers, baseUrl: s.baseUrl, cache: false })).error, null)
+  for (let i = 0; i < 3; i++) t.equal((await verifyWebhook({ payload: d.body, headers: d.headers, baseUrl: s.baseUrl, cache: false })).error, null)
   t.equal(s.keyFetches(), 3)
 })
 
@@ -52,7 +52,7 @@ t.test('E2 100 concurrent verifies with one uncached keyid -> exactly 1 fetch', 
   const s = await server(t, async (id, req) => { await delay(50); return keys(id, req) })
   const store = new KeyStore({ baseUrl: s.baseUrl })
   const d = signRaw({ params: p0(nowSeconds(), 'k1'), body: B0 })
-  const results = await Promise.all(Array.from({ length: 100 }, () => Webhooks.verify({ payload: d.body, headers: d.headers, keyStore: store })))
+  const results = await Promise.all(Array.from({ length: 100 }, () => verifyWebhook({ payload: d.body, headers: d.headers, keyStore: store })))
   t.equal(results.filter((r) => r.error === null).length, 100, 'all 100 verified')
   t.equal(s.keyFetches(), 1, 'exactly 1 upstream fetch')
   t.equal(store.stats().fetches, 1)
@@ -62,8 +62,8 @@ t.test('E6 404 -> unknown_key; 50 more within the negative TTL -> still 1 fetch'
   const s = await server(t)
   const store = new KeyStore({ baseUrl: s.baseUrl })
   const d = signRaw({ params: p0(nowSeconds(), 'k404'), body: B0 })
-  assertRejected(t, await Webhooks.verify({ payload: d.body, headers: d.headers, keyStore: store }), 'unknown_key', 401)
-  const more = await Promise.all(Array.from({ length: 50 }, () => Webhooks.verify({ payload: d.body, headers: d.headers, keyStore: store })))
+  assertRejected(t, await verifyWebhook({ payload: d.body, headers: d.headers, keyStore: store }), 'unknown_key', 401)
+  const more = await Promise.all(Array.from({ length: 50 }, () => verifyWebhook({ payload: d.body, headers: d.headers, keyStore: store })))
   t.equal(more.filter((r) => r.error?.type === 'unknown_key').length, 50, 'all 401 unknown_key')
   t.equal(s.keyFetches(), 1, '1 fetch in total')
   t.equal(store.stats().negativeHits, 50)
@@ -75,7 +75,7 @@ t.test('E6 negative TTL: unknown key fetched again only after unknownKeyTtl', as
   const clock = fakeClock()
   const store = new KeyStore({ baseUrl: s.baseUrl, now: clock.now, unknownKeyTtl: 300 })
   const d = signRaw({ params: p0(nowSeconds(), 'k404'), body: B0 })
-  const run = (): Promise<Result<unknown[]>> => Webhooks.verify({ payload: d.body, headers: d.headers, keyStore: store })
+  const run = (): Promise<Result<unknown[]>> => verifyWebhook({ payload: d.body, headers: d.headers, keyStore: store })
   t.equal((await run()).error?.type, 'unknown_key')
   await clock.advance(299)
   t.equal((await run()).error?.type, 'unknown_key')
@@ -89,7 +89,7 @@ t.test('E1 1,000 random keyids: fetches within the budget; valid cached key traf
   const s = await server(t)
   const store = new KeyStore({ baseUrl: s.baseUrl })
   const good = validDelivery()
-  t.equal((await Webhooks.verify({ payload: good.body, headers: good.headers, keyStore: store })).error, null, 'mckey cached first')
+  t.equal((await verifyWebhook({ payload: good.body, headers: good.headers, keyStore: store })).error, null, 'mckey cached first')
   const now = nowSeconds()
   const zeroSig = `sig_1=:${Buffer.alloc(64).toString('base64')}:`
   const types = new Map<string, number>()
@@ -97,11 +97,11 @@ t.test('E1 1,000 random keyids: fetches within the budget; valid cached key traf
     const results = await Promise.all(Array.from({ length: 100 }, () => {
       const keyId = `k${crypto.randomBytes(8).toString('hex')}`
       const d = signRaw({ params: p0(now, keyId), body: B0 })
-      return Webhooks.verify({ payload: d.body, headers: { ...d.headers, signature: zeroSig }, keyStore: store })
+      return verifyWebhook({ payload: d.body, headers: { ...d.headers, signature: zeroSig }, keyStore: store })
     }))
     for (const r of results) types.set(r.error?.type ?? 'accepted', (types.get(r.error?.type ?? 'accepted') ?? 0) + 1)
     // valid traffic interleaved with the flood still verifies
-    t.equal((await Webhooks.verify({ payload: good.body, headers: good.headers, keyStore: store })).error, null, `mckey verifies during batch ${batch}`)
+    t.equal((await verifyWebhook({ payload: good.body, headers: good.headers, keyStore: store })).error, null, `mckey verifies during batch ${batch}`)
   }
   t.same([...types.keys()].filter((k) => k !== 'unknown_key' && k !== 'key_unavailable'), [], `only 401 unknown_key / 503 key_unavailable: ${JSON.stringify([...types])}`)
   t.equal([...types.values()].reduce((a, b) => a + b, 0), 1000)
@@ -115,7 +115,7 @@ t.test('E1 with the keyIds allowlist: unknown_key with 0 fetches for the unliste
   const s = await server(t)
   const store = new KeyStore({ baseUrl: s.baseUrl })
   const d = signRaw({ params: p0(nowSeconds(), 'k0123456789abcdef'), body: B0 })
-  assertRejected(t, await Webhooks.verify({ payload: d.body, headers: d.headers, keyStore: store, keyIds: ['mckey'] }), 'unknown_key', 401)
+  assertRejected(t, await verifyWebhook({ payload: d.body, headers: d.headers, keyStore: store, keyIds: ['mckey'] }), 'unknown_key', 401)
   // keyIds also starts a one-time warm-up fetch of the listed ids: wait for it, then count.
   await store.prefetch(['mckey'])
   t.strictSame(s.requests.map((r) => r.url), ['/tx/v1/webhook/public-key?id=mckey'], 'only the listed id was fetched, never the random one')
@@ -126,12 +126,12 @@ t.test('E3/E4 keyid charset rejections -> malformed_header with 0 fetches', asyn
   const store = new KeyStore({ baseUrl: s.baseUrl })
   for (const keyId of ['k'.repeat(10_000), 'k'.repeat(65), '../../send', 'mckey&id=x', 'mckey#x', '%2e%2e%2f', 'mc key', 'mckey/..', 'mckey?x', '']) {
     const d = signRaw({ params: p0(nowSeconds(), keyId.replace(/"/g, '')), body: B0 })
-    assertRejected(t, await Webhooks.verify({ payload: d.body, headers: d.headers, keyStore: store }), 'malformed_header', 400)
+    assertRejected(t, await verifyWebhook({ payload: d.body, headers: d.headers, keyStore: store }), 'malformed_header', 400)
   }
   t.equal(s.keyFetches(), 0, '0 fetches')
   // the longest legal keyid and every allowed character produce exactly <base>/tx/v1/webhook/public-key?id=<id>
   const odd = signRaw({ params: p0(nowSeconds(), 'mc.key~_-'), body: B0 })
-  t.equal((await Webhooks.verify({ payload: odd.body, headers: odd.headers, keyStore: store })).error, null)
+  t.equal((await verifyWebhook({ payload: odd.body, headers: odd.headers, keyStore: store })).error, null)
   t.strictSame(s.requests.map((r) => r.url), ['/tx/v1/webhook/public-key?id=mc.key%7E_-'], 'encoded query, nothing else')
   t.equal(new URL(s.requests[0]!.url, 'http://x').searchParams.get('id'), 'mc.key~_-')
 })
@@ -140,11 +140,11 @@ t.test('E5 unknown keyid with an expired created or a wrong digest -> 401 with 0
   const s = await server(t)
   const store = new KeyStore({ baseUrl: s.baseUrl })
   const old = signRaw({ params: p0(nowSeconds() - 3600, 'kunknown'), body: B0 })
-  assertRejected(t, await Webhooks.verify({ payload: old.body, headers: old.headers, keyStore: store }), 'signature_expired', 401)
+  assertRejected(t, await verifyWebhook({ payload: old.body, headers: old.headers, keyStore: store }), 'signature_expired', 401)
   const fresh = signRaw({ params: p0(nowSeconds(), 'kunknown'), body: B0 })
-  assertRejected(t, await Webhooks.verify({ payload: B0.replace('r1', 'r2'), headers: fresh.headers, keyStore: store }), 'digest_mismatch', 401)
+  assertRejected(t, await verifyWebhook({ payload: B0.replace('r1', 'r2'), headers: fresh.headers, keyStore: store }), 'digest_mismatch', 401)
   const future = signRaw({ params: p0(nowSeconds() + 3600, 'kunknown'), body: B0 })
-  assertRejected(t, await Webhooks.verify({ payload: future.body, headers: future.headers, keyStore: store }), 'signature_from_future', 401)
+  assertRejected(t, await verifyWebhook({ payload: future.body, headers: future.headers, keyStore: store }), 'signature_from_future', 401)
   t.equal(s.keyFetches(), 0)
 })
 
@@ -153,7 +153,7 @@ t.test('TTL expiry triggers exactly one refetch', async (t) => {
   const clock = fakeClock()
   const store = new KeyStore({ baseUrl: s.baseUrl, now: clock.now, keyTtl: 60 })
   const d = validDelivery()
-  const run = (): Promise<Result<unknown[]>> => Webhooks.verify({ payload: d.body, headers: d.headers, keyStore: store })
+  const run = (): Promise<Result<unknown[]>> => verifyWebhook({ payload: d.body, headers: d.headers, keyStore: store })
   t.equal((await run()).error, null)
   await clock.advance(59)
   t.equal((await run()).error, null)
@@ -171,7 +171,7 @@ t.test('stale key served while the endpoint is down within maxStale, refused aft
   const clock = fakeClock()
   const store = new KeyStore({ baseUrl: s.baseUrl, now: clock.now, keyTtl: 60, maxStale: 120, errorTtl: 10 })
   const d = validDelivery()
-  const run = (): Promise<Result<unknown[]>> => Webhooks.verify({ payload: d.body, headers: d.headers, keyStore: store })
+  const run = (): Promise<Result<unknown[]>> => verifyWebhook({ payload: d.body, headers: d.headers, keyStore: store })
   t.equal((await run()).error, null)
   s.behave(() => ({ status: 503, body: 'down' }))
   await clock.advance(61)
@@ -197,7 +197,7 @@ t.test('a stale key is not served after a 404 (key revoked)', async (t) => {
   const clock = fakeClock()
   const store = new KeyStore({ baseUrl: s.baseUrl, now: clock.now, keyTtl: 60, maxStale: 3600 })
   const d = validDelivery()
-  const run = (): Promise<Result<unknown[]>> => Webhooks.verify({ payload: d.body, headers: d.headers, keyStore: store })
+  const run = (): Promise<Result<unknown[]>> => verifyWebhook({ payload: d.body, headers: d.headers, keyStore: store })
   t.equal((await run()).error, null)
   s.behave(() => ({ status: 404, body: '{}' }))
   await clock.advance(61)
@@ -208,17 +208,17 @@ t.test('clear() forgets keys and failures; stats count', async (t) => {
   const s = await server(t)
   const store = new KeyStore({ baseUrl: s.baseUrl })
   const d = validDelivery()
-  await Webhooks.verify({ payload: d.body, headers: d.headers, keyStore: store })
+  await verifyWebhook({ payload: d.body, headers: d.headers, keyStore: store })
   t.ok(store.peek('mckey'), 'peek returns the cached key')
   t.equal(store.peek('other'), undefined)
   store.clear()
   t.equal(store.peek('mckey'), undefined)
-  await Webhooks.verify({ payload: d.body, headers: d.headers, keyStore: store })
+  await verifyWebhook({ payload: d.body, headers: d.headers, keyStore: store })
   t.equal(s.keyFetches(), 2)
   t.equal(store.stats().keys, 1)
   t.equal(store.baseUrl, s.baseUrl)
   // publicKey short-circuits the store entirely
-  t.equal((await Webhooks.verify({ payload: d.body, headers: d.headers, keyStore: store, publicKey: TEST_PUBLIC_KEY })).error, null)
+  t.equal((await verifyWebhook({ payload: d.body, headers: d.headers, keyStore: store, publicKey: TEST_PUBLIC_KEY })).error, null)
   t.equal(s.keyFetches(), 2)
 })
 

@@ -6,7 +6,7 @@ import { Controller, Inject, Injectable, Post } from '@nestjs/common'
 import type { Redis } from 'ioredis'
 import type pg from 'pg'
 import t, { type Test } from 'tap'
-import { RedisSeenEventsStore, type SeenEventsStore } from '../../src/index.js'
+import { RedisClaimStore, type ClaimStore } from '../../src/index.js'
 import { MailChannelsWebhook, MailChannelsWebhooksModule, MailChannelsWebhooksReceiver, OnWebhookEvent, type DispatchContext, type HardBouncedEvent, type EventHandlerContext } from '../../src/nestjs/index.js'
 import { postgresSeenEvents } from '../../src/postgres/index.js'
 import { startPostgres } from '../helpers/postgres.js'
@@ -47,7 +47,7 @@ let created = Math.floor(Date.now() / 1000) - 60
 /** The same events, signed anew each time (a retry or a resend of MailChannels' carries a new signature). */
 const resigned = () => delivery({ events: [...EVENTS, event({ event: 'open', request_id: 'ro' })], created: created++ })
 
-async function twoApps (t: Test, seenEvents: () => SeenEventsStore, suppressions: Suppressions): Promise<Array<{ url: string, handlers: BounceHandlers }>> {
+async function twoApps (t: Test, seenEvents: () => ClaimStore, suppressions: Suppressions): Promise<Array<{ url: string, handlers: BounceHandlers }>> {
   return await Promise.all((['express', 'fastify'] as Platform[]).map(async (platform) => {
     const { url, app } = await startApp(t, platform, {
       imports: [MailChannelsWebhooksModule.forRoot({ publicKey: KEYS.publicKey, customerHandles: [HANDLE], seenEvents: seenEvents() })],
@@ -91,7 +91,7 @@ t.test('Redis: one handler class with an injected dependency, each event\'s effe
       await client.incr(`suppressed:${fingerprint}:${event.email}`)
     },
   }
-  const apps = await twoApps(t, () => new RedisSeenEventsStore(client), suppressions)
+  const apps = await twoApps(t, () => new RedisClaimStore(client), suppressions)
   await deliverUntilAcknowledged(t, apps)
   const keys = await client.keys('suppressed:*')
   t.equal(keys.length, EVENTS.length, 'every hard bounce suppressed')

@@ -7,7 +7,7 @@ import path from 'node:path'
 import { Controller, Inject, Injectable, Post, type OnApplicationBootstrap, type OnApplicationShutdown } from '@nestjs/common'
 import type { Worker } from 'bullmq'
 import t from 'tap'
-import { MemorySeenEventsStore } from '../../src/index.js'
+import { MemoryClaimStore } from '../../src/index.js'
 import { bullmqEnqueue, createWebhookEventWorker } from '../../src/bullmq/index.js'
 import { MailChannelsWebhook, MailChannelsWebhooksModule, MailChannelsWebhooksReceiver, OnWebhookEvent, type DispatchContext, type EventHandlerContext, type WebhookEvent } from '../../src/nestjs/index.js'
 import { sqliteSeenEvents, type SqliteDatabaseLike } from '../../src/sqlite/index.js'
@@ -56,7 +56,7 @@ t.test('BullMQ: the route answers { queued } once the queue has the events; a wo
       }
       const handled = new Map<string, number>()
       const { url, app } = await startApp(t, platform, {
-        imports: [MailChannelsWebhooksModule.forRoot({ publicKey: KEYS.publicKey, customerHandles: [HANDLE], enqueue: bullmqEnqueue(queue), seenEvents: new MemorySeenEventsStore() })],
+        imports: [MailChannelsWebhooksModule.forRoot({ publicKey: KEYS.publicKey, customerHandles: [HANDLE], enqueue: bullmqEnqueue(queue), seenEvents: new MemoryClaimStore() })],
         controllers: [Hooks],
         providers: [Handlers, EventWorker, { provide: HANDLED, useValue: handled }],
       })

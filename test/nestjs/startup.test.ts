@@ -6,7 +6,7 @@ import { ExpressAdapter } from '@nestjs/platform-express'
 import { FastifyAdapter } from '@nestjs/platform-fastify'
 import t from 'tap'
 import { MailChannelsWebhook, MailChannelsWebhooksModule, MailChannelsWebhooksReceiver, OnWebhookEvent, WebhookEvents, type MailChannelsWebhooksModuleOptions, type WebhookEvent } from '../../src/nestjs/index.js'
-import { MemorySeenEventsStore } from '../../src/index.js'
+import { MemoryClaimStore } from '../../src/index.js'
 import { delivery, HANDLE, KEYS, OTHER_KEYS, recordingLogger } from '../fastify/helpers/fixtures.js'
 import { initError, PLATFORMS, post, startApp } from './helpers/app.js'
 
@@ -105,7 +105,7 @@ t.test('options are validated once, at start-up, with the receivers\' messages',
     ['bodyLimit', { publicKey: KEYS.publicKey, customerHandles: [HANDLE], bodyLimit: -1 }, /bodyLimit must be a positive integer/],
     ['concurrency', { publicKey: KEYS.publicKey, customerHandles: [HANDLE], concurrency: 0 }, /concurrency must be a positive integer/],
     ['handlers', { publicKey: KEYS.publicKey, customerHandles: [HANDLE], handlers: {} }, /@OnWebhookEvent/],
-    ['seenEvents without a handler', { publicKey: KEYS.publicKey, customerHandles: [HANDLE], seenEvents: new MemorySeenEventsStore() }, /seenEvents is given, but no method is marked @OnWebhookEvent/],
+    ['seenEvents without a handler', { publicKey: KEYS.publicKey, customerHandles: [HANDLE], seenEvents: new MemoryClaimStore() }, /seenEvents is given, but no method is marked @OnWebhookEvent/],
   ]
   for (const [name, options, message] of cases) {
     const err = await initError(t, 'express', { imports: [MailChannelsWebhooksModule.forRoot(options as MailChannelsWebhooksModuleOptions)] })

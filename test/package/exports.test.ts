@@ -38,7 +38,7 @@ t.test('import() and require() by package name resolve every subpath', async (t)
     './testing': ['generateSigningKeyPair', 'signWebhook', 'toWireEvent'],
     './fastify': ['default'],
     './express': ['mailchannelsWebhooks'],
-    './web': ['createWebhookHandler', 'verifyWebhookRequest', 'MemoryReplayStore'],
+    './web': ['createWebhookHandler', 'verifyWebhookRequest', 'MemoryClaimStore'],
     './hono': ['mailchannelsWebhooks'],
     './bullmq': ['bullmqEnqueue', 'createWebhookEventQueue', 'createWebhookEventWorker'],
     './nestjs': ['MailChannelsWebhooksModule', 'MailChannelsWebhook', 'WebhookEvents', 'OnWebhookEvent', 'MailChannelsWebhooksReceiver'],
@@ -242,94 +242,88 @@ export default {
 
 /**
  * Every name each entry exports (values and types), as `import { … }` sees it: the public surface
- *. A change here is a change of the API: list it in CHANGELOG.md. Names marked
- * `@deprecated` in the source stay for one release.
+ *. A change here is a change of the API: list it in CHANGELOG.md.
  */
 const SURFACE: Record<string, string[]> = {
   'index': [
-    'ApiErrorType', 'BatchesOptions', 'ClaimState', 'ClaimStore', 'ClaimStoreOptions', 'ClickEvent', 'Clock',
-    'ComplainedEvent', 'CryptoKeyLike', 'DEAD_LETTER_DIAGNOSTICS_CHANNEL', 'DELIVERY_CHANNEL',
-    'DELIVERY_DIAGNOSTICS_CHANNEL', 'DeadLetter', 'DeadLetterAction', 'DeadLetterError', 'DeadLetterFailure',
-    'DeadLetterMessage', 'DeadLetterOptions', 'DeadLetterPage', 'DeadLetterQuery', 'DeadLetterRetry',
-    'DeadLetterRetryResult', 'DeadLetterStore', 'DeletedWebhooks', 'DeliveredEvent', 'DeliveryReplayStore',
-    'DispatchContext', 'DispatchInput', 'DispatchReport', 'DroppedEvent', 'EnqueueContext', 'Enqueuer',
-    'EnrolledWebhook', 'ErrorResponse', 'ErrorType', 'EventClaim', 'EventClaimResult', 'EventHandlerContext',
-    'EventOf', 'EventOutcome', 'HTTP_STATUS_BY_TYPE', 'HardBouncedEvent', 'HeadersInput',
-    'IterateBatchesOptions', 'KEY_FETCH_CHANNEL', 'KEY_FETCH_DIAGNOSTICS_CHANNEL', 'KeyFetchCause',
-    'KeyFetchMessage', 'KeyFetchOutcome', 'KeyObjectLike', 'KeyStore', 'KeyStoreOptions', 'KeyStoreStats',
-    'Logger', 'MailChannels', 'MailChannelsError', 'MailChannelsOptions', 'MemoryClaimStore',
-    'MemoryClaimStoreOptions', 'MemoryDeadLetterStore', 'MemoryDeadLetterStoreOptions', 'MemoryReplayStore',
-    'MemoryReplayStoreOptions', 'MemorySeenEventsStore', 'MemorySeenEventsStoreOptions', 'OpenEvent',
-    'ProcessedEvent', 'RECEIVE_TRACING_CHANNEL', 'ReceiverContext', 'ReconcileBatchResult',
-    'ReconcileOptions', 'ReconcileProgress', 'ReconcileReport', 'ReconcileSettled', 'ReconcileSkipReason',
-    'ReconcileStop', 'RecordedFailure', 'RedisClaimStore', 'RedisClaimStoreOptions', 'RedisClientLike',
-    'RedisDeadLetterStore', 'RedisDeadLetterStoreOptions', 'RedisReplayStore', 'RedisReplayStoreOptions',
-    'RedisSeenEventsStore', 'RedisSeenEventsStoreOptions', 'RedisStoreOptions', 'ReplayStore',
-    'ReplayStoreError', 'RequestOptions', 'ResendBatchOptions', 'ResentBatch', 'Result', 'SeenEventsStore',
-    'SeenEventsStoreOptions', 'SigningKey', 'SoftBouncedEvent', 'StoreClaim', 'StoreClaimResult', 'TestEvent',
-    'TransactionalClaimStore', 'UnknownWebhookEvent', 'UnsubscribedEvent', 'VerifyConfig', 'VerifyErrorType',
-    'VerifyOptions', 'WEBHOOK_EVENT_TYPES', 'WebhookDeliveryErrorType', 'WebhookDeliveryMessage',
-    'WebhookDeliveryOutcome', 'WebhookEvent', 'WebhookEventBase', 'WebhookEventHandler', 'WebhookEventName',
-    'WebhookEventRouter', 'WebhookEventRouterOptions', 'WebhookEventType', 'WebhookReceiveContext',
-    'WebhookValidation', 'WebhookValidationResult', 'Webhooks', 'WebhooksApi', 'WebhooksBatch',
-    'WebhooksBatchResponseStatus', 'WebhooksBatchStatus', 'claimUnseen', 'deadLetterError',
-    'deliveryClaimKey', 'deliveryId', 'eventFingerprint', 'filterUnseen', 'markSeen', 'verifyWebhook',
+    'ApiErrorType', 'BatchesOptions', 'ClaimStore', 'ClaimStoreOptions', 'ClickEvent', 'Clock',
+    'ComplainedEvent', 'CryptoKeyLike', 'DEAD_LETTER_DIAGNOSTICS_CHANNEL', 'DELIVERY_DIAGNOSTICS_CHANNEL',
+    'DeadLetter', 'DeadLetterAction', 'DeadLetterError', 'DeadLetterFailure', 'DeadLetterMessage',
+    'DeadLetterOptions', 'DeadLetterPage', 'DeadLetterQuery', 'DeadLetterRetry', 'DeadLetterRetryResult',
+    'DeadLetterStore', 'DeletedWebhooks', 'DeliveredEvent', 'DeliveryReplayStore', 'DispatchContext',
+    'DispatchInput', 'DispatchReport', 'DroppedEvent', 'EnqueueContext', 'Enqueuer', 'EnrolledWebhook',
+    'ErrorResponse', 'ErrorType', 'EventHandlerContext', 'EventOf', 'EventOutcome', 'HTTP_STATUS_BY_TYPE',
+    'HardBouncedEvent', 'HeadersInput', 'IterateBatchesOptions', 'KEY_FETCH_DIAGNOSTICS_CHANNEL',
+    'KeyFetchCause', 'KeyFetchMessage', 'KeyFetchOutcome', 'KeyObjectLike', 'KeyStore', 'KeyStoreOptions',
+    'KeyStoreStats', 'Logger', 'MailChannels', 'MailChannelsError', 'MailChannelsOptions',
+    'MemoryClaimStore', 'MemoryClaimStoreOptions', 'MemoryDeadLetterStore', 'MemoryDeadLetterStoreOptions',
+    'OpenEvent', 'ProcessedEvent', 'RECEIVE_TRACING_CHANNEL', 'ReconcileBatchResult', 'ReconcileOptions',
+    'ReconcileProgress', 'ReconcileReport', 'ReconcileSettled', 'ReconcileSkipReason', 'ReconcileStop',
+    'RecordedFailure', 'RedisClaimStore', 'RedisClaimStoreOptions', 'RedisClientLike',
+    'RedisDeadLetterStore', 'RedisDeadLetterStoreOptions', 'RedisStoreOptions', 'ReplayStore',
+    'ReplayStoreError', 'RequestOptions', 'ResendBatchOptions', 'ResentBatch', 'Result', 'SigningKey',
+    'SoftBouncedEvent', 'StoreClaim', 'StoreClaimResult', 'TestEvent', 'TransactionalClaimStore',
+    'UnknownWebhookEvent', 'UnsubscribedEvent', 'VerifyConfig', 'VerifyErrorType', 'VerifyOptions',
+    'WEBHOOK_EVENT_TYPES', 'WebhookDeliveryErrorType', 'WebhookDeliveryMessage', 'WebhookDeliveryOutcome',
+    'WebhookEvent', 'WebhookEventBase', 'WebhookEventHandler', 'WebhookEventName', 'WebhookEventRouter',
+    'WebhookEventRouterOptions', 'WebhookEventType', 'WebhookReceiveContext', 'WebhookValidation',
+    'WebhookValidationResult', 'WebhooksApi', 'WebhooksBatch', 'WebhooksBatchResponseStatus',
+    'WebhooksBatchStatus', 'deadLetterError', 'deliveryClaimKey', 'eventFingerprint', 'verifyWebhook',
   ],
   'fastify/index': [
     'BatchesAuthorize', 'BatchesClient', 'BatchesErrorBody', 'BatchesPage', 'BatchesRouteOptions',
-    'ClaimState', 'ClaimStore', 'DeliveryErrorCode', 'DeliveryReplayStore', 'DispatchedBody',
-    'EnqueueContext', 'Enqueuer', 'EventHandlerContext', 'MailChannelsWebhooksOptions', 'QueuedBody',
-    'ReceiverContext', 'ReplayStore', 'WebhookErrorBody', 'WebhookEvent', 'WebhookReceiverOptions',
-    'WebhookRouteOptions', 'batchesRoute', 'default', 'mailchannelsWebhooks', 'webhookEventsOf',
+    'ClaimStore', 'DeliveryErrorCode', 'DeliveryReplayStore', 'DispatchedBody', 'EnqueueContext',
+    'Enqueuer', 'EventHandlerContext', 'MailChannelsWebhooksOptions', 'QueuedBody', 'ReplayStore',
+    'WebhookErrorBody', 'WebhookEvent', 'WebhookReceiverOptions', 'WebhookRouteOptions', 'batchesRoute',
+    'default', 'mailchannelsWebhooks', 'webhookEventsOf',
   ],
   'express/index': [
     'BatchesAuthorize', 'BatchesClient', 'BatchesErrorBody', 'BatchesMiddleware', 'BatchesPage',
-    'BatchesRouteOptions', 'BatchesRouteRequest', 'BatchesRouterOptions', 'BatchesRouterRequest',
-    'ClaimState', 'ClaimStore', 'DeliveryErrorCode', 'DeliveryReplayStore', 'DispatchedBody',
-    'EnqueueContext', 'Enqueuer', 'EventHandlerContext', 'Logger', 'MailChannelsWebhooksOptions',
-    'QueuedBody', 'ReceiverContext', 'ReplayStore', 'WebhookErrorBody', 'WebhookEvent', 'WebhookLocals',
-    'WebhookMiddleware', 'WebhookReceiverOptions', 'WebhookRequest', 'batchesRoute', 'batchesRouter',
+    'BatchesRouteOptions', 'BatchesRouteRequest', 'ClaimStore', 'DeliveryErrorCode', 'DeliveryReplayStore',
+    'DispatchedBody', 'EnqueueContext', 'Enqueuer', 'EventHandlerContext', 'Logger',
+    'MailChannelsWebhooksOptions', 'QueuedBody', 'ReplayStore', 'WebhookErrorBody', 'WebhookEvent',
+    'WebhookLocals', 'WebhookMiddleware', 'WebhookReceiverOptions', 'WebhookRequest', 'batchesRoute',
     'captureRawBody', 'mailchannelsWebhooks', 'webhookEventsOf',
   ],
   'web/index': [
-    'ClaimState', 'ClaimStore', 'ClaimStoreOptions', 'DeliveryErrorCode', 'DeliveryReplayStore',
-    'DispatchedBody', 'EnqueueContext', 'EnqueueOptions', 'Enqueuer', 'ErrorResponse',
-    'EventHandlerContext', 'HandlersOptions', 'Logger', 'MemoryClaimStore', 'MemoryClaimStoreOptions',
-    'MemoryReplayStore', 'OnEventsOptions', 'OnEventsResult', 'QueuedBody', 'ReceiverContext', 'ReplayStore',
-    'Result', 'StoreClaim', 'StoreClaimResult', 'VerifyWebhookRequestOptions', 'WebhookEvent',
-    'WebhookHandler', 'WebhookHandlerCommonOptions', 'WebhookHandlerOptions', 'createWebhookHandler',
-    'verifyWebhookRequest',
+    'ClaimStore', 'ClaimStoreOptions', 'DeliveryErrorCode', 'DeliveryReplayStore', 'DispatchedBody',
+    'EnqueueContext', 'EnqueueOptions', 'Enqueuer', 'ErrorResponse', 'EventHandlerContext',
+    'HandlersOptions', 'Logger', 'MemoryClaimStore', 'MemoryClaimStoreOptions', 'OnEventsOptions',
+    'OnEventsResult', 'QueuedBody', 'ReplayStore', 'Result', 'StoreClaim', 'StoreClaimResult',
+    'VerifyWebhookRequestOptions', 'WebhookEvent', 'WebhookHandler', 'WebhookHandlerCommonOptions',
+    'WebhookHandlerOptions', 'createWebhookHandler', 'verifyWebhookRequest',
   ],
   'hono/index': [
     'DeliveryErrorCode', 'DispatchedBody', 'EnqueueContext', 'Enqueuer', 'EventHandlerContext',
-    'MailChannelsWebhooksEnv', 'MailChannelsWebhooksOptions', 'QueuedBody', 'ReceiverContext', 'WebhookEvent',
+    'MailChannelsWebhooksEnv', 'MailChannelsWebhooksOptions', 'QueuedBody', 'WebhookEvent',
     'mailchannelsWebhooks',
   ],
   'testing/index': [
-    'AttemptDetail', 'DeliverOptions', 'Inspector', 'InspectorOptions', 'SampleEventsOptions', 'Sandbox', 'SandboxBatch', 'SandboxBatchStatus',
-    'SandboxOptions', 'SandboxResend', 'SandboxStats', 'SandboxValidation', 'SignWebhookOptions',
-    'SignedWebhook', 'SigningKeyPair', 'StartOptions', 'TamperKind', 'WireEvent', 'createInspector', 'createSandbox',
-    'generateSigningKeyPair', 'sampleEvents', 'signWebhook', 'toWireEvent',
+    'AttemptDetail', 'DeliverOptions', 'Inspector', 'InspectorOptions', 'SampleEventsOptions', 'Sandbox',
+    'SandboxBatch', 'SandboxBatchStatus', 'SandboxOptions', 'SandboxResend', 'SandboxStats',
+    'SandboxValidation', 'SignWebhookOptions', 'SignedWebhook', 'SigningKeyPair', 'StartOptions',
+    'TamperKind', 'WireEvent', 'createInspector', 'createSandbox', 'generateSigningKeyPair', 'sampleEvents',
+    'signWebhook', 'toWireEvent',
   ],
   'bullmq/index': [
-    'BullmqEnqueueOptions', 'BullmqEnqueuer', 'ClusterPrefixError', 'DEFAULT_JOB_OPTIONS',
-    'DEFAULT_PREFIX', 'DEFAULT_QUEUE_NAME', 'EnqueueTimeoutError', 'EventInProgressError', 'ReplicaWaitError',
+    'BullmqEnqueueOptions', 'BullmqEnqueuer', 'ClusterPrefixError', 'DEFAULT_JOB_OPTIONS', 'DEFAULT_PREFIX',
+    'DEFAULT_QUEUE_NAME', 'EnqueueTimeoutError', 'EventInProgressError', 'ReplicaWaitError',
     'WebhookEventJob', 'WebhookEventJobContext', 'WebhookEventJobData', 'WebhookEventJobDispatcher',
     'WebhookEventJobOptions', 'WebhookEventJobResult', 'WebhookEventQueueOptions',
     'WebhookEventWorkerOptions', 'bullmqEnqueue', 'createWebhookEventQueue', 'createWebhookEventWorker',
   ],
   'postgres/index': [
-    'DeliveryTransaction', 'DeliveryTransactionStore', 'EventClaim', 'HandlerTimeoutError',
-    'InboxTransactionError', 'PgPoolClientLike', 'PgPoolLike', 'PgQueryResultLike', 'PgQueryableLike',
-    'PgTransactionClient', 'PostgresDeadLetterStore', 'PostgresDeadLettersOptions',
-    'PostgresSeenEventsOptions', 'PostgresSeenEventsStore', 'PostgresTransaction', 'TransactionContext',
-    'TransactionalPostgresSeenEventsStore', 'TransactionalSeenEventsStore', 'postgresDeadLetters',
+    'DeliveryTransaction', 'DeliveryTransactionStore', 'HandlerTimeoutError', 'InboxTransactionError',
+    'PgPoolClientLike', 'PgPoolLike', 'PgQueryResultLike', 'PgQueryableLike', 'PgTransactionClient',
+    'PostgresDeadLetterStore', 'PostgresDeadLettersOptions', 'PostgresSeenEventsOptions',
+    'PostgresSeenEventsStore', 'PostgresTransaction', 'StoreClaim', 'TransactionContext',
+    'TransactionalClaimStore', 'TransactionalPostgresSeenEventsStore', 'postgresDeadLetters',
     'postgresDeadLettersSchema', 'postgresSeenEvents', 'postgresSeenEventsSchema',
   ],
   'sqlite/index': [
-    'EventClaim', 'SqliteDatabaseLike', 'SqliteDeadLetterStore', 'SqliteDeadLettersOptions',
-    'SqliteSeenEventsOptions', 'SqliteSeenEventsStore', 'SqliteStatementLike', 'TransactionContext',
-    'TransactionalSeenEventsStore', 'TransactionalSqliteSeenEventsStore', 'sqliteDeadLetters',
+    'SqliteDatabaseLike', 'SqliteDeadLetterStore', 'SqliteDeadLettersOptions', 'SqliteSeenEventsOptions',
+    'SqliteSeenEventsStore', 'SqliteStatementLike', 'StoreClaim', 'TransactionContext',
+    'TransactionalClaimStore', 'TransactionalSqliteSeenEventsStore', 'sqliteDeadLetters',
     'sqliteSeenEvents',
   ],
   'nestjs/index': [
@@ -338,8 +332,8 @@ const SURFACE: Record<string, string[]> = {
     'HardBouncedEvent', 'Logger', 'MAILCHANNELS_WEBHOOKS_OPTIONS', 'MailChannelsWebhook',
     'MailChannelsWebhookGuard', 'MailChannelsWebhookReply', 'MailChannelsWebhookReplyFilter',
     'MailChannelsWebhooksModule', 'MailChannelsWebhooksModuleOptions', 'MailChannelsWebhooksReceiver',
-    'OnWebhookEvent', 'OpenEvent', 'ProcessedEvent', 'QueuedBody', 'ReceiverContext', 'SoftBouncedEvent',
-    'TestEvent', 'TransactionContext', 'UnknownWebhookEvent', 'UnsubscribedEvent', 'WEBHOOK_EVENT_TYPES',
+    'OnWebhookEvent', 'OpenEvent', 'ProcessedEvent', 'QueuedBody', 'SoftBouncedEvent', 'TestEvent',
+    'TransactionContext', 'UnknownWebhookEvent', 'UnsubscribedEvent', 'WEBHOOK_EVENT_TYPES',
     'WebhookErrorBody', 'WebhookEvent', 'WebhookEventBase', 'WebhookEventMethod', 'WebhookEventName',
     'WebhookEventType', 'WebhookEvents',
   ],
@@ -357,16 +351,3 @@ t.test('each entry exports exactly the names of its public surface (values and t
   }
 })
 
-t.test('the deprecated names kept for one release are the new ones under their old names', async (t) => {
-  const main = await import('../../src/index.js')
-  const express = await import('../../src/express/index.js')
-  t.equal(express.batchesRouter, express.batchesRoute, 'batchesRouter is batchesRoute')
-  t.equal(main.DELIVERY_CHANNEL, main.DELIVERY_DIAGNOSTICS_CHANNEL, 'DELIVERY_CHANNEL names the same channel')
-  t.equal(main.KEY_FETCH_CHANNEL, main.KEY_FETCH_DIAGNOSTICS_CHANNEL, 'KEY_FETCH_CHANNEL names the same channel')
-  const { generateSigningKeyPair, signWebhook } = await import('../../src/testing/index.js')
-  const keys = generateSigningKeyPair()
-  const signed = signWebhook({ events: [{ event: 'delivered', customer_handle: 'acct_1', timestamp: 1 }], privateKey: keys.privateKey })
-  const options = { payload: signed.body, headers: signed.headers, publicKey: keys.publicKey }
-  t.strictSame(await main.Webhooks.verify(options), await main.verifyWebhook(options), 'Webhooks.verify answers as verifyWebhook')
-  t.strictSame(await main.Webhooks.verify({ ...options, payload: Buffer.from('[]') }), await main.verifyWebhook({ ...options, payload: Buffer.from('[]') }), 'and refuses as it does')
-})

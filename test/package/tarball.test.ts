@@ -104,11 +104,11 @@ t.test('the tarball holds the built package, its licence and the sources its map
 })
 
 const SUBPATHS: Record<string, string[]> = {
-  '': ['verifyWebhook', 'MailChannels', 'KeyStore', 'HTTP_STATUS_BY_TYPE', 'MemoryReplayStore', 'RedisReplayStore', 'WebhookEventRouter', 'RedisSeenEventsStore', 'DELIVERY_DIAGNOSTICS_CHANNEL'],
+  '': ['verifyWebhook', 'MailChannels', 'KeyStore', 'HTTP_STATUS_BY_TYPE', 'MemoryClaimStore', 'RedisClaimStore', 'WebhookEventRouter', 'DELIVERY_DIAGNOSTICS_CHANNEL'],
   '/fastify': ['default', 'mailchannelsWebhooks', 'batchesRoute'],
   '/express': ['mailchannelsWebhooks', 'captureRawBody', 'webhookEventsOf', 'batchesRoute'],
   '/testing': ['generateSigningKeyPair', 'signWebhook', 'createSandbox'],
-  '/web': ['createWebhookHandler', 'verifyWebhookRequest', 'MemoryReplayStore'],
+  '/web': ['createWebhookHandler', 'verifyWebhookRequest', 'MemoryClaimStore'],
   '/hono': ['mailchannelsWebhooks'],
   '/bullmq': ['bullmqEnqueue', 'createWebhookEventQueue', 'createWebhookEventWorker'],
   // pg and better-sqlite3 are optional peers: the entries load without them.

@@ -7,7 +7,7 @@
 import t from 'tap'
 import { CompiledQuery, Kysely, PostgresDialect, type Transaction } from 'kysely'
 import pg from 'pg'
-import { ReplayStoreError, WebhookEventRouter, eventFingerprint, type EventClaim } from '../../src/index.js'
+import { ReplayStoreError, WebhookEventRouter, eventFingerprint, type StoreClaim } from '../../src/index.js'
 import { HandlerTimeoutError, InboxTransactionError } from '../../src/replay/errors.js'
 import { postgresSeenEvents } from '../../src/postgres/index.js'
 import { startPostgres } from '../helpers/postgres.js'
@@ -338,7 +338,7 @@ t.test('handlerTimeout is validated once, naming the option', async (t) => {
 t.test('a claim lost meanwhile is still told apart from a transaction a handler ended', async (t) => {
   const seen = `seen_${n++}`
   const store = postgresSeenEvents({ pool, table: seen, transactional: true })
-  const [claim] = await store.claim(['lost'], 30) as [EventClaim]
+  const [claim] = await store.claim(['lost'], 30) as [StoreClaim]
   await pool.query(`UPDATE ${seen} SET token = 'theirs' WHERE fingerprint = 'lost'`)
   await t.rejects(store.runInTransaction(claim, async () => {}), { name: 'ReplayStoreError', message: /another caller took it/ })
 })

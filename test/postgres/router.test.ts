@@ -4,7 +4,7 @@
 import t from 'tap'
 import { CompiledQuery, Kysely, PostgresDialect, type Transaction } from 'kysely'
 import type pg from 'pg'
-import { ReplayStoreError, WebhookEventRouter, eventFingerprint, type EventClaim } from '../../src/index.js'
+import { ReplayStoreError, WebhookEventRouter, eventFingerprint, type StoreClaim } from '../../src/index.js'
 import { postgresSeenEvents } from '../../src/postgres/index.js'
 import { startPostgres } from '../helpers/postgres.js'
 import { ev } from '../dispatch/helpers/events.js'
@@ -57,7 +57,7 @@ t.test('transactional: a claim another caller took meanwhile rolls the transacti
   const store = postgresSeenEvents({ pool, table: seen, transactional: true })
   const effects = `effects_${n++}`
   await pool.query(`CREATE TABLE ${effects} (v int)`)
-  const [claim] = await store.claim(['lost'], 30) as [EventClaim]
+  const [claim] = await store.claim(['lost'], 30) as [StoreClaim]
   // As if the claim had expired and another instance had claimed the event anew.
   await pool.query(`UPDATE ${seen} SET token = 'theirs' WHERE fingerprint = 'lost'`)
   await t.rejects(store.runInTransaction(claim, async (db) => { await db.query(`INSERT INTO ${effects} VALUES (1)`) }), { name: 'ReplayStoreError', message: /another caller took it/ })

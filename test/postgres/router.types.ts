@@ -1,7 +1,7 @@
 // Compile-time test of the transactional typing (`npx tsc -p tsconfig.json` checks it; not a
 // runtime test file). Every `@ts-expect-error` line must fail to compile.
 import pg from 'pg'
-import { MemorySeenEventsStore, WebhookEventRouter } from '../../src/index.js'
+import { MemoryClaimStore, WebhookEventRouter } from '../../src/index.js'
 import { postgresSeenEvents } from '../../src/postgres/index.js'
 
 type Equal<A, B> = (<T>() => T extends A ? 1 : 2) extends (<T>() => T extends B ? 1 : 2) ? true : false
@@ -16,7 +16,7 @@ export function typing (pool: pg.Pool): void {
   new WebhookEventRouter({ seenEvents: postgresSeenEvents({ pool }) })
     // @ts-expect-error no transaction without transactional: true
     .on('hard-bounced', async (_event, { db }) => { void db })
-  new WebhookEventRouter({ seenEvents: new MemorySeenEventsStore() })
+  new WebhookEventRouter({ seenEvents: new MemoryClaimStore() })
     // @ts-expect-error the memory store has no database
     .on('delivered', (_event, { db }) => { void db })
   // With your own context type, name the transaction type too.

@@ -3,12 +3,12 @@
 // the schema it creates or the migration it prints, expiry and purging, and the server going away.
 import t from 'tap'
 import pg from 'pg'
-import { ReplayStoreError, type EventClaim, type EventClaimResult } from '../../src/index.js'
+import { ReplayStoreError, type StoreClaim, type StoreClaimResult } from '../../src/index.js'
 import { PostgresSeenEventsStore, postgresSeenEvents, postgresSeenEventsSchema } from '../../src/postgres/index.js'
 import { startPostgres } from '../helpers/postgres.js'
 import { behavesAsASeenStore } from '../replay/helpers/seen-store-contract.js'
 
-const isClaim = (r: EventClaimResult | undefined): r is EventClaim => typeof r === 'object'
+const isClaim = (r: StoreClaimResult | undefined): r is StoreClaim => typeof r === 'object'
 const sleep = async (ms: number): Promise<void> => { await new Promise((resolve) => setTimeout(resolve, ms)) }
 
 const server = await startPostgres()

@@ -7,7 +7,7 @@ import fc from 'fast-check'
 import t from 'tap'
 import { parseDictionary } from 'structured-headers'
 import { check, failOnUnhandledRejection, isTypedRejection, KEYS, NOW, NOW_MS, sha256Digest, sign, startKeyServer, BODY } from './helpers/fixtures.js'
-import { Webhooks } from '../../src/index.js'
+import { verifyWebhook } from '../../src/index.js'
 import { KeyStore } from '../../src/keys/key-store.js'
 import { KEY_ID_PATTERN } from '../../src/keys/key-id.js'
 
@@ -96,7 +96,7 @@ t.test('E1 E3 E4 E5 C7 C8: arbitrary header strings give a typed error; no key f
       ),
       async ({ input, sig, digest }) => {
         const before = server.fetches()
-        const r = await Webhooks.verify({
+        const r = await verifyWebhook({
           payload: BODY,
           headers: { 'content-digest': digest, 'signature-input': input, signature: sig },
           keyStore,
@@ -186,13 +186,13 @@ t.test('C2 C3 C5 C6: duplicated members, labels, parameters or fields are always
   t.teardown(server.close)
   const keyStore = new KeyStore({ baseUrl: server.baseUrl, fetchesPerMinute: 100_000 })
   // Non-vacuity: the same store and server accept the undisturbed delivery (1 fetch).
-  const ok = await Webhooks.verify({ payload: BODY, headers: validSig.headers, keyStore, now: NOW_MS })
+  const ok = await verifyWebhook({ payload: BODY, headers: validSig.headers, keyStore, now: NOW_MS })
   t.equal(ok.error, null, 'the valid delivery is accepted through the key server')
   keyStore.clear()
   const fetchesBefore = server.fetches()
   await check(t,
     fc.asyncProperty(duplicated, async ({ headers }) => {
-      const r = await Webhooks.verify({ payload: BODY, headers, keyStore, now: NOW_MS })
+      const r = await verifyWebhook({ payload: BODY, headers, keyStore, now: NOW_MS })
       return r.data === null && r.error?.type === 'malformed_header'
     }),
     1500,
@@ -205,7 +205,7 @@ t.test('C3: reordering the members of a two-signature header never changes the v
     fc.asyncProperty(anyLabel, anyLabel, async (l1, l2) => {
       const a = sign({ label: l1 })
       const b = sign({ label: l2, params: P(NOW - 10) })
-      const verdict = async (x: typeof a, y: typeof a): Promise<string | undefined> => (await Webhooks.verify({
+      const verdict = async (x: typeof a, y: typeof a): Promise<string | undefined> => (await verifyWebhook({
         payload: BODY,
         headers: { 'content-digest': a.headers['content-digest']!, 'signature-input': `${x.headers['signature-input']}, ${y.headers['signature-input']}`, signature: `${x.headers.signature}, ${y.headers.signature}` },
         publicKey: KEYS.publicKey,

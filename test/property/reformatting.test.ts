@@ -6,7 +6,7 @@ import crypto from 'node:crypto'
 import fc from 'fast-check'
 import t from 'tap'
 import { canonicalParams, check, failOnUnhandledRejection, KEYS, NOW, NOW_MS, sign, BODY } from './helpers/fixtures.js'
-import { Webhooks } from '../../src/index.js'
+import { verifyWebhook } from '../../src/index.js'
 import { VerificationError } from '../../src/errors.js'
 import { parseSignature, parseSignatureStrict, type ParsedSignature } from '../../src/verify/signature-input.js'
 
@@ -49,7 +49,7 @@ t.test('B7 D2: any legal SF formatting of Signature-Input (spaces, order, alg ab
       const d = sign({ params, label })
       if (unpadded) d.headers.signature = d.headers.signature!.replace(/=+:$/, ':') // RFC 9651 §4.2.7: padding optional
       d.headers['signature-input'] = lead + d.headers['signature-input']! + trail
-      const r = await Webhooks.verify({ payload: d.body, headers: d.headers, publicKey: KEYS.publicKey, now: NOW_MS, customerHandles: ['acct_1'] })
+      const r = await verifyWebhook({ payload: d.body, headers: d.headers, publicKey: KEYS.publicKey, now: NOW_MS, customerHandles: ['acct_1'] })
       if (r.error !== null) throw new Error(`rejected ${r.error.type}: ${r.error.message}\n${JSON.stringify(d.headers)}`)
       return r.data.length === 1 && r.data[0]!.customerHandle === 'acct_1'
     }),
@@ -63,7 +63,7 @@ t.test('a reformatted Signature-Input signed over its *wire* text instead of the
       const base = `"content-digest": ${sign().headers['content-digest']}\n"@signature-params": ${params}`
       const sig = crypto.sign(null, Buffer.from(base, 'latin1'), KEYS.privateKey).toString('base64')
       const headers = { ...sign().headers, 'signature-input': `sig_1=${params}`, signature: `sig_1=:${sig}:` }
-      const r = await Webhooks.verify({ payload: BODY, headers, publicKey: KEYS.publicKey, now: NOW_MS })
+      const r = await verifyWebhook({ payload: BODY, headers, publicKey: KEYS.publicKey, now: NOW_MS })
       const canonical = canonicalParams(params) === params
       return canonical ? r.error === null : r.error?.type === 'signature_invalid'
     }),

@@ -4,7 +4,7 @@
 // `VerifyConfig`, so an option added there fails to compile here until it has a row.
 import t from 'tap'
 import { KeyStore } from '../../src/keys/key-store.js'
-import { MemoryReplayStore } from '../../src/index.js'
+import { MemoryReplayStore } from '../../src/replay/memory-store.js'
 import { createWebhookPipeline, keyStoreFactory, rejectUnknownOptions, resolveBodyLimit, resolveReceiverOptions, type WebhookErrorBody, type WebhookPort } from '../../src/receiver/index.js'
 import { tooLargeMessage } from '../../src/receiver/transport.js'
 import { VERIFY_OPTIONS, type VerifyConfig } from '../../src/verify/options.js'

@@ -3,7 +3,8 @@
 // (test/express, test/fastify, test/web, test/hono, test/receivers-dispatch) check the same
 // behaviour through each framework; these check the pipeline that all of them share.
 import t from 'tap'
-import { MemoryReplayStore, WebhookEventRouter } from '../../src/index.js'
+import { WebhookEventRouter } from '../../src/index.js'
+import { MemoryReplayStore } from '../../src/replay/memory-store.js'
 import { createWebhookPipeline, type AcceptedOutcome, type SettleHandler, type WebhookPort } from '../../src/receiver/index.js'
 import { tooLargeMessage } from '../../src/receiver/transport.js'
 import type { WebhookReceiverOptions } from '../../src/receiver/options.js'
@@ -23,7 +24,7 @@ function delivery (types: readonly string[] = ['delivered']): SignedWebhook {
 
 /** The replay id of a delivery, as the receiver derives it (the signature bytes). */
 async function idOf (d: SignedWebhook): Promise<string> {
-  const { deliveryId } = await import('../../src/index.js')
+  const { deliveryId } = await import('../../src/replay/types.js')
   const value = d.headers.signature
   return deliveryId(Buffer.from(value.slice(value.indexOf('=:') + 2, -1), 'base64'))
 }

@@ -4,7 +4,7 @@
 // claim is settled by that answer (a 5xx lets MailChannels' retry in), nothing after the receiver
 // runs, and nothing throws or rejects unhandled.
 import t from 'tap'
-import { MemorySeenEventsStore, WebhookEventRouter, type SeenEventsStore } from '../../src/index.js'
+import { MemoryClaimStore, WebhookEventRouter, type ClaimStore } from '../../src/index.js'
 import type { EnqueueContext, EventHandlerContext, WebhookEvent } from '../../src/fastify/index.js'
 import { ADAPTERS, endpoint, sign, trackUnhandledRejections, wireEvents, type AdapterName } from './helpers/adapters.js'
 
@@ -18,8 +18,8 @@ function gate (): { wait: Promise<void>, open: () => void } {
 }
 
 /** A seen-events store that cannot be reached until `up` is set (Redis down). */
-function downStore (): SeenEventsStore & { up: boolean } {
-  const memory = new MemorySeenEventsStore()
+function downStore (): ClaimStore & { up: boolean } {
+  const memory = new MemoryClaimStore()
   const down = async (): Promise<never> => { throw new Error('connect ECONNREFUSED 127.0.0.1:6379') }
   const store = {
     up: false,
@@ -27,9 +27,9 @@ function downStore (): SeenEventsStore & { up: boolean } {
     add: async (fps: readonly string[]) => store.up ? await memory.add(fps) : await down(),
     delete: async (fps: readonly string[]) => store.up ? await memory.delete(fps) : await down(),
     claim: async (fps: readonly string[], lifetime: number) => store.up ? await memory.claim(fps, lifetime) : await down(),
-    complete: async (claims: Parameters<SeenEventsStore['complete']>[0]) => store.up ? await memory.complete(claims) : await down(),
-    release: async (claims: Parameters<SeenEventsStore['release']>[0]) => store.up ? await memory.release(claims) : await down(),
-    extend: async (claims: Parameters<SeenEventsStore['extend']>[0], lifetime: number) => store.up ? await memory.extend(claims, lifetime) : await down(),
+    complete: async (claims: Parameters<ClaimStore['complete']>[0]) => store.up ? await memory.complete(claims) : await down(),
+    release: async (claims: Parameters<ClaimStore['release']>[0]) => store.up ? await memory.release(claims) : await down(),
+    extend: async (claims: Parameters<ClaimStore['extend']>[0], lifetime: number) => store.up ? await memory.extend(claims, lifetime) : await down(),
   }
   return store
 }
@@ -38,7 +38,7 @@ function cases (adapter: AdapterName): void {
   t.test(`${adapter}: handlers answer 200 with the counts; a re-signed resend is skipped, an exact one is a duplicate`, async (t) => {
     const effects: string[] = []
     const keyIds: string[] = []
-    const router = new WebhookEventRouter<EventHandlerContext>({ seenEvents: new MemorySeenEventsStore() })
+    const router = new WebhookEventRouter<EventHandlerContext>({ seenEvents: new MemoryClaimStore() })
       .on(['delivered', 'open'], (_event, { fingerprint, keyId }) => { effects.push(fingerprint); keyIds.push(keyId) })
     const ep = await endpoint(t, adapter, { handlers: router })
     const events = wireEvents(['delivered', 'open', 'dropped'])
@@ -55,7 +55,7 @@ function cases (adapter: AdapterName): void {
   t.test(`${adapter}: a failing handler answers 500 handler_error; the retry runs only the events left`, async (t) => {
     const effects = new Map<string, number>()
     let failures = 1
-    const router = new WebhookEventRouter({ seenEvents: new MemorySeenEventsStore() })
+    const router = new WebhookEventRouter({ seenEvents: new MemoryClaimStore() })
       .on('*', (event, { fingerprint }) => {
         if (event.event === 'open' && failures > 0) {
           failures--
@@ -83,7 +83,7 @@ function cases (adapter: AdapterName): void {
     const hold = gate()
     let started = 0
     let runs = 0
-    const router = new WebhookEventRouter({ seenEvents: new MemorySeenEventsStore(), claimLifetime: 7 })
+    const router = new WebhookEventRouter({ seenEvents: new MemoryClaimStore(), claimLifetime: 7 })
       .on('delivered', async () => { runs++; if (++started === 1) await hold.wait })
     const ep = await endpoint(t, adapter, { handlers: router })
     const events = wireEvents(['delivered'])

@@ -2,7 +2,7 @@
 // code it was answered with, and its handler time covers the dispatch (or the hand-off).
 import diagnosticsChannel from 'node:diagnostics_channel'
 import t from 'tap'
-import { DELIVERY_DIAGNOSTICS_CHANNEL, MemorySeenEventsStore, WebhookEventRouter, type WebhookDeliveryMessage } from '../../src/index.js'
+import { DELIVERY_DIAGNOSTICS_CHANNEL, MemoryClaimStore, WebhookEventRouter, type WebhookDeliveryMessage } from '../../src/index.js'
 import { ADAPTERS, endpoint, sign, wireEvents } from './helpers/adapters.js'
 
 const messages: WebhookDeliveryMessage[] = []
@@ -24,7 +24,7 @@ for (const adapter of ADAPTERS) {
   t.test(`${adapter}: each answer of handlers and enqueue is one delivery message with its code`, async (t) => {
     let fail = false
     let hold: Promise<void> | undefined
-    const router = new WebhookEventRouter({ seenEvents: new MemorySeenEventsStore(), claimLifetime: 5 })
+    const router = new WebhookEventRouter({ seenEvents: new MemoryClaimStore(), claimLifetime: 5 })
       .on('*', async () => {
         await new Promise((resolve) => setTimeout(resolve, 25))
         if (hold !== undefined) await hold

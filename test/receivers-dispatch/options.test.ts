@@ -8,7 +8,7 @@ import plugin from '../../src/fastify/index.js'
 import { mailchannelsWebhooks as expressWebhook } from '../../src/express/index.js'
 import { mailchannelsWebhooks as honoWebhook } from '../../src/hono/index.js'
 import { createWebhookHandler } from '../../src/web/index.js'
-import { MemorySeenEventsStore, WebhookEventRouter, ReplayStoreError, type DispatchReport, type WebhookEvent } from '../../src/index.js'
+import { MemoryClaimStore, WebhookEventRouter, ReplayStoreError, type DispatchReport, type WebhookEvent } from '../../src/index.js'
 import { dispatchReply } from '../../src/receiver/answer.js'
 import { noopLogger } from '../../src/logger.js'
 import { HANDLE, KEYS, sign, wireEvents } from './helpers/adapters.js'
@@ -129,7 +129,7 @@ t.test('express: POSTs only; other methods pass through to next untouched', asyn
 })
 
 t.test('a handler failure wins over deferred events: 500, so the failure is seen', async (t) => {
-  const store = new MemorySeenEventsStore()
+  const store = new MemoryClaimStore()
   let release!: () => void
   const held = new Promise<void>((resolve) => { release = resolve })
   let started = false

@@ -1,6 +1,6 @@
 // Two receiver instances behind a load balancer (a Fastify app declaring its route with `path`
 // and an Express app), each with its own WebhookEventRouter and its own Redis clients, sharing
-// one real Redis through RedisSeenEventsStore and RedisReplayStore. Many concurrent identical
+// one real Redis through RedisClaimStore and RedisReplayStore. Many concurrent identical
 // deliveries and re-signed resends across both, retried like MailChannels retries a 5xx: every
 // event's handler takes effect exactly once, with injected handler failures the retries complete
 // the rest without repeating what was handled, and an event of a customer not allowed runs nothing.
@@ -9,7 +9,8 @@ import Fastify from 'fastify'
 import t, { type Test } from 'tap'
 import plugin from '../../src/fastify/index.js'
 import { mailchannelsWebhooks } from '../../src/express/index.js'
-import { RedisReplayStore, RedisSeenEventsStore, WebhookEventRouter, eventFingerprint } from '../../src/index.js'
+import { RedisClaimStore, WebhookEventRouter, eventFingerprint } from '../../src/index.js'
+import { RedisReplayStore } from '../../src/replay/redis-store.js'
 import { toEvent } from '../../src/events/parse-events.js'
 import type { WebhookReceiverOptions } from '../../src/receiver/options.js'
 import type { SignedWebhook, WireEvent } from '../../src/testing/index.js'
@@ -39,7 +40,7 @@ async function instances (t: Test, redis: RedisServer, effects: Effects, options
   const stores = async (): Promise<Pick<WebhookReceiverOptions, 'replay' | 'handlers'>> => {
     // A generous command timeout: the machine running the suite may be loaded.
     const client = await redis.client({ commandTimeout: 2000 })
-    const seenEvents = new RedisSeenEventsStore(client, { prefix: `${prefix}seen:`, timeout: 2000 })
+    const seenEvents = new RedisClaimStore(client, { prefix: `${prefix}seen:`, timeout: 2000 })
     const handlers = new WebhookEventRouter({ seenEvents, concurrency: 3, claimLifetime: 5 })
       .on('*', async (_event, { fingerprint }) => {
         // Real asynchrony, so concurrent deliveries overlap in their handlers.

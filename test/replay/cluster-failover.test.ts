@@ -11,7 +11,7 @@
 //   the promoted master needs a replica of its own first (the dead node, restarted).
 import t from 'tap'
 import {
-  RedisSeenEventsStore, ReplayStoreError, eventFingerprint, type EventClaim, type EventClaimResult,
+  RedisClaimStore, ReplayStoreError, eventFingerprint, type StoreClaim, type StoreClaimResult,
 } from '../../src/index.js'
 import { toEvent } from '../../src/events/parse-events.js'
 import { CLUSTER_FAIL_FAST, clusterUnavailable, startRedisCluster, type LocalRedisCluster } from '../helpers/redis-cluster.js'
@@ -22,7 +22,7 @@ process.on('unhandledRejection', onUnhandled)
 t.teardown(() => { process.off('unhandledRejection', onUnhandled) })
 
 const sleep = async (ms: number): Promise<void> => { await new Promise((resolve) => setTimeout(resolve, ms)) }
-const isClaim = (r: EventClaimResult | undefined): r is EventClaim => typeof r === 'object'
+const isClaim = (r: StoreClaimResult | undefined): r is StoreClaim => typeof r === 'object'
 let serial = 0
 const fingerprint = (): string => eventFingerprint(toEvent({ event: 'delivered', customer_handle: 'acct_1', timestamp: 1700000000, request_id: `failover-${serial++}` }, 0))
 
@@ -46,7 +46,7 @@ interface Traffic {
 }
 
 /** Deliveries of 10 fresh events, claimed then completed, back to back, by `loops` loops. */
-function traffic (store: RedisSeenEventsStore, loops: number, onAck: (claims: EventClaim[], done: boolean) => void): Traffic {
+function traffic (store: RedisClaimStore, loops: number, onAck: (claims: StoreClaim[], done: boolean) => void): Traffic {
   let running = true
   const state: Traffic = { ok: 0, failed: 0, wrong: [], stop: async () => { running = false; await all } }
   const all = Promise.all(Array.from({ length: loops }, async () => {
@@ -75,10 +75,10 @@ t.test('a master killed mid-traffic', { skip: reason ?? false }, async (t) => {
   t.teardown(async () => { await cluster.close() })
   const reader = await cluster.client()
   // WAIT holds the connection it runs on: the store that waits for replicas gets its own client.
-  const plain = new RedisSeenEventsStore(await cluster.client(), { prefix: 'plain:' })
+  const plain = new RedisClaimStore(await cluster.client(), { prefix: 'plain:' })
   // Replicas acknowledge in well under 800 ms even on a loaded machine; a cut-off master never does.
   // WAIT runs on the store's client, so its command timeout is longer than the wait.
-  const durable = new RedisSeenEventsStore(await cluster.client({ redisOptions: { ...CLUSTER_FAIL_FAST.redisOptions, commandTimeout: 2000 } }), { prefix: 'durable:', waitForReplicas: 1, waitTimeout: 800, timeout: 5000 })
+  const durable = new RedisClaimStore(await cluster.client({ redisOptions: { ...CLUSTER_FAIL_FAST.redisOptions, commandTimeout: 2000 } }), { prefix: 'durable:', waitForReplicas: 1, waitTimeout: 800, timeout: 5000 })
   const victim = (await cluster.nodes()).find((n) => n.role === 'master')!.port
 
   // Done marks written before anything happens, on the victim and elsewhere.

@@ -7,7 +7,8 @@
 // again when resent after it.
 import t, { type Test } from 'tap'
 import type { Cluster } from 'ioredis'
-import { RedisReplayStore, RedisSeenEventsStore, WebhookEventRouter, eventFingerprint } from '../../src/index.js'
+import { RedisClaimStore, WebhookEventRouter, eventFingerprint } from '../../src/index.js'
+import { RedisReplayStore } from '../../src/replay/redis-store.js'
 import { createWebhookHandler } from '../../src/web/index.js'
 import { toEvent } from '../../src/events/parse-events.js'
 import { generateSigningKeyPair, signWebhook, type SignedWebhook, type WireEvent } from '../../src/testing/index.js'
@@ -54,7 +55,7 @@ async function instances (cluster: LocalRedisCluster, effects: Effects, prefix: 
     const client = await cluster.client()
     options.clients?.push(client)
     const store = { waitForReplicas: options.waitForReplicas ?? 0, waitTimeout: 100, timeout: 2000 }
-    const seenEvents = new RedisSeenEventsStore(client, { prefix: `${prefix}seen:`, ...store })
+    const seenEvents = new RedisClaimStore(client, { prefix: `${prefix}seen:`, ...store })
     const handlers = new WebhookEventRouter({ seenEvents, concurrency: 3, claimLifetime: CLAIM_LIFETIME })
       .on('*', async (_event, { fingerprint }) => {
         effects.started.add(fingerprint)

@@ -3,10 +3,9 @@
 // spanned the slots of several events), with and without `waitForReplicas`.
 import t, { type Test } from 'tap'
 import type { Cluster } from 'ioredis'
-import {
-  RedisReplayStore, RedisSeenEventsStore, ReplayStoreError, deliveryId, eventFingerprint,
-  type EventClaim, type EventClaimResult,
-} from '../../src/index.js'
+import { RedisClaimStore, ReplayStoreError, eventFingerprint, type StoreClaim, type StoreClaimResult } from '../../src/index.js'
+import { RedisReplayStore } from '../../src/replay/redis-store.js'
+import { deliveryId } from '../../src/replay/types.js'
 import { toEvent } from '../../src/events/parse-events.js'
 import { keySlot } from '../../src/replay/redis-client.js'
 import { clusterUnavailable, startRedisCluster, type LocalRedisCluster } from '../helpers/redis-cluster.js'
@@ -17,7 +16,7 @@ process.on('unhandledRejection', onUnhandled)
 t.teardown(() => { process.off('unhandledRejection', onUnhandled) })
 
 const sleep = async (ms: number): Promise<void> => { await new Promise((resolve) => setTimeout(resolve, ms)) }
-const isClaim = (r: EventClaimResult | undefined): r is EventClaim => typeof r === 'object'
+const isClaim = (r: StoreClaimResult | undefined): r is StoreClaim => typeof r === 'object'
 /** 100 real event fingerprints (a delivery's worth), distinct per `round`. */
 const fingerprints = (round: string, n = 100): string[] => Array.from({ length: n }, (_v, i) =>
   eventFingerprint(toEvent({ event: 'delivered', customer_handle: 'acct_1', timestamp: 1700000000 + i, request_id: `${round}-${i}` }, 0)))
@@ -41,7 +40,7 @@ t.test('Redis stores on a local Redis Cluster', { skip: reason ?? false }, async
   })
 
   for (const waitForReplicas of [0, 1]) {
-    t.test(`RedisSeenEventsStore, waitForReplicas ${waitForReplicas}: 100 events spread over every master`, async (t) => {
+    t.test(`RedisClaimStore, waitForReplicas ${waitForReplicas}: 100 events spread over every master`, async (t) => {
       await seenEventsOnCluster(t, cluster, client, waitForReplicas, timeout)
     })
     t.test(`RedisReplayStore, waitForReplicas ${waitForReplicas}: deliveries on every master`, async (t) => {
@@ -58,7 +57,7 @@ t.test('Redis stores on a local Redis Cluster', { skip: reason ?? false }, async
   }
 
   t.test('orphaned claims expire on every master', async (t) => {
-    const store = new RedisSeenEventsStore(client, { prefix: 'orphan:', timeout })
+    const store = new RedisClaimStore(client, { prefix: 'orphan:', timeout })
     const fps = fingerprints('orphan')
     t.ok((await store.claim(fps, 1)).every(isClaim))
     await sleep(1100)
@@ -74,7 +73,7 @@ t.test('Redis stores on a local Redis Cluster', { skip: reason ?? false }, async
     const replica = nodes.find((n) => n.masterId === nodes.find((m) => m.port === master)?.id)
     if (replica === undefined) return t.fail('the master has a replica')
     await cluster.kill(replica.port)
-    const durable = new RedisSeenEventsStore(client, { prefix, waitForReplicas: 1, waitTimeout: 100, timeout })
+    const durable = new RedisClaimStore(client, { prefix, waitForReplicas: 1, waitTimeout: 100, timeout })
     const onIt: string[] = []
     const elsewhere: string[] = []
     for (const fp of fps) (await cluster.masterOf(prefix + fp) === master ? onIt : elsewhere).push(fp)
@@ -87,8 +86,8 @@ t.test('Redis stores on a local Redis Cluster', { skip: reason ?? false }, async
     const done = await durable.complete([]).then(() => 'ok')
     t.equal(done, 'ok')
     // The failed claims are given back (best effort, right after the failure): the retry is not held up.
-    const plain = new RedisSeenEventsStore(client, { prefix, timeout })
-    let retry: EventClaimResult[] = []
+    const plain = new RedisClaimStore(client, { prefix, timeout })
+    let retry: StoreClaimResult[] = []
     for (let i = 0; i < 40; i++) {
       retry = await plain.claim(onIt, 30)
       if (retry.every(isClaim)) break
@@ -106,7 +105,7 @@ t.test('Redis stores on a local Redis Cluster', { skip: reason ?? false }, async
 
 async function seenEventsOnCluster (t: Test, cluster: LocalRedisCluster, client: Cluster, waitForReplicas: number, timeout: number): Promise<void> {
   const prefix = `seen-${waitForReplicas}:`
-  const store = new RedisSeenEventsStore(client, { prefix, ttl: 600, waitForReplicas, timeout })
+  const store = new RedisClaimStore(client, { prefix, ttl: 600, waitForReplicas, timeout })
   const admin = await cluster.client({ redisOptions: { commandTimeout: 5000, maxRetriesPerRequest: 1 } })
   const fps = fingerprints(`events-${waitForReplicas}`)
   t.equal((await mastersOf(cluster, fps.map((fp) => prefix + fp))).size, 3, 'the 100 events live on all three masters')

@@ -1,13 +1,13 @@
-// MemorySeenEventsStore keeps fingerprints as 256-bit records in typed arrays
+// MemoryClaimStore keeps fingerprints as 256-bit records in typed arrays
 // (src/replay/fingerprint-table.ts). These tests pin what that must not change: any string is a
 // key of its own (fingerprint-shaped or not), and the store answers as a plain Map of strings
 // in write order would, through growth, removals, expiry and eviction.
 import { createHash } from 'node:crypto'
 import t, { type Test } from 'tap'
-import { MemorySeenEventsStore, type EventClaim, type EventClaimResult } from '../../src/index.js'
-import { CLAIMED, DONE, PROCESSING, REPEATED, synchronousSeenEvents, type SynchronousSeenEvents } from '../../src/replay/memory-claim-store.js'
+import { MemoryClaimStore, type StoreClaim, type StoreClaimResult } from '../../src/index.js'
+import { CLAIMED, DONE, PROCESSING, REPEATED, synchronousClaims, type SynchronousClaims } from '../../src/replay/memory-claim-store.js'
 
-const isClaim = (r: EventClaimResult | undefined): r is EventClaim => typeof r === 'object'
+const isClaim = (r: StoreClaimResult | undefined): r is StoreClaim => typeof r === 'object'
 const fingerprint = (n: number | string): string => createHash('sha256').update(`event-${n}`).digest('base64url')
 
 /** Date.now as the test says: the store reads no other clock. */
@@ -34,11 +34,11 @@ t.test('every string is a key of its own: canonical fingerprints, near misses an
   ]
   t.equal(new Set(keys).size, keys.length, 'the test keys are distinct strings')
   for (const key of keys) {
-    const store = new MemorySeenEventsStore()
+    const store = new MemoryClaimStore()
     t.same(await store.add([key]), [true], JSON.stringify(key))
     t.same(await store.has(keys), keys.map((k) => k === key), `only ${JSON.stringify(key)} is marked`)
   }
-  const all = new MemorySeenEventsStore()
+  const all = new MemoryClaimStore()
   t.same(await all.add(keys), keys.map(() => true))
   t.equal(all.size, keys.length)
   t.same(await all.add(keys), keys.map(() => false), 'each is remembered under its own key')
@@ -47,7 +47,7 @@ t.test('every string is a key of its own: canonical fingerprints, near misses an
 })
 
 t.test('grows across many doublings and remembers every key', async (t) => {
-  const store = new MemorySeenEventsStore({ max: 300_000 })
+  const store = new MemoryClaimStore({ max: 300_000 })
   const fps = Array.from({ length: 250_000 }, (_, i) => i % 5 === 0 ? `key-${i}` : fingerprint(i))
   for (let i = 0; i < fps.length; i += 10_000) t.ok((await store.add(fps.slice(i, i + 10_000))).every((x) => x), 'all new')
   t.equal(store.size, fps.length)
@@ -56,7 +56,7 @@ t.test('grows across many doublings and remembers every key', async (t) => {
 })
 
 t.test('forgetting and writing keys over and over (the ring is compacted, the index shifts back) keeps the right ones', async (t) => {
-  const store = new MemorySeenEventsStore({ max: 1000 })
+  const store = new MemoryClaimStore({ max: 1000 })
   const live = new Set<string>()
   const forgotten: string[] = []
   let n = 0
@@ -80,7 +80,7 @@ t.test('forgetting and writing keys over and over (the ring is compacted, the in
 })
 
 t.test('when full, the oldest written is forgotten first, with deletions in between', async (t) => {
-  const store = new MemorySeenEventsStore({ max: 3 })
+  const store = new MemoryClaimStore({ max: 3 })
   const [a, b, c, d, e, f] = ['a', 'b', 'c', 'd', 'e', 'f'].map(fingerprint) as [string, string, string, string, string, string]
   await store.add([a, b, c])
   await store.delete([b])
@@ -98,7 +98,7 @@ t.test('when full, the oldest written is forgotten first, with deletions in betw
 
 t.test('an entry written again after it expired is the newest; one overwritten while live keeps its place', async (t) => {
   const clock = fakeClock(t)
-  const store = new MemorySeenEventsStore({ max: 3, ttl: 10 })
+  const store = new MemoryClaimStore({ max: 3, ttl: 10 })
   const [a, b, c, d] = ['a', 'b', 'c', 'd'].map(fingerprint) as [string, string, string, string]
   const claims = (await store.claim([a], 1)).filter(isClaim)
   await store.add([b, c])
@@ -110,7 +110,7 @@ t.test('an entry written again after it expired is the newest; one overwritten w
 })
 
 t.test('a batch larger than the store once it has forgotten some: the newest stay', async (t) => {
-  const store = new MemorySeenEventsStore({ max: 10 })
+  const store = new MemoryClaimStore({ max: 10 })
   const early = Array.from({ length: 40 }, (_, i) => fingerprint(`early-${i}`))
   for (const fp of early) await store.add([fp]) // the oldest are forgotten one by one
   const batch = Array.from({ length: 100 }, (_, i) => fingerprint(`batch-${i}`))
@@ -122,7 +122,7 @@ t.test('a batch larger than the store once it has forgotten some: the newest sta
 
 t.test('a claim that expired, claimed again when the table is as full as it gets before growing, is the newest', async (t) => {
   const clock = fakeClock(t)
-  const store = new MemorySeenEventsStore({ max: 40 })
+  const store = new MemoryClaimStore({ max: 40 })
   const x = fingerprint('x')
   const others = Array.from({ length: 31 }, (_, i) => fingerprint(`other-${i}`))
   await store.claim([x], 1)
@@ -138,7 +138,7 @@ t.test('a claim that expired, claimed again when the table is as full as it gets
 })
 
 t.test('a done mark lands on its own fingerprint even when the claimed array was changed since', async (t) => {
-  const store = new MemorySeenEventsStore()
+  const store = new MemoryClaimStore()
   const [a, b, c] = ['a', 'b', 'c'].map(fingerprint) as [string, string, string]
   const fps = [a, b]
   const claims = await store.claim(fps, 30)
@@ -209,11 +209,11 @@ t.test('model-based: random operations answer as the Map model does', async (t) 
     const rand = (n: number): number => { s = (Math.imul(s ^ (s >>> 15), 0x2c1b3c6d) + 0x6d2b79f5) >>> 0; return s % n }
     const max = 1 + rand(12)
     const ttl = 1 + rand(3)
-    const store = new MemorySeenEventsStore({ max, ttl })
+    const store = new MemoryClaimStore({ max, ttl })
     const model = new ModelStore(max, ttl)
-    const sync = synchronousSeenEvents(store) as SynchronousSeenEvents
+    const sync = synchronousClaims(store) as SynchronousClaims
     // Claims handed out, each as the store's and the model's token for the same fingerprint.
-    let claims: Array<{ real: EventClaim, token: string }> = []
+    let claims: Array<{ real: StoreClaim, token: string }> = []
     let syncClaims: Array<{ real: object, held: { token: string, expires: number }, fps: string[] }> = []
     const batch = (): string[] => Array.from({ length: rand(6) }, () => pool[rand(pool.length)]!)
     const some = <T>(xs: T[]): T[] => xs.filter(() => rand(2) === 0)

@@ -1,8 +1,10 @@
-// The per-delivery MemoryReplayStore (deprecated: now the per-delivery face of a MemoryClaimStore
+// The per-delivery MemoryReplayStore (internal: the receivers' default store, the per-delivery face of a MemoryClaimStore
 // of its own), and the claim store behind it, which the receivers claim deliveries from at once.
 import { createHash } from 'node:crypto'
 import t from 'tap'
-import { MemoryClaimStore, MemoryReplayStore, deliveryClaimKey, deliveryId } from '../../src/index.js'
+import { MemoryClaimStore, deliveryClaimKey } from '../../src/index.js'
+import { MemoryReplayStore } from '../../src/replay/memory-store.js'
+import { deliveryId } from '../../src/replay/types.js'
 import { claimStoreBehindMemory } from '../../src/replay/memory-store.js'
 import { DONE, PROCESSING, synchronousClaims } from '../../src/replay/memory-claim-store.js'
 

@@ -1,6 +1,8 @@
 import t from 'tap'
 import { Redis } from 'ioredis'
-import { RedisReplayStore, ReplayStoreError, deliveryId, type RedisClientLike } from '../../src/index.js'
+import { ReplayStoreError, type RedisClientLike } from '../../src/index.js'
+import { RedisReplayStore } from '../../src/replay/redis-store.js'
+import { deliveryId } from '../../src/replay/types.js'
 import { startRedisServer } from './helpers/redis-server.js'
 import { closedPort } from '../helpers/closed-port.js'
 

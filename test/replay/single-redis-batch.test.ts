@@ -3,10 +3,10 @@
 // Counted on the server (INFO commandstats), so what is asserted is what Redis really ran.
 import t from 'tap'
 import type { Redis } from 'ioredis'
-import { RedisSeenEventsStore, type EventClaim, type EventClaimResult, type RedisClientLike } from '../../src/index.js'
+import { RedisClaimStore, type StoreClaim, type StoreClaimResult, type RedisClientLike } from '../../src/index.js'
 import { startRedisServer, waitFor } from './helpers/redis-server.js'
 
-const isClaim = (r: EventClaimResult | undefined): r is EventClaim => typeof r === 'object'
+const isClaim = (r: StoreClaimResult | undefined): r is StoreClaim => typeof r === 'object'
 const fps = (tag: string, n = 100): string[] => Array.from({ length: n }, (_v, i) => `${tag}-${i}`)
 
 /** Calls per command since the last reset, as Redis counts them (commands run inside scripts included). */
@@ -33,7 +33,7 @@ t.test('a single Redis: one command per batch, the same answers as one key per c
   t.teardown(async () => { await server.close() })
   const client = await server.client()
   const admin = await server.client()
-  const store = new RedisSeenEventsStore(client, { prefix: 'one:' })
+  const store = new RedisClaimStore(client, { prefix: 'one:' })
   // Load the scripts once (the first run answers NOSCRIPT, then EVAL): the counts below are steady state.
   await store.release((await store.claim(['warm'], 30)).filter(isClaim))
   await store.extend([{ fingerprint: 'warm', token: 'x' }], 30)
@@ -41,7 +41,7 @@ t.test('a single Redis: one command per batch, the same answers as one key per c
   await store.add(['warm2'])
 
   const keys = fps('a')
-  let claims: EventClaimResult[] = []
+  let claims: StoreClaimResult[] = []
   t.same(await counted(admin, async () => { claims = await store.claim(keys, 30) }), { evalsha: 1, get: 100, set: 100 }, 'claim of 100: one EVALSHA')
   t.ok(claims.every(isClaim), 'all claimed')
   const mine = claims.filter(isClaim)
@@ -88,7 +88,7 @@ t.test('a single Redis: one command per batch, the same answers as one key per c
     evalsha: async (...a) => await client.evalsha(...(a as [string, number])),
     pipeline: () => client.pipeline(),
   }
-  const perKey = new RedisSeenEventsStore(unknown, { prefix: 'one:' })
+  const perKey = new RedisClaimStore(unknown, { prefix: 'one:' })
   await perKey.claim(['warm3', 'warm4'], 30) // loads the one-key script
   const c = fps('c')
   t.same(await counted(admin, async () => { claims = await perKey.claim(c, 30) }), { evalsha: 100, get: 100, set: 100 }, 'a client of unknown kind: one EVALSHA per key')
@@ -113,11 +113,11 @@ t.test('a single Redis with waitForReplicas: one EVALSHA and one WAIT per batch,
   t.ok(await waitFor(async () => (await admin.info('replication')).includes('connected_slaves:1') &&
     (await replicaClient.info('replication')).includes('master_link_status:up'), 10_000), 'the replica follows')
 
-  const store = new RedisSeenEventsStore(client, { prefix: 'dur:', waitForReplicas: 1, waitTimeout: 1000, timeout: 2000 })
+  const store = new RedisClaimStore(client, { prefix: 'dur:', waitForReplicas: 1, waitTimeout: 1000, timeout: 2000 })
   // The first run of a script answers NOSCRIPT and is sent again with EVAL (and WAIT again): load them first.
   await store.complete((await store.claim(['warm'], 30)).filter(isClaim))
   const keys = fps('w')
-  let claims: EventClaimResult[] = []
+  let claims: StoreClaimResult[] = []
   const calls = await counted(admin, async () => { claims = await store.claim(keys, 30) })
   t.equal(calls.evalsha, 1, 'one EVALSHA for 100 claims')
   t.equal(calls.wait, 1, 'then one WAIT')
@@ -131,7 +131,7 @@ t.test('a single Redis with waitForReplicas: one EVALSHA and one WAIT per batch,
   // The replica gone: the write is acknowledged by no replica, so the call fails, and the claims are given back.
   await replica.stop()
   const lonely = fps('x', 10)
-  const quick = new RedisSeenEventsStore(client, { prefix: 'dur:', waitForReplicas: 1, waitTimeout: 100 })
+  const quick = new RedisClaimStore(client, { prefix: 'dur:', waitForReplicas: 1, waitTimeout: 100 })
   await t.rejects(quick.claim(lonely, 30), { name: 'ReplayStoreError', message: /Only 0 of 1 Redis replicas acknowledged claim/ })
   t.ok(await waitFor(async () => (await client.mget(...lonely.map((k) => `dur:${k}`))).every((v) => v === null), 2000), 'the unacknowledged claims are released')
 })

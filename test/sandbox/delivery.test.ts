@@ -1,6 +1,6 @@
 import t from 'tap'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { Webhooks, WEBHOOK_EVENT_TYPES, KeyStore, type WebhookEvent } from '../../src/index.js'
+import { verifyWebhook, WEBHOOK_EVENT_TYPES, KeyStore, type WebhookEvent } from '../../src/index.js'
 import { sampleEvents } from '../../src/testing/index.js'
 import { closedPortUrl, startReceiver, type Received } from './helpers/receiver.js'
 import { testSandbox } from './helpers/sandbox.js'
@@ -34,7 +34,7 @@ t.test('a delivery verifies with the sandbox as the key server, and is recorded'
   t.equal(r.headers['content-type'], 'application/json')
   t.equal(r.headers['signature-input'], `sig_${created(r)}=("content-digest");created=${created(r)};alg="ed25519";keyid="${sandbox.keyId}"`)
   const keyStore = new KeyStore({ baseUrl: sandbox.baseUrl })
-  const verified = await Webhooks.verify({ payload: r.body, headers: r.headers, keyStore, customerHandles: ['acme'] })
+  const verified = await verifyWebhook({ payload: r.body, headers: r.headers, keyStore, customerHandles: ['acme'] })
   t.equal(verified.error, null)
   const events = verified.data as WebhookEvent[]
   t.same(events.map((e) => e.event), WEBHOOK_EVENT_TYPES, 'typed events of all ten types')
@@ -96,7 +96,7 @@ t.test('tampered deliveries are rejected for the expected reason and not retried
     await sandbox.deliver(undefined, { tamper })
     t.equal(receiver.received.length, before + 1, `${tamper}: one attempt`)
     const r = receiver.received.at(-1)!
-    const { error } = await Webhooks.verify({ payload: r.body, headers: r.headers, keyStore, customerHandles: ['sandbox'] })
+    const { error } = await verifyWebhook({ payload: r.body, headers: r.headers, keyStore, customerHandles: ['sandbox'] })
     t.equal(error?.type, type, tamper)
   }
 })
@@ -112,7 +112,7 @@ t.test('key rotation: new deliveries use the new key, queued ones still verify',
   t.match(receiver.received[1]!.headers['signature-input'], `keyid="${sandbox.keyId}"`)
   const keyStore = new KeyStore({ baseUrl: sandbox.baseUrl })
   for (const r of receiver.received) {
-    t.equal((await Webhooks.verify({ payload: r.body, headers: r.headers, keyStore, customerHandles: ['sandbox'] })).error, null)
+    t.equal((await verifyWebhook({ payload: r.body, headers: r.headers, keyStore, customerHandles: ['sandbox'] })).error, null)
   }
   t.equal(sandbox.stats.publicKeyRequests, 2, 'one fetch per key')
 })
@@ -128,7 +128,7 @@ t.test('periodic sender: start, stop, and tampering every n-th delivery', async 
   t.equal(receiver.received.length, count, 'nothing is sent after stop()')
   t.ok(sandbox.batches.every((b) => b.event_count === 2))
   const keyStore = new KeyStore({ baseUrl: sandbox.baseUrl })
-  const results = await Promise.all(receiver.received.slice(0, 6).map(async (r) => (await Webhooks.verify({ payload: r.body, headers: r.headers, keyStore, customerHandles: ['sandbox'] })).error?.type ?? 'ok'))
+  const results = await Promise.all(receiver.received.slice(0, 6).map(async (r) => (await verifyWebhook({ payload: r.body, headers: r.headers, keyStore, customerHandles: ['sandbox'] })).error?.type ?? 'ok'))
   t.same(results, ['ok', 'ok', 'digest_mismatch', 'ok', 'ok', 'signature_invalid'])
 })
 

@@ -1,6 +1,6 @@
 import t from 'tap'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { MailChannels, Webhooks } from '../../src/index.js'
+import { MailChannels, verifyWebhook } from '../../src/index.js'
 import { closedPortUrl, startReceiver, type Received } from './helpers/receiver.js'
 import { api, testSandbox } from './helpers/sandbox.js'
 
@@ -61,7 +61,7 @@ t.test('validate: a signed test event to each endpoint, what each answered', asy
   t.equal(good.received.length, 1)
   const sent = good.received[0]!
   t.match(events(sent), [{ event: 'test', customer_handle: 'acme', email: 'test@mailchannels.com', request_id: 'check-42', smtp_id: '<check-42@tx.mailchannels.net>' }])
-  const verified = await Webhooks.verify({ payload: sent.body, headers: sent.headers, baseUrl: sandbox.baseUrl })
+  const verified = await verifyWebhook({ payload: sent.body, headers: sent.headers, baseUrl: sandbox.baseUrl })
   t.equal(verified.error, null, 'signed with a key the sandbox serves')
   t.same(sandbox.batches, [], 'validation is not recorded as a batch')
   t.equal(sandbox.stats.validations, 3)
@@ -109,7 +109,7 @@ t.test('failed batches are listed with the right status; resend re-signs the rec
   const again = receiver.received.at(-1)!
   t.same(events(again), events(original), 'the same events')
   t.not(again.headers.signature, original.headers.signature, 'signed afresh')
-  t.equal((await Webhooks.verify({ payload: again.body, headers: again.headers, baseUrl: sandbox.baseUrl })).error, null)
+  t.equal((await verifyWebhook({ payload: again.body, headers: again.headers, baseUrl: sandbox.baseUrl })).error, null)
   const rows = sandbox.batches.filter((b) => b.batch_id === 2)
   t.match(rows, [{ status: '5xx_response' }, { status: '2xx_response', status_code: 200 }], 'the resend is recorded under the batch id')
 

@@ -2,7 +2,7 @@ import t from 'tap'
 import Fastify, { type FastifyInstance } from 'fastify'
 import type { AddressInfo } from 'node:net'
 import mailchannelsWebhooks from '../../src/fastify/index.js'
-import { MailChannels, MemorySeenEventsStore, WebhookEventRouter } from '../../src/index.js'
+import { MailChannels, MemoryClaimStore, WebhookEventRouter } from '../../src/index.js'
 import { until } from '../helpers/wait.js'
 import { testSandbox } from './helpers/sandbox.js'
 
@@ -18,7 +18,7 @@ t.test('walkthrough: enroll, validate, an outage, reconcile: every event handled
 
   const handled = new Map<string, number>()
   const types: string[] = []
-  const seenEvents = new MemorySeenEventsStore()
+  const seenEvents = new MemoryClaimStore()
   const router = new WebhookEventRouter({ seenEvents })
     .on('*', (event, { fingerprint }) => {
       handled.set(fingerprint, (handled.get(fingerprint) ?? 0) + 1)

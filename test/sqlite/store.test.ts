@@ -5,13 +5,13 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import t from 'tap'
-import { ReplayStoreError, WebhookEventRouter, eventFingerprint, type EventClaim, type EventClaimResult } from '../../src/index.js'
+import { ReplayStoreError, WebhookEventRouter, eventFingerprint, type StoreClaim, type StoreClaimResult } from '../../src/index.js'
 import { SqliteSeenEventsStore, sqliteSeenEvents, type SqliteDatabaseLike, type TransactionalSqliteSeenEventsStore } from '../../src/sqlite/index.js'
 import { behavesAsASeenStore } from '../replay/helpers/seen-store-contract.js'
 import { ev } from '../dispatch/helpers/events.js'
 import { concurrentDeliveries, retryCompletesTheRest } from '../dispatch/helpers/scenarios.js'
 
-const isClaim = (r: EventClaimResult | undefined): r is EventClaim => typeof r === 'object'
+const isClaim = (r: StoreClaimResult | undefined): r is StoreClaim => typeof r === 'object'
 const dir = mkdtempSync(path.join(os.tmpdir(), 'mcwh-sqlite-'))
 const stores: SqliteSeenEventsStore[] = []
 t.teardown(async () => {
@@ -77,7 +77,7 @@ t.test('transactional: effects in the app\'s table commit with the done mark, or
 t.test('transactional: a claim another caller took meanwhile rolls the transaction back', async (t) => {
   const store = openTransactional()
   store.database.exec('CREATE TABLE effects (v INTEGER)')
-  const [claim] = await store.claim(['lost'], 30) as [EventClaim]
+  const [claim] = await store.claim(['lost'], 30) as [StoreClaim]
   store.database.prepare('UPDATE mailchannels_webhooks_seen_events SET token = ? WHERE fingerprint = ?').run('theirs', 'lost')
   await t.rejects(store.runInTransaction(claim, async (db) => { db.prepare('INSERT INTO effects VALUES (1)').run() }), { name: 'ReplayStoreError', message: /another caller took it/ })
   t.same(store.database.prepare('SELECT count(*) AS n FROM effects').all(), [{ n: 0 }])

@@ -2,7 +2,7 @@
 // mutation of the body or of any of the three signature header values of a valid delivery
 // is rejected with a typed error and never throws (the property of test/property/mutation.test.ts; rows A1, C7, C11, C12 in test/README.md).
 import t from 'tap'
-import { HTTP_STATUS_BY_TYPE, Webhooks, type Result } from '../../src/index.js'
+import { HTTP_STATUS_BY_TYPE, verifyWebhook, type Result } from '../../src/index.js'
 import { B0, TEST_PUBLIC_KEY, validDelivery } from '../helpers/sign.js'
 
 const NOW = 1_700_000_100
@@ -16,7 +16,7 @@ function sigBytes (header: string): Buffer | null {
 }
 
 t.test('the unmutated delivery is accepted (so the loop below is not vacuous)', async (t) => {
-  const r = await Webhooks.verify({ payload: valid.body, headers: valid.headers, publicKey: TEST_PUBLIC_KEY, now: NOW * 1000 })
+  const r = await verifyWebhook({ payload: valid.body, headers: valid.headers, publicKey: TEST_PUBLIC_KEY, now: NOW * 1000 })
   t.equal(r.error, null)
 })
 
@@ -38,7 +38,7 @@ t.test('every single-byte mutation is rejected with a typed error, never a throw
         cases++
         let r: Result<unknown[]>
         try {
-          r = await Webhooks.verify({ payload, headers, publicKey: TEST_PUBLIC_KEY, customerHandles: ['acct_1'], now: NOW * 1000 })
+          r = await verifyWebhook({ payload, headers, publicKey: TEST_PUBLIC_KEY, customerHandles: ['acct_1'], now: NOW * 1000 })
         } catch (err) {
           failures++
           t.fail(`${field}[${pos}] -> 0x${c.toString(16)} threw ${String(err)}`)

@@ -1,7 +1,7 @@
 import crypto from 'node:crypto'
 import util from 'node:util'
 import t from 'tap'
-import { MailChannels, Webhooks } from '../../src/index.js'
+import { MailChannels, verifyWebhook } from '../../src/index.js'
 import { assertRejected } from '../helpers/assert.js'
 import { TEST_PUBLIC_KEY, TEST_PRIVATE_KEY_PEM, validDelivery } from '../helpers/sign.js'
 
@@ -27,7 +27,7 @@ const bad: Record<string, unknown[]> = {
 for (const [option, values] of Object.entries(bad)) {
   t.test(`bad ${option} -> validation_error naming ${option}`, async (t) => {
     for (const value of values) {
-      const r = await Webhooks.verify({ ...base, [option]: value } as never)
+      const r = await verifyWebhook({ ...base, [option]: value } as never)
       assertRejected(t, r, 'validation_error')
       t.match(r.error?.message, new RegExp(option), `${option}=${util.inspect(value)} named in "${r.error?.message}"`)
     }
@@ -35,13 +35,13 @@ for (const [option, values] of Object.entries(bad)) {
 }
 
 t.test('maxAge / clockSkew given in milliseconds by mistake: refused at start-up, the message names the unit', async (t) => {
-  const r = await Webhooks.verify({ ...base, maxAge: 300_000 })
+  const r = await verifyWebhook({ ...base, maxAge: 300_000 })
   assertRejected(t, r, 'validation_error')
   t.equal(r.error?.message, 'maxAge is 300000 seconds, more than the 86400 s allowed: maxAge is in seconds, not milliseconds (300 s if 300000 was meant as milliseconds); the default is 300 s')
-  const skew = await Webhooks.verify({ ...base, clockSkew: 60_000 })
+  const skew = await verifyWebhook({ ...base, clockSkew: 60_000 })
   t.match(skew.error?.message, /^clockSkew is 60000 seconds, more than the 3600 s allowed: clockSkew is in seconds, not milliseconds \(60 s if 60000 was meant as milliseconds\)/)
   // Too big to be milliseconds of an allowed value either: no guess offered.
-  const huge = await Webhooks.verify({ ...base, maxAge: 1e9 })
+  const huge = await verifyWebhook({ ...base, maxAge: 1e9 })
   t.match(huge.error?.message, /^maxAge is 1000000000 seconds, more than the 86400 s allowed: maxAge is in seconds, not milliseconds; the default is 300 s$/)
 })
 
@@ -61,7 +61,7 @@ t.test('bad baseUrl -> validation_error naming baseUrl', async (t) => {
     '',
     42,
   ]) {
-    const r = await Webhooks.verify({ ...noKey, baseUrl } as never)
+    const r = await verifyWebhook({ ...noKey, baseUrl } as never)
     assertRejected(t, r, 'validation_error')
     t.match(r.error?.message, /baseUrl/, `${util.inspect(baseUrl)}: ${r.error?.message}`)
     t.notOk(r.error?.message.includes('pw'), 'credentials not echoed')
@@ -83,7 +83,7 @@ t.test('bad publicKey -> validation_error naming publicKey', async (t) => {
     // a small-order key as a KeyObject must be refused like its string form (D4)
     crypto.createPublicKey({ key: Buffer.from('MCowBQYDK2VwAyEAAQAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=', 'base64'), format: 'der', type: 'spki' }),
   ]) {
-    const r = await Webhooks.verify({ ...base, publicKey } as never)
+    const r = await verifyWebhook({ ...base, publicKey } as never)
     assertRejected(t, r, 'validation_error')
     t.match(r.error?.message, /publicKey/, `${util.inspect(publicKey).slice(0, 40)}: ${r.error?.message}`)
     t.notOk(r.error?.message.includes('MC4CAQAw'), 'no key material in the message')
@@ -107,11 +107,11 @@ t.test('good options are accepted (boundaries)', async (t) => {
     { cache: false },
     { logger: { debug () {}, info () {}, warn () {}, error () {} } },
   ]) {
-    const r = await Webhooks.verify({ ...base, now: CREATED * 1000, ...extra })
+    const r = await verifyWebhook({ ...base, now: CREATED * 1000, ...extra })
     t.equal(r.error, null, JSON.stringify(extra))
   }
   // a customerHandles predicate that returns a truthy non-boolean does not allow
-  const r = await Webhooks.verify({ ...base, customerHandles: (() => 'yes') as never })
+  const r = await verifyWebhook({ ...base, customerHandles: (() => 'yes') as never })
   t.equal(r.error?.type, 'customer_not_allowed', 'only a literal true allows')
 })
 
@@ -147,7 +147,7 @@ t.test('util.inspect / JSON.stringify / String of a MailChannels instance never 
 t.test('customerHandles with an undefined or empty element names it and says an environment variable may be unset', async (t) => {
   // What `customerHandles: [process.env.MAILCHANNELS_CUSTOMER_HANDLE]` gives when the variable is unset or empty.
   for (const [handles, index, what] of [[[undefined], 0, 'undefined'], [['acct_1', ''], 1, 'an empty string']] as const) {
-    const r = await Webhooks.verify({ ...base, customerHandles: handles })
+    const r = await verifyWebhook({ ...base, customerHandles: handles })
     t.equal(r.error?.type, 'validation_error')
     t.match(r.error?.message, `customerHandles[${index}] is ${what}`)
     t.match(r.error?.message.replace(/\s+/g, " "), /environment variable, that variable may be unset or empty/)

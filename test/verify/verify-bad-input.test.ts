@@ -1,6 +1,6 @@
 import crypto from 'node:crypto'
 import t from 'tap'
-import { KeyStore, MailChannels, Webhooks, type Result } from '../../src/index.js'
+import { KeyStore, MailChannels, verifyWebhook, type Result } from '../../src/index.js'
 import { assertRejected } from '../helpers/assert.js'
 import { serveKeys, startKeyServer, type KeyServer } from '../helpers/key-server.js'
 import { B0, D0, nowSeconds, p0, sha256Digest, signRaw, TEST_PUBLIC_KEY, TEST_PUBLIC_KEY_PEM, validDelivery, type RawDelivery } from '../helpers/sign.js'
@@ -9,7 +9,7 @@ type Headers = Record<string, unknown>
 
 /** Verify with the test key as the `publicKey` option (no fetch possible). */
 function verify (payload: unknown, headers: unknown, extra: Record<string, unknown> = {}): Promise<Result<unknown[]>> {
-  return Webhooks.verify({ payload, headers, publicKey: TEST_PUBLIC_KEY, customerHandles: ['acct_1'], ...extra } as never)
+  return verifyWebhook({ payload, headers, publicKey: TEST_PUBLIC_KEY, customerHandles: ['acct_1'], ...extra } as never)
 }
 const verifyD = (d: RawDelivery, extra: Record<string, unknown> = {}): Promise<Result<unknown[]>> => verify(d.body, d.headers, extra)
 
@@ -36,7 +36,7 @@ t.test('A2 tampered body with recomputed digest, original signature -> signature
   assertRejected(t, await verify(tampered, headers), 'signature_invalid', 401)
   // through the key API: exactly 1 fetch allowed
   const { store, fetches } = counted()
-  assertRejected(t, await Webhooks.verify({ payload: tampered, headers, keyStore: store }), 'signature_invalid', 401)
+  assertRejected(t, await verifyWebhook({ payload: tampered, headers, keyStore: store }), 'signature_invalid', 401)
   t.equal(fetches(), 1, '1 fetch')
 })
 
@@ -157,7 +157,7 @@ t.test('B9 valid signature, customer_handle acct_other -> customer_not_allowed',
   const mixed = validDelivery(`[${B0.slice(1, -1)},${B0.slice(1, -1).replace('acct_1', 'acct_other')}]`)
   assertRejected(t, await verifyD(mixed), 'customer_not_allowed', 403)
   // without the option any handle passes (documented default)
-  t.equal((await Webhooks.verify({ payload: d.body, headers: d.headers, publicKey: TEST_PUBLIC_KEY })).error, null)
+  t.equal((await verifyWebhook({ payload: d.body, headers: d.headers, publicKey: TEST_PUBLIC_KEY })).error, null)
 })
 
 // ---------------------------------------------------------------- C. Header structure and smuggling
@@ -204,7 +204,7 @@ t.test('C3 two signatures in one Signature-Input -> malformed_header, 0 fetches 
   }
   const { store, fetches } = counted()
   const before = server.requests.length
-  assertRejected(t, await Webhooks.verify({ payload: d.body, headers, keyStore: store }), 'malformed_header', 400)
+  assertRejected(t, await verifyWebhook({ payload: d.body, headers, keyStore: store }), 'malformed_header', 400)
   t.equal(fetches(), 0, '0 fetches')
   t.equal(server.requests.slice(before).filter((r) => r.url.includes('id=k2')).length, 0, 'k2 never requested')
 })
@@ -312,7 +312,7 @@ t.test('C12 signatures of the wrong length or non-canonical -> signature_invalid
   // through the key API: at most 1 fetch
   const { store, fetches } = counted()
   const headers = { ...d.headers, signature: `sig_1=:${Buffer.alloc(64).toString('base64')}:` }
-  assertRejected(t, await Webhooks.verify({ payload: d.body, headers, keyStore: store }), 'signature_invalid', 401)
+  assertRejected(t, await verifyWebhook({ payload: d.body, headers, keyStore: store }), 'signature_invalid', 401)
   t.ok(fetches() <= 1, 'at most 1 fetch')
 })
 
@@ -322,7 +322,7 @@ t.test('D1 alg other than "ed25519" (re-signed) -> unsupported_algorithm, 0 fetc
   const { store, fetches } = counted()
   for (const alg of ['hmac-sha256', 'rsa-pss-sha512', 'ecdsa-p256-sha256', 'ED25519', 'ed25519 ']) {
     const d = signRaw({ params: `("content-digest");created=${now};alg="${alg}";keyid="mckey"`, body: B0 })
-    assertRejected(t, await Webhooks.verify({ payload: d.body, headers: d.headers, keyStore: store }), 'unsupported_algorithm', 401)
+    assertRejected(t, await verifyWebhook({ payload: d.body, headers: d.headers, keyStore: store }), 'unsupported_algorithm', 401)
   }
   t.equal(fetches(), 0, '0 fetches')
 })
@@ -332,7 +332,7 @@ t.test('D6 valid format, signed by a different Ed25519 key -> signature_invalid'
   const d = signRaw({ params: p0(), body: B0, key: other })
   assertRejected(t, await verifyD(d), 'signature_invalid', 401)
   const { store, fetches } = counted()
-  assertRejected(t, await Webhooks.verify({ payload: d.body, headers: d.headers, keyStore: store }), 'signature_invalid', 401)
+  assertRejected(t, await verifyWebhook({ payload: d.body, headers: d.headers, keyStore: store }), 'signature_invalid', 401)
   t.equal(fetches(), 1)
 })
 
@@ -465,7 +465,7 @@ t.test('verify never throws or rejects for garbage input', async (t) => {
     let r: Result<unknown[]> | undefined
     let threw: unknown = null
     try {
-      r = await Webhooks.verify(opts as never)
+      r = await verifyWebhook(opts as never)
     } catch (err) {
       threw = err
     }
@@ -475,11 +475,11 @@ t.test('verify never throws or rejects for garbage input', async (t) => {
   }
   // a headers object whose getters throw, and a fetch-like Headers whose get throws
   const hostile = { get 'content-digest' () { throw new Error('boom') } }
-  const r1 = await Webhooks.verify({ payload: d.body, headers: hostile as never, publicKey: TEST_PUBLIC_KEY }).catch((e: unknown) => e)
+  const r1 = await verifyWebhook({ payload: d.body, headers: hostile as never, publicKey: TEST_PUBLIC_KEY }).catch((e: unknown) => e)
   t.equal((r1 as Result<unknown>).data, null, 'throwing getter: resolved with an error')
   t.ok((r1 as Result<unknown>).error, 'throwing getter: typed error')
   const hostile2 = { get: () => { throw new Error('boom') }, forEach: () => {} }
-  const r2 = await Webhooks.verify({ payload: d.body, headers: hostile2 as never, publicKey: TEST_PUBLIC_KEY }).catch((e: unknown) => e)
+  const r2 = await verifyWebhook({ payload: d.body, headers: hostile2 as never, publicKey: TEST_PUBLIC_KEY }).catch((e: unknown) => e)
   t.ok((r2 as Result<unknown>).error, 'throwing Headers.get: typed error')
   // MailChannels#webhooks.verify too
   const client = new MailChannels('mc_test_key', { baseUrl: server.baseUrl })

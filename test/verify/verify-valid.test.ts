@@ -1,7 +1,7 @@
 import crypto from 'node:crypto'
 import t from 'tap'
 import { runtime } from '#crypto'
-import { MailChannels, Webhooks, WEBHOOK_EVENT_TYPES, type WebhookEvent } from '../../src/index.js'
+import { MailChannels, verifyWebhook, WEBHOOK_EVENT_TYPES, type WebhookEvent } from '../../src/index.js'
 import { generateSigningKeyPair, signWebhook, type WireEvent } from '../../src/testing/index.js'
 import { assertAccepted } from '../helpers/assert.js'
 import { B0, nowSeconds, signRaw, TEST_PUBLIC_KEY, TEST_PUBLIC_KEY_PEM } from '../helpers/sign.js'
@@ -21,18 +21,18 @@ const CREATED = 1738868393
 t.test('the deterministic delivery (RFC 8032 §7.1 TEST 1 key), pinned', async (t) => {
   const expected = [{ event: 'delivered', customerHandle: 'abc123', timestamp: 1738868390, email: 'sender@example.com', requestId: 'req_1' }]
   for (const offset of [-60, 0, 10, 300]) {
-    const r = await Webhooks.verify({ ...VECTOR, now: (CREATED + offset) * 1000 })
+    const r = await verifyWebhook({ ...VECTOR, now: (CREATED + offset) * 1000 })
     t.strictSame(assertAccepted(t, r), expected, `accepted at created${offset >= 0 ? '+' : ''}${offset}, events camelCased exactly`)
   }
   // now as a Date and as a function returning a Date
-  t.equal((await Webhooks.verify({ ...VECTOR, now: new Date((CREATED + 10) * 1000) })).error, null)
-  t.equal((await Webhooks.verify({ ...VECTOR, now: () => new Date((CREATED + 10) * 1000) })).error, null)
+  t.equal((await verifyWebhook({ ...VECTOR, now: new Date((CREATED + 10) * 1000) })).error, null)
+  t.equal((await verifyWebhook({ ...VECTOR, now: () => new Date((CREATED + 10) * 1000) })).error, null)
   // the same vector just outside the window
-  t.equal((await Webhooks.verify({ ...VECTOR, now: (CREATED + 301) * 1000 })).error?.type, 'signature_expired')
-  t.equal((await Webhooks.verify({ ...VECTOR, now: (CREATED - 61) * 1000 })).error?.type, 'signature_from_future')
+  t.equal((await verifyWebhook({ ...VECTOR, now: (CREATED + 301) * 1000 })).error?.type, 'signature_expired')
+  t.equal((await verifyWebhook({ ...VECTOR, now: (CREATED - 61) * 1000 })).error?.type, 'signature_from_future')
   // the key as PEM works too
   const pem = crypto.createPublicKey({ key: Buffer.from(VECTOR.publicKey, 'base64'), format: 'der', type: 'spki' }).export({ format: 'pem', type: 'spki' }).toString()
-  t.equal((await Webhooks.verify({ ...VECTOR, publicKey: pem, now: (CREATED + 10) * 1000 })).error, null, 'PEM key accepted')
+  t.equal((await verifyWebhook({ ...VECTOR, publicKey: pem, now: (CREATED + 10) * 1000 })).error, null, 'PEM key accepted')
   // Ed25519 is deterministic: re-signing with the seed gives the same signature bytes
   const seed = Buffer.from('9d61b19deffd5a60ba844af492ec2cc44449c5697b326919703bac031cae7f60', 'hex')
   const privateKey = crypto.createPrivateKey({ key: Buffer.concat([Buffer.from('302e020100300506032b657004220420', 'hex'), seed]), format: 'der', type: 'pkcs8' })
@@ -67,7 +67,7 @@ t.test('signWebhook round trip for all ten event types and an unknown future typ
   }
   const signed = signWebhook({ events: [...wire, future], privateKey: keys.privateKey })
   t.ok(signed.body.toString('utf8').includes('\\ud800'), 'the lone surrogate is escaped on the wire')
-  const r = await Webhooks.verify({ payload: signed.body, headers: signed.headers, publicKey: keys.publicKey, customerHandles: ['acct_1'] })
+  const r = await verifyWebhook({ payload: signed.body, headers: signed.headers, publicKey: keys.publicKey, customerHandles: ['acct_1'] })
   const events = assertAccepted(t, r)
   t.equal(events.length, 11)
   for (let i = 0; i < wire.length; i++) t.strictSame(events[i], camel(wire[i]!), `${wire[i]!.event} mapped to camelCase exactly`)
@@ -90,13 +90,13 @@ t.test('static and instance verify give the same result', async (t) => {
   const signed = signWebhook({ payload: B0, privateKey: keys.privateKey })
   const client = new MailChannels('mc_test_api_key', { baseUrl: 'http://127.0.0.1:9' })
   const opts = { payload: signed.body, headers: signed.headers, publicKey: keys.publicKeyPem }
-  const a = await Webhooks.verify(opts)
+  const a = await verifyWebhook(opts)
   const b = await client.webhooks.verify(opts)
   t.equal(a.error, null)
   t.strictSame(b, a, 'same accepted result')
   const bad = { ...opts, payload: Buffer.from(B0.replace('delivered', 'hard-bounced')) }
-  t.strictSame(await client.webhooks.verify(bad), await Webhooks.verify(bad), 'same rejected result')
-  t.equal((await Webhooks.verify(bad)).error?.type, 'digest_mismatch')
+  t.strictSame(await client.webhooks.verify(bad), await verifyWebhook(bad), 'same rejected result')
+  t.equal((await verifyWebhook(bad)).error?.type, 'digest_mismatch')
 })
 
 t.test('payload as string, Buffer and Uint8Array', async (t) => {
@@ -110,7 +110,7 @@ t.test('payload as string, Buffer and Uint8Array', async (t) => {
     'Uint8Array view at an offset': u8.subarray(4, 4 + d.body.byteLength),
   }
   for (const [name, payload] of Object.entries(payloads)) {
-    const r = await Webhooks.verify({ payload, headers: d.headers, publicKey: TEST_PUBLIC_KEY })
+    const r = await verifyWebhook({ payload, headers: d.headers, publicKey: TEST_PUBLIC_KEY })
     t.equal(assertAccepted(t, r).length, 1, `payload as ${name}`)
   }
 })
@@ -128,7 +128,7 @@ t.test('headers: plain object in any case, IncomingHttpHeaders-like, fetch Heade
     'padded with whitespace': { 'content-digest': ` ${h['content-digest']} `, 'signature-input': `${h['signature-input']} `, signature: ` ${h.signature}` },
   }
   for (const [name, headers] of Object.entries(variants)) {
-    const r = await Webhooks.verify({ payload: d.body, headers: headers as never, publicKey: TEST_PUBLIC_KEY })
+    const r = await verifyWebhook({ payload: d.body, headers: headers as never, publicKey: TEST_PUBLIC_KEY })
     t.equal(assertAccepted(t, r).length, 1, `headers as ${name}`)
   }
 })
@@ -149,17 +149,17 @@ t.test('B7 D2 legal structured-field reformatting is accepted (signed over the c
   }
   for (const [name, params] of Object.entries(cases)) {
     const d = signRaw({ params, body: B0 })
-    const r = await Webhooks.verify({ payload: d.body, headers: d.headers, publicKey: TEST_PUBLIC_KEY })
+    const r = await verifyWebhook({ payload: d.body, headers: d.headers, publicKey: TEST_PUBLIC_KEY })
     t.equal(assertAccepted(t, r).length, 1, name)
   }
   // A label other than sig_<digits>, and a sha-512 digest / two recognised digests, are also legal.
   const d1 = signRaw({ params: `("content-digest");created=${now};alg="ed25519";keyid="mckey"`, body: B0, label: 'mc-sig.1' })
-  t.equal((await Webhooks.verify({ payload: d1.body, headers: d1.headers, publicKey: TEST_PUBLIC_KEY })).error, null, 'label mc-sig.1')
+  t.equal((await verifyWebhook({ payload: d1.body, headers: d1.headers, publicKey: TEST_PUBLIC_KEY })).error, null, 'label mc-sig.1')
   const sha512 = `sha-512=:${crypto.hash('sha512', B0, 'base64')}:`
   const sha256 = `sha-256=:${crypto.hash('sha256', B0, 'base64')}:`
   for (const cd of [sha512, `${sha256}, ${sha512}`, `${sha512},${sha256}`, `unixsum2=:AAAA:, ${sha256}`]) {
     const d = signRaw({ params: `("content-digest");created=${now};alg="ed25519";keyid="mckey"`, body: B0, contentDigest: cd })
-    t.equal((await Webhooks.verify({ payload: d.body, headers: d.headers, publicKey: TEST_PUBLIC_KEY })).error, null, `Content-Digest ${cd.replace(/=:[^:]*:/g, '=:…:')}`)
+    t.equal((await verifyWebhook({ payload: d.body, headers: d.headers, publicKey: TEST_PUBLIC_KEY })).error, null, `Content-Digest ${cd.replace(/=:[^:]*:/g, '=:…:')}`)
   }
 })
 
@@ -168,30 +168,30 @@ t.test('a delivery signed over the non-canonical text does not verify', async (t
   const now = nowSeconds()
   const params = `("content-digest"); created=${now}; keyid="mckey"`
   const d = signRaw({ params, body: B0, signedParams: params })
-  const r = await Webhooks.verify({ payload: d.body, headers: d.headers, publicKey: TEST_PUBLIC_KEY })
+  const r = await verifyWebhook({ payload: d.body, headers: d.headers, publicKey: TEST_PUBLIC_KEY })
   t.equal(r.error?.type, 'signature_invalid')
 })
 
 t.test('F8 [] gives an empty event list (200-equivalent)', async (t) => {
   const d = signRaw({ params: `("content-digest");created=${nowSeconds()};alg="ed25519";keyid="mckey"`, body: '[]' })
-  const r = await Webhooks.verify({ payload: d.body, headers: d.headers, publicKey: TEST_PUBLIC_KEY, customerHandles: ['acct_1'] })
+  const r = await verifyWebhook({ payload: d.body, headers: d.headers, publicKey: TEST_PUBLIC_KEY, customerHandles: ['acct_1'] })
   t.strictSame(r, { data: [], error: null })
 })
 
 t.test('publicKey given as PEM, as a CryptoKey, and (Node) as a KeyObject', async (t) => {
   const d = signRaw({ params: `("content-digest");created=${nowSeconds()};alg="ed25519";keyid="mckey"`, body: B0 })
-  t.equal((await Webhooks.verify({ payload: d.body, headers: d.headers, publicKey: TEST_PUBLIC_KEY_PEM })).error, null, 'PEM')
+  t.equal((await verifyWebhook({ payload: d.body, headers: d.headers, publicKey: TEST_PUBLIC_KEY_PEM })).error, null, 'PEM')
   for (const extractable of [true, false]) {
     const cryptoKey = await crypto.subtle.importKey('spki', Buffer.from(TEST_PUBLIC_KEY, 'base64'), { name: 'Ed25519' }, extractable, ['verify'])
     const options = { payload: d.body, headers: d.headers, publicKey: cryptoKey }
-    t.equal((await Webhooks.verify(options)).error, null, `CryptoKey (extractable: ${extractable})`)
-    t.equal((await Webhooks.verify({ ...options, payload: Buffer.from(d.body.toString().replace('delivered', 'bounced')) })).error?.type, 'digest_mismatch', 'and a tampered body still fails')
+    t.equal((await verifyWebhook(options)).error, null, `CryptoKey (extractable: ${extractable})`)
+    t.equal((await verifyWebhook({ ...options, payload: Buffer.from(d.body.toString().replace('delivered', 'bounced')) })).error?.type, 'digest_mismatch', 'and a tampered body still fails')
   }
   const wrong = await crypto.subtle.importKey('spki', crypto.generateKeyPairSync('ed25519').publicKey.export({ format: 'der', type: 'spki' }), { name: 'Ed25519' }, false, ['verify'])
-  t.equal((await Webhooks.verify({ payload: d.body, headers: d.headers, publicKey: wrong })).error?.type, 'signature_invalid', 'a CryptoKey of another key fails')
+  t.equal((await verifyWebhook({ payload: d.body, headers: d.headers, publicKey: wrong })).error?.type, 'signature_invalid', 'a CryptoKey of another key fails')
   const x25519 = (await crypto.subtle.generateKey({ name: 'X25519' }, true, ['deriveBits']) as crypto.webcrypto.CryptoKeyPair).publicKey
-  t.equal((await Webhooks.verify({ payload: d.body, headers: d.headers, publicKey: x25519 })).error?.type, 'validation_error', 'a CryptoKey of another type is refused')
+  t.equal((await verifyWebhook({ payload: d.body, headers: d.headers, publicKey: x25519 })).error?.type, 'validation_error', 'a CryptoKey of another type is refused')
   const keyObject = { payload: d.body, headers: d.headers, publicKey: crypto.createPublicKey(TEST_PUBLIC_KEY_PEM) }
-  if (runtime === 'node') t.equal((await Webhooks.verify(keyObject)).error, null, 'KeyObject')
-  else t.equal((await Webhooks.verify(keyObject)).error?.type, 'validation_error', 'the WebCrypto port takes no KeyObject')
+  if (runtime === 'node') t.equal((await verifyWebhook(keyObject)).error, null, 'KeyObject')
+  else t.equal((await verifyWebhook(keyObject)).error?.type, 'validation_error', 'the WebCrypto port takes no KeyObject')
 })

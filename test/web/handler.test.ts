@@ -2,7 +2,7 @@
 // once, the body read once and never past bodyLimit, the replay claim settled by onEvents'
 // answer, failures answered like the Node receivers.
 import t from 'tap'
-import { Webhooks } from '../../src/index.js'
+import { verifyWebhook } from '../../src/index.js'
 import type { ReplayStore } from '../../src/replay/types.js'
 import { generateSigningKeyPair, signWebhook, type SignedWebhook } from '../../src/testing/index.js'
 import { createWebhookHandler, verifyWebhookRequest, type WebhookEvent } from '../../src/web/index.js'
@@ -153,12 +153,12 @@ t.test('a body already read is a configuration error (500), not a verification f
 
 t.test('verifyWebhookRequest resolves what Webhooks.verify resolves', async (t) => {
   const signed = sign()
-  const expected = await Webhooks.verify({ payload: signed.body, headers: signed.headers, ...base })
+  const expected = await verifyWebhook({ payload: signed.body, headers: signed.headers, ...base })
   t.strictSame(await verifyWebhookRequest(request(signed), base), expected)
 
   const tampered = new Uint8Array(signed.body)
   tampered[5] = tampered[5]! ^ 1
-  const bad = await Webhooks.verify({ payload: tampered, headers: signed.headers, ...base })
+  const bad = await verifyWebhook({ payload: tampered, headers: signed.headers, ...base })
   t.equal(bad.error?.type, 'digest_mismatch')
   t.strictSame(await verifyWebhookRequest(request(signed, { body: tampered }), base), bad)
 
@@ -191,7 +191,7 @@ t.test('verifyWebhookRequest reads the signature fields as Webhooks.verify does 
   for (const [name, change] of Object.entries(variants)) {
     const headers = new Headers(signed.headers)
     change(headers)
-    const expected = await Webhooks.verify({ payload: signed.body, headers, ...base })
+    const expected = await verifyWebhook({ payload: signed.body, headers, ...base })
     const got = await verifyWebhookRequest(new Request('http://127.0.0.1/hook', { method: 'POST', headers, body: signed.body }), base)
     t.strictSame(got, expected, name)
     if (name === 'padded with SP and HTAB') t.equal(got.error, null, `${name}: verifies`)

@@ -10,7 +10,7 @@
 //   retry-effect  in a retry, after the handler's effect (its insert), before the commit.
 import { Redis } from 'ioredis'
 import pg from 'pg'
-import { RedisDeadLetterStore, RedisSeenEventsStore, WebhookEventRouter, type DeadLetterStore } from '../../../src/index.js'
+import { RedisDeadLetterStore, RedisClaimStore, WebhookEventRouter, type DeadLetterStore } from '../../../src/index.js'
 import { postgresDeadLetters, postgresSeenEvents } from '../../../src/postgres/index.js'
 import { createWebhookHandler } from '../../../src/web/index.js'
 import { serveFetchInChild } from '../../helpers/fetch-child-server.js'
@@ -44,7 +44,7 @@ function crashing (inner: DeadLetterStore): DeadLetterStore {
 if (REDIS_PORT !== undefined) {
   const client = new Redis({ port: Number(REDIS_PORT), host: '127.0.0.1', maxRetriesPerRequest: 1, commandTimeout: 5000 })
   store = new RedisDeadLetterStore(client, { prefix: `{${PREFIX}-dl}:`, timeout: 10_000 })
-  router = new WebhookEventRouter({ seenEvents: new RedisSeenEventsStore(client, { prefix: `${PREFIX}-seen:`, timeout: 10_000 }), claimLifetime: 1, deadLetters: { store: crashing(store), after: Number(AFTER), retryLifetime: 2 } })
+  router = new WebhookEventRouter({ seenEvents: new RedisClaimStore(client, { prefix: `${PREFIX}-seen:`, timeout: 10_000 }), claimLifetime: 1, deadLetters: { store: crashing(store), after: Number(AFTER), retryLifetime: 2 } })
     .on('*', async (event, { fingerprint }) => {
       await client.incr(`${PREFIX}-effects:${fingerprint}`)
       if (event.requestId === POISON && FIXED !== '1') throw new Error('poison')

@@ -1,13 +1,13 @@
 import type { Test } from 'tap'
-import { WebhookEventRouter, eventFingerprint, type DispatchReport, type SeenEventsStore, type WebhookEvent } from '../../../src/index.js'
+import { WebhookEventRouter, eventFingerprint, type DispatchReport, type ClaimStore, type WebhookEvent } from '../../../src/index.js'
 import { Effects, ev, sleep } from './events.js'
 
 /** Routers as separate instances would run them: each with its own store object (own client). */
 export interface Instances {
-  stores: SeenEventsStore[]
+  stores: ClaimStore[]
 }
 
-function routerFor (store: SeenEventsStore, effects: Effects, failOnce: Set<string>): WebhookEventRouter {
+function routerFor (store: ClaimStore, effects: Effects, failOnce: Set<string>): WebhookEventRouter {
   return new WebhookEventRouter({ seenEvents: store, concurrency: 4 })
     .on('*', async (event, { fingerprint }) => {
       // A little real asynchrony, so concurrent dispatches interleave.
@@ -62,7 +62,7 @@ export async function concurrentDeliveries (t: Test, instances: Instances, optio
  * A retry after failures completes only the events that failed: handled ones are skipped, and
  * no handler effect happens twice.
  */
-export async function retryCompletesTheRest (t: Test, first: SeenEventsStore, second: SeenEventsStore): Promise<void> {
+export async function retryCompletesTheRest (t: Test, first: ClaimStore, second: ClaimStore): Promise<void> {
   const effects = new Effects()
   const events = Array.from({ length: 10 }, (_, i) => ev('soft-bounced', 100 + i, { status: '4.2.2' }))
   const fps = events.map(eventFingerprint)

@@ -2,18 +2,29 @@
 // test file runs it against a real instance of that store.
 import { type Test } from 'tap'
 import {
-  claimUnseen, eventFingerprint, filterUnseen, markSeen,
-  type EventClaim, type EventClaimResult, type SeenEventsStore, type WebhookEvent,
+  eventFingerprint,
+  type StoreClaim, type StoreClaimResult, type ClaimStore, type WebhookEvent,
 } from '../../../src/index.js'
 import { toEvent } from '../../../src/events/parse-events.js'
 
 const sleep = async (ms: number): Promise<void> => { await new Promise((resolve) => setTimeout(resolve, ms)) }
-const isClaim = (r: EventClaimResult | undefined): r is EventClaim => typeof r === 'object'
+const isClaim = (r: StoreClaimResult | undefined): r is StoreClaim => typeof r === 'object'
+
+// The store's own has/add over events' fingerprints: the read-only check and the atomic first-writer-wins.
+const filterUnseen = async (events: readonly WebhookEvent[], store: ClaimStore): Promise<WebhookEvent[]> => {
+  const seen = await store.has(events.map(eventFingerprint))
+  return events.filter((_event, i) => seen[i] !== true)
+}
+const markSeen = async (events: readonly WebhookEvent[], store: ClaimStore): Promise<void> => { await store.add(events.map(eventFingerprint)) }
+const claimUnseen = async (events: readonly WebhookEvent[], store: ClaimStore): Promise<WebhookEvent[]> => {
+  const fresh = await store.add(events.map(eventFingerprint))
+  return events.filter((_event, i) => fresh[i] === true)
+}
 
 const ev = (n: number): WebhookEvent => toEvent({ event: 'delivered', customer_handle: 'acct_1', timestamp: 1700000000 + n, request_id: `req-${n}` }, 0)
 
-export async function behavesAsASeenStore (t: Test, make: () => Promise<SeenEventsStore>): Promise<void> {
-  t.test('a resend: handled events are skipped, new ones kept in order', async (t) => {
+export async function behavesAsASeenStore (t: Test, make: () => Promise<ClaimStore>): Promise<void> {
+  t.test('has and add: a resend: handled events are skipped, new ones kept in order', async (t) => {
     const store = await make()
     const first = [ev(1), ev(2), ev(3)]
     t.same(await filterUnseen(first, store), first, 'nothing seen yet')
@@ -23,7 +34,7 @@ export async function behavesAsASeenStore (t: Test, make: () => Promise<SeenEven
     t.same(await filterUnseen(resend, store), [ev(4), ev(5)])
   })
 
-  t.test('claimUnseen: of concurrent resends each event is claimed once', async (t) => {
+  t.test('add: of concurrent resends each event is claimed once', async (t) => {
     const store = await make()
     const batch = [ev(10), ev(11), ev(12)]
     const results = await Promise.all(Array.from({ length: 20 }, async () => await claimUnseen(batch, store)))

@@ -28,17 +28,13 @@ export function claimKeyOfDeliveryId (id: string): string {
 
 /**
  * A delivery's Ed25519 signature bytes, base64url (86 characters): what a per-delivery
- * `ReplayStore` is given as its `id`.
- * @deprecated The claim store's key is `deliveryClaimKey`; this is the id a custom `ReplayStore` receives.
+ * `DeliveryReplayStore` is given as its `id` (a `ClaimStore` is given `deliveryClaimKey` instead).
  */
 export function deliveryId (signature: Uint8Array): string {
   return base64url(signature)
 }
 
-/**
- * Where a delivery stands in a per-delivery `ReplayStore`.
- * @deprecated `ClaimStore.claim` answers a `StoreClaimResult`.
- */
+/** Where a delivery stands in a per-delivery `DeliveryReplayStore` (a `ClaimStore` answers a `StoreClaimResult`). */
 export type ClaimState = 'claimed' | 'processing' | 'done'
 
 /**
@@ -56,11 +52,10 @@ export interface ReplayStore {
 }
 
 /**
- * A per-delivery replay store of your own: three methods over delivery ids (`deliveryId`).
- * The receivers still accept one as `replay`, but any `ClaimStore` serves deliveries as one-key
- * claims, and one store can then serve the receivers and `WebhookEventRouter` alike.
- * Implementations must be atomic across every instance that shares them.
- * @deprecated Pass a `ClaimStore` as `replay`.
+ * A per-delivery replay store of your own (a Durable Object, say: docs/runtimes.md): three
+ * methods over delivery ids (the signature, base64url). Where a `ClaimStore` is at hand, pass it
+ * instead: it serves deliveries as one-key claims, and one store then serves the receivers and
+ * `WebhookEventRouter` alike. Implementations must be atomic across every instance that shares them.
  */
 export interface DeliveryReplayStore {
   /**

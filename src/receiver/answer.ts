@@ -31,7 +31,7 @@ export interface QueuedBody { queued: number }
  */
 export type DeliveryErrorCode = 'handler_error' | 'event_in_progress' | 'queue_unavailable' | 'replay_store_unavailable'
 
-/** What `answerEvents` resolves: the reply to send. */
+/** What `answerDelivery` resolves: the reply to send. */
 export type DeliveryReply = Reply<DispatchedBody | QueuedBody | ErrorBody<DeliveryErrorCode>>
 
 /** The message of an error for a log line: its message only, never a body or a stack. */
@@ -87,18 +87,6 @@ async function withTimeout (promise: Promise<void>, ms: number, log: Logger): Pr
   }
 }
 
-async function dispatchEvents (answer: EventAnswer & { kind: 'handlers' }, events: WebhookEvent[], keyId: string, log: Logger): Promise<DeliveryReply> {
-  let report: DispatchReport
-  try {
-    report = await answer.router.dispatch(events, { keyId, log })
-  } catch (err) {
-    // A router never rejects; anything else given as `handlers` may.
-    log.error({ err: errorMessage(err), keyId }, 'mailchannels webhook: dispatch failed')
-    return handlerErrorReply()
-  }
-  return dispatchReply(report, answer.retryAfter, keyId, log)
-}
-
 async function enqueueEvents (answer: EventAnswer & { kind: 'enqueue' }, events: WebhookEvent[], keyId: string, log: Logger): Promise<DeliveryReply> {
   // Nothing to hand on: no job to add.
   if (events.length === 0) return { status: 200, headers: {}, body: { queued: 0 } }
@@ -110,19 +98,6 @@ async function enqueueEvents (answer: EventAnswer & { kind: 'enqueue' }, events:
     return errorReply(503, 'queue_unavailable', 'The queue is unavailable; MailChannels will retry the delivery.', STORE_RETRY_AFTER)
   }
   return { status: 200, headers: {}, body: { queued: events.length } }
-}
-
-/**
- * Answers verified events with `handlers` or `enqueue`. Never rejects: a handler or a queue that
- * throws becomes a 500 or a 503.
- */
-export async function answerEvents (answer: EventAnswer, events: WebhookEvent[], keyId: string, log: Logger): Promise<DeliveryReply> {
-  try {
-    return answer.kind === 'handlers' ? await dispatchEvents(answer, events, keyId, log) : await enqueueEvents(answer, events, keyId, log)
-  } catch (err) {
-    log.error({ err: errorMessage(err), keyId }, 'mailchannels webhook: failed after verification')
-    return handlerErrorReply()
-  }
 }
 
 /** What `answerDelivery` needs of a verified delivery (the pipeline's `AcceptedOutcome`). */
@@ -138,8 +113,7 @@ export interface AnsweredDelivery {
  * handled; the code answered goes with it, for the delivery's diagnostics). Never rejects.
  */
 export function answerDelivery (answer: EventAnswer, outcome: AnsweredDelivery, log: Logger): Promise<DeliveryReply> {
-  // `handlers`, the usual answer, in one promise step after the dispatch's own (the same replies
-  // and log lines as `answerEvents`, without its two async frames and their microtask hops).
+  // `handlers`, the usual answer, in one promise step after the dispatch's own.
   const answered = answer.kind === 'handlers' ? dispatchThen(answer, outcome.events, outcome.keyId, log) : enqueueEvents(answer, outcome.events, outcome.keyId, log)
   return answered.then((reply) => settleWith(outcome, reply), (err: unknown) => {
     log.error({ err: errorMessage(err), keyId: outcome.keyId }, 'mailchannels webhook: failed after verification')
@@ -147,7 +121,7 @@ export function answerDelivery (answer: EventAnswer, outcome: AnsweredDelivery, 
   })
 }
 
-/** `dispatchEvents` with `.then`: a synchronous throw or a rejection of the dispatch is answered 500. */
+/** Dispatches to `handlers`: a synchronous throw or a rejection of the dispatch is answered 500. */
 function dispatchThen (answer: EventAnswer & { kind: 'handlers' }, events: WebhookEvent[], keyId: string, log: Logger): Promise<DeliveryReply> {
   let dispatched: Promise<DispatchReport>
   try {

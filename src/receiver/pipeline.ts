@@ -39,12 +39,11 @@ export interface WebhookPort<C, T> {
   /** The request headers: Node's record (lower-case names) or a fetch `Headers`. */
   headers (ctx: C): HeadersInput
   /**
-   * Reads the raw body: the exact bytes received, never decoded or decompressed, at most
-   * `limit` bytes. Returns or resolves the bytes; throws or rejects with a `VerificationError`:
-   * `payload_too_large` as soon as more than `limit` bytes arrived (stop reading then, whatever
-   * `Content-Length` said; bytes over the limit returned anyway are refused the same way),
-   * `invalid_payload` when the body cannot be read, `configuration_error` when something else
-   * consumed it. Called at most once, after the transport checks passed. A promise that never
+   * Reads the raw body: the exact bytes received, never decoded or decompressed. Once more than
+   * `limit` bytes arrived, whatever `Content-Length` said, stop reading and return what was read:
+   * the pipeline refuses any body over the limit with 413 `payload_too_large` (the one place the
+   * limit is enforced). Throws or rejects with a `VerificationError`: `invalid_payload` when the
+   * body cannot be read, `configuration_error` when something else consumed it. Called at most once, after the transport checks passed. A promise that never
    * settles (the client went away mid-body) leaves nothing behind: nothing was verified or
    * claimed, and nobody is left to answer.
    */
@@ -233,7 +232,7 @@ export function createWebhookPipeline<C, T> (options: PipelineOptions, port: Web
   }
 
   function received (ctx: C, body: Uint8Array, headers: HeadersInput, requestLog: Logger): T | Promise<T> {
-    // A reader that returned more than it was asked for (a framework's buffer) is refused like one that stopped.
+    // A reader stops at the first chunk past the limit; a framework's buffer may be any size.
     if (body.byteLength > bodyLimit) return port.reply(ctx, refusal(tooLarge(bodyLimit), headers, requestLog))
     // Decided once per delivery: an unobserved one reads no clock and builds no message.
     const observation = observing() ? new DeliveryObservation(body.byteLength) : null

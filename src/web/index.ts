@@ -45,6 +45,8 @@ export async function verifyWebhookRequest (request: Request, options: VerifyWeb
     const declared = checkContentLength(request.headers.get('content-length'), bodyLimit)
     if (declared !== null) throw declared
     const body = await readBodyAtMost(request, bodyLimit)
+    const over = checkContentLength(body.byteLength, bodyLimit)
+    if (over !== null) throw over
     return await verifyFetchBody(verifyOptions, body, request.headers)
   } catch (err) {
     return { data: null, error: toErrorResponse(err) }

@@ -1,12 +1,13 @@
 import type { Readable } from 'node:stream'
 import { VerificationError } from '../../errors.js'
-import { tooLarge } from '../transport.js'
 
 /**
  * Reads a Node request stream as the exact bytes received, with a limit: never decoded, never
- * decompressed (the `readBody` port of the Node adapters). Stops buffering at the limit and
- * rejects with `payload_too_large` (413). A client that goes away mid-body leaves the promise
- * pending: nobody is left to answer, and nothing was verified or claimed.
+ * decompressed (the `readBody` port of the Node adapters). Stops reading at the first chunk past
+ * `limit` and resolves the bytes read so far: more than `limit`, which the pipeline refuses with
+ * 413 `payload_too_large` (the limit is enforced in one place, src/receiver/pipeline.ts). A client
+ * that goes away mid-body leaves the promise pending: nobody is left to answer, and nothing was
+ * verified or claimed.
  */
 export function readStream (stream: Readable, limit: number): Promise<Buffer> {
   return new Promise((resolve, reject) => { readInto(stream, limit, (err, body) => { if (err === null) resolve(body!); else reject(err) }) })
@@ -24,13 +25,11 @@ function readInto (stream: Readable, limit: number, cb: (err: VerificationError 
   function onData (chunk: Buffer | string): void {
     const buf = typeof chunk === 'string' ? Buffer.from(chunk) : chunk
     length += buf.length
-    if (length > limit) {
-      cleanup()
-      stream.pause()
-      cb(tooLarge(limit))
-      return
-    }
     chunks.push(buf)
+    if (length > limit) {
+      stream.pause()
+      onEnd()
+    }
   }
   function onEnd (): void {
     cleanup()

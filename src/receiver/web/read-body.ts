@@ -1,11 +1,11 @@
 import { VerificationError } from '../../errors.js'
-import { tooLarge } from '../transport.js'
 
 const BODY_CONSUMED = 'The request body was already read, so the exact bytes needed to verify the signature are gone. Verify the request before anything reads its body (or pass a clone).'
 
 /**
- * Reads a fetch body as the exact bytes received, at most `limit` bytes: stops reading (and
- * cancels the stream) as soon as more arrived, whatever `Content-Length` said.
+ * Reads a fetch body as the exact bytes received: stops reading (and cancels the stream) at the
+ * first chunk past `limit`, whatever `Content-Length` said, and returns the bytes read so far,
+ * more than `limit`, for the caller to refuse with 413 (the pipeline, or `verifyWebhookRequest`).
  */
 export async function readBodyAtMost (request: Request, limit: number): Promise<Uint8Array> {
   if (request.bodyUsed) throw new VerificationError('configuration_error', BODY_CONSUMED)
@@ -28,11 +28,11 @@ export async function readBodyAtMost (request: Request, limit: number): Promise<
       const bytes = chunk instanceof Uint8Array ? chunk : ArrayBuffer.isView(chunk) ? new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.byteLength) : undefined
       if (bytes === undefined) throw new VerificationError('invalid_payload', 'The request body could not be read.')
       length += bytes.byteLength
+      chunks.push(bytes)
       if (length > limit) {
         reader.cancel().catch(() => {})
-        throw tooLarge(limit)
+        break
       }
-      chunks.push(bytes)
     }
   } catch (err) {
     if (err instanceof VerificationError) throw err

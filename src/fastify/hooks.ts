@@ -9,7 +9,7 @@ import { Readable } from 'node:stream'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import { VerificationError } from '../errors.js'
 import type { WebhookEvent } from '../events/types.js'
-import { readStream } from '../receiver/node/read-stream.js'
+import { readPayload } from '../receiver/node/read-stream.js'
 import { answerDelivery, refusal, settle, type AcceptedOutcome, type EventAnswer, type WebhookPipeline, type WebhookPort } from '../receiver/index.js'
 import type { Reply } from '../receiver/reply.js'
 
@@ -34,7 +34,7 @@ type Done = (err?: Error | null, payload?: never) => void
 export interface Delivery {
   readonly request: FastifyRequest
   readonly reply: FastifyReply
-  readonly payload: Parameters<typeof readStream>[0]
+  readonly payload: Parameters<typeof readPayload>[0]['payload']
   readonly done: Done
   readonly route: RouteState
   readonly early: boolean
@@ -65,7 +65,7 @@ export function refuse (request: FastifyRequest, reply: FastifyReply, err: unkno
 export const FASTIFY_PORT: WebhookPort<Delivery, void> = {
   headers: (d) => d.request.headers,
   log: (d) => d.request.log,
-  readBody: (d, limit) => readStream(d.payload, limit),
+  readBody: readPayload,
   reply: (d, r) => { send(d.reply, r) },
   answers: true,
   run (d, outcome) {

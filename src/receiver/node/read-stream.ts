@@ -13,6 +13,14 @@ export function readStream (stream: Readable, limit: number): Promise<Buffer> {
   return new Promise((resolve, reject) => { readInto(stream, limit, (err, body) => { if (err === null) resolve(body!); else reject(err) }) })
 }
 
+/**
+ * The `readBody` port of a Node adapter whose framework hands over the body stream itself (the
+ * Fastify plugin's `preParsing` payload): `readStream` of `source.payload`.
+ */
+export function readPayload (source: { readonly payload: Readable }, limit: number): Promise<Buffer> {
+  return readStream(source.payload, limit)
+}
+
 function readInto (stream: Readable, limit: number, cb: (err: VerificationError | null, body?: Buffer) => void): void {
   const chunks: Buffer[] = []
   let length = 0

@@ -15,6 +15,10 @@ import { CLUSTER_FAIL_FAST, startRedisCluster } from '../helpers/redis-cluster.j
 import { waitFor } from '../replay/helpers/redis-server.js'
 import { CUSTOMER, queueName, sampleEvents } from './helpers.js'
 
+// The longest a condition may take to hold: waitFor returns as soon as it holds, so only a
+// failing run waits this long; a busy machine (four test files on two cores) must not fail it.
+const WAIT_MS = 120_000
+
 // Like the redis-server tests, this one fails (saying what to install) rather than skip without redis-server and redis-cli.
 const cluster = await startRedisCluster()
 t.teardown(() => cluster.close())
@@ -48,7 +52,7 @@ t.test('one job per event on the cluster, none more for a resend; a worker on th
   workerConnection.on('error', () => {})
   const worker = createWebhookEventWorker(router, { connection: workerConnection, queueName: queue.name, concurrency: 5, drainDelay: 1 })
   t.teardown(async () => { await worker.close(); workerConnection.disconnect() })
-  t.ok(await waitFor(async () => (await queue.getJobCounts('completed')).completed === 20, 15_000), 'every job completed')
+  t.ok(await waitFor(async () => (await queue.getJobCounts('completed')).completed === 20, WAIT_MS), 'every job completed')
   t.same([...handled.keys()].sort(), events.map(eventFingerprint).sort())
   t.ok([...handled.values()].every((n) => n === 1), 'each event handled once')
   // Resent after the jobs completed: still kept (removeOnComplete by age), so no new job.
@@ -98,6 +102,6 @@ t.test('with waitForReplicas: 1, jobs acknowledged before their master is killed
   const reader = new Queue(queue.name, { connection: after, prefix: DEFAULT_PREFIX })
   reader.on('error', () => {})
   t.teardown(() => reader.close())
-  t.ok(await waitFor(async () => (await reader.getJobCounts('waiting')).waiting === 10, 10_000), 'every job survived the failover')
+  t.ok(await waitFor(async () => (await reader.getJobCounts('waiting')).waiting === 10, WAIT_MS), 'every job survived the failover')
   for (const event of events) t.ok(await reader.getJob(eventFingerprint(event)), 'by its id')
 })

@@ -10,6 +10,10 @@ import { noopLogger } from '../../src/logger.js'
 import { startRedisServer, waitFor } from '../replay/helpers/redis-server.js'
 import { memoryLogger, sampleEvents, testQueue } from './helpers.js'
 
+// The longest a condition may take to hold: waitFor returns as soon as it holds, so only a
+// failing run waits this long; a busy machine (four test files on two cores) must not fail it.
+const WAIT_MS = 120_000
+
 // Semantics, not failure handling: generous timeouts, so a loaded machine cannot fail a call.
 const GENEROUS = { commandTimeout: 5000, maxRetriesPerRequest: 1 }
 
@@ -44,7 +48,7 @@ t.test('a job that used up its attempts is parked (source bullmq), completes, an
   const event = sampleEvents(1).map((e) => ({ ...e, event: 'hard-bounced' as const }))[0]!
   const fp = eventFingerprint(event)
   await bullmqEnqueue(queue, { jobOptions: { attempts: 3, backoff: { type: 'fixed', delay: 20 } } })([event], context)
-  t.ok(await waitFor(async () => (await queue.getJobCounts('completed')).completed === 1, 15_000), 'the job completes')
+  t.ok(await waitFor(async () => (await queue.getJobCounts('completed')).completed === 1, WAIT_MS), 'the job completes')
   const job = await queue.getJob(fp)
   t.equal(job!.returnvalue, 'parked')
   t.equal((await queue.getJobCounts('failed')).failed, 0, 'not left in the failed set')
@@ -67,7 +71,7 @@ t.test('a router with deadLetters parks after `after` job attempts; the job comp
   startWorker(t, queue, router)
   const event = sampleEvents(1)[0]!
   await bullmqEnqueue(queue, { jobOptions: { attempts: 10, backoff: { type: 'fixed', delay: 20 } } })([event], context)
-  t.ok(await waitFor(async () => (await queue.getJobCounts('completed')).completed === 1, 15_000))
+  t.ok(await waitFor(async () => (await queue.getJobCounts('completed')).completed === 1, WAIT_MS))
   const job = await queue.getJob(eventFingerprint(event))
   t.equal(job!.returnvalue, 'parked')
   t.equal(job!.attemptsMade, 2, 'two attempts, not ten')

@@ -11,6 +11,10 @@ import { generateSigningKeyPair, signWebhook } from '../../src/testing/index.js'
 import { startRedisServer, waitFor } from '../replay/helpers/redis-server.js'
 import { CUSTOMER, sampleEvents } from './helpers.js'
 
+// The longest a condition may take to hold: waitFor returns as soon as it holds, so only a
+// failing run waits this long; a busy machine (four test files on two cores) must not fail it.
+const WAIT_MS = 120_000
+
 const ROOT = fileURLToPath(new URL('../../', import.meta.url))
 
 t.before(() => {
@@ -47,14 +51,22 @@ t.test('one receiver and two workers: every event handled once, a resend adds no
   const REDIS_URL = `redis://127.0.0.1:${server.port}`
   const receiver = start(t, 'receiver.ts', { REDIS_URL, PORT: '0', MAILCHANNELS_CUSTOMER_HANDLE: CUSTOMER, MAILCHANNELS_PUBLIC_KEY: keys.publicKey })
   const workers = [start(t, 'worker.ts', { REDIS_URL }), start(t, 'worker.ts', { REDIS_URL })]
-  t.ok(await waitFor(async () => /Listening on http:\/\/\S+/.test(receiver.stdout()), 15_000), `the receiver listens (stderr: ${receiver.stderr()})`)
-  for (const w of workers) t.ok(await waitFor(async () => w.stdout().includes('Worker ready'), 15_000), `a worker is ready (stderr: ${w.stderr()})`)
+  // Each waits until the line is printed or the process is gone (then the assertion fails at once).
+  const gone = (r: Run): boolean => r.child.exitCode !== null || r.child.signalCode !== null
+  const listening = (): boolean => /Listening on http:\/\/\S+/.test(receiver.stdout())
+  await waitFor(async () => listening() || gone(receiver), WAIT_MS)
+  t.ok(listening(), `the receiver listens (stderr: ${receiver.stderr()})`)
+  for (const w of workers) {
+    await waitFor(async () => w.stdout().includes('Worker ready') || gone(w), WAIT_MS)
+    t.ok(w.stdout().includes('Worker ready'), `a worker is ready (stderr: ${w.stderr()})`)
+  }
+  if (!listening()) return
   const url = `${/Listening on (http:\/\/\S+)/.exec(receiver.stdout())![1]}/webhooks/mailchannels`
 
   const deliveries = [sampleEvents(4), sampleEvents(4), sampleEvents(4)]
   const post = async (events: ReturnType<typeof sampleEvents>, created: number): Promise<{ status: number, body: unknown }> => {
     const signed = signWebhook({ events, privateKey: keys.privateKey, created })
-    const res = await fetch(url, { method: 'POST', headers: signed.headers, body: signed.body, signal: AbortSignal.timeout(10_000) })
+    const res = await fetch(url, { method: 'POST', headers: signed.headers, body: signed.body, signal: AbortSignal.timeout(WAIT_MS) })
     return { status: res.status, body: await res.json() }
   }
   const now = Math.floor(Date.now() / 1000)
@@ -63,7 +75,7 @@ t.test('one receiver and two workers: every event handled once, a resend adds no
 
   const expected = deliveries.flat().map((e) => `${e.event} ${eventFingerprint(e)} `)
   const output = (): string => workers.map((w) => w.stdout()).join('')
-  t.ok(await waitFor(async () => expected.every((line) => output().includes(line)), 15_000), `every event was handled (stderr: ${workers.map((w) => w.stderr()).join('')})`)
+  t.ok(await waitFor(async () => expected.every((line) => output().includes(line)), WAIT_MS), `every event was handled (stderr: ${workers.map((w) => w.stderr()).join('')})`)
   // Let a duplicate, if any, show up before counting.
   await new Promise((resolve) => setTimeout(resolve, 500))
   for (const line of expected) t.equal(output().split(line).length - 1, 1, `handled once: ${line.trim()}`)

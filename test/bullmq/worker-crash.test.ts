@@ -12,6 +12,10 @@ import { eventFingerprint } from '../../src/replay/fingerprint.js'
 import { startRedisServer, waitFor } from '../replay/helpers/redis-server.js'
 import { queueName, sampleEvents, testQueue } from './helpers.js'
 
+// The longest a condition may take to hold: waitFor returns as soon as it holds, so only a
+// failing run waits this long; a busy machine (four test files on two cores) must not fail it.
+const WAIT_MS = 120_000
+
 const SCRIPT = fileURLToPath(new URL('./fixtures/worker.ts', import.meta.url))
 const server = await startRedisServer()
 t.teardown(() => server.close())
@@ -68,12 +72,12 @@ t.test('worker processes killed mid-handler and after the handlers: their jobs a
   await enqueue(events, { keyId: 'mckey', log: noopLogger })
 
   // Kill A inside its second job (the first one completed normally).
-  t.ok(await waitFor(async () => a.started.length >= 2, 10_000), `worker a started two jobs (stderr: ${a.stderr()})`)
+  t.ok(await waitFor(async () => a.started.length >= 2, WAIT_MS), `worker a started two jobs (stderr: ${a.stderr()})`)
   a.child.kill('SIGKILL')
   await a.exited
   const interrupted = a.started[1]!
   t.equal(a.started.length, 2, 'a was killed inside its second job')
-  t.ok(await waitFor(async () => c.dispatched.length >= 1, 10_000), `worker c handled an event (stderr: ${c.stderr()})`)
+  t.ok(await waitFor(async () => c.dispatched.length >= 1, WAIT_MS), `worker c handled an event (stderr: ${c.stderr()})`)
   c.child.kill('SIGKILL')
   await c.exited
   const unacknowledged = c.dispatched[0]!
@@ -83,7 +87,7 @@ t.test('worker processes killed mid-handler and after the handlers: their jobs a
   await enqueue(events.map((e) => structuredClone(e)), { keyId: 'mckey', log: noopLogger })
 
   const fingerprints = events.map(eventFingerprint)
-  t.ok(await waitFor(async () => (await queue.getJobCounts('completed')).completed === events.length, 15_000),
+  t.ok(await waitFor(async () => (await queue.getJobCounts('completed')).completed === events.length, WAIT_MS),
     `every job completed (b stderr: ${b.stderr()})`)
   const effects = await redis.hgetall('effects')
   t.same(Object.keys(effects).sort(), [...fingerprints].sort(), 'every event had its effect (none lost)')

@@ -17,6 +17,10 @@ import { testQueue } from '../bullmq/helpers.js'
 import { delivery, event, HANDLE, KEYS } from '../fastify/helpers/fixtures.js'
 import { PLATFORMS, post, startApp } from './helpers/app.js'
 
+// The longest a condition may take to hold: waitFor returns as soon as it holds, so only a
+// failing run waits this long; a busy machine (four test files on two cores) must not fail it.
+const WAIT_MS = 120_000
+
 @Controller()
 class Hooks {
   @Post('webhooks/mailchannels')
@@ -69,8 +73,8 @@ t.test('BullMQ: the route answers { queued } once the queue has the events; a wo
         t.equal(a.status, 200, a.text)
         t.strictSame(a.json(), { queued: events.length })
       }
-      t.ok(await waitFor(async () => handled.size === events.length, 15_000), `the worker handled every event (${handled.size})`)
-      t.ok(await waitFor(async () => (await queue.getJobCounts('completed')).completed === events.length, 15_000), 'one job per event, completed')
+      t.ok(await waitFor(async () => handled.size === events.length, WAIT_MS), `the worker handled every event (${handled.size})`)
+      t.ok(await waitFor(async () => (await queue.getJobCounts('completed')).completed === events.length, WAIT_MS), 'one job per event, completed')
       t.strictSame([...new Set(handled.values())], [1], 'each event once')
     })
   }

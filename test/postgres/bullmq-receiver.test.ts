@@ -13,6 +13,10 @@ import { startRedisServer, waitFor } from '../replay/helpers/redis-server.js'
 import { startPostgres } from '../helpers/postgres.js'
 import { CUSTOMER, sampleEvents, testQueue } from '../bullmq/helpers.js'
 
+// The longest a condition may take to hold: waitFor returns as soon as it holds, so only a
+// failing run waits this long; a busy machine (four test files on two cores) must not fail it.
+const WAIT_MS = 120_000
+
 const redis = await startRedisServer()
 t.teardown(() => redis.close())
 const postgres = await startPostgres()
@@ -47,7 +51,7 @@ t.test('a BullMQ worker and a receiver on one PostgreSQL store: every event once
     if (status !== 200) await new Promise((resolve) => setTimeout(resolve, 100))
   }
   t.equal(status, 200, 'the receiver acknowledged the delivery')
-  t.ok(await waitFor(async () => (await queue.getJobCounts('completed')).completed === 12, 15_000), 'every job completed')
+  t.ok(await waitFor(async () => (await queue.getJobCounts('completed')).completed === 12, WAIT_MS), 'every job completed')
   const { rows } = await pool.query('SELECT fingerprint, count(*)::int AS n FROM effects GROUP BY fingerprint')
   t.equal(rows.length, 12, 'no event lost')
   t.ok(rows.every((r) => r.n === 1), 'every event exactly once, whichever path ran it')

@@ -119,7 +119,9 @@ export async function startPostgres (): Promise<PostgresServer> {
     proc.stderr?.on('data', (chunk: Buffer) => { stderr = (stderr + chunk.toString()).slice(-4000) })
     child = proc
     proc.once('exit', () => { if (child === proc) child = null })
-    const deadline = Date.now() + 20_000
+    // A deadline for a server that never comes up; under load (four test files on two cores) a
+    // start can take many seconds.
+    const deadline = Date.now() + 90_000
     while (Date.now() < deadline) {
       if (await accepts(url)) return
       if (child === null) break
@@ -139,7 +141,7 @@ export async function startPostgres (): Promise<PostgresServer> {
       proc.once('exit', () => resolve())
       proc.kill(how === 'kill' ? 'SIGKILL' : 'SIGINT')
     })
-    const deadline = Date.now() + 10_000
+    const deadline = Date.now() + 60_000
     while (Date.now() < deadline && children.some(alive)) await new Promise((resolve) => setTimeout(resolve, 25))
   }
 

@@ -86,6 +86,13 @@ export function clusterUnavailable (): string | null {
 
 const sleep = async (ms: number): Promise<void> => { await new Promise((resolve) => setTimeout(resolve, ms)) }
 
+/**
+ * The longest the cluster may take to reach a state it is waited for (started, in sync, failed
+ * over). `until` returns as soon as it holds, in a second or two on an idle machine; four test
+ * files at once on two cores can take many times that, which must not fail a run.
+ */
+const SETTLE_MS = 60_000
+
 async function until (check: () => Promise<boolean>, ms: number, what: string): Promise<void> {
   const deadline = Date.now() + ms
   while (Date.now() < deadline) {
@@ -187,7 +194,7 @@ export async function startRedisCluster (): Promise<LocalRedisCluster> {
       dirOf.set(port, dir)
       spawnNode(port)
     }
-    await until(async () => (await Promise.all(ports.map(async (p) => await node(p).ping()))).every((r) => r === 'PONG'), 5000, 'every node to answer PING')
+    await until(async () => (await Promise.all(ports.map(async (p) => await node(p).ping()))).every((r) => r === 'PONG'), SETTLE_MS, 'every node to answer PING')
 
     const created = await new Promise<{ code: number | null, out: string }>((resolve) => {
       const cli = spawn('redis-cli', ['--cluster', 'create', ...ports.map((p) => `${HOST}:${p}`), '--cluster-replicas', '1', '--cluster-yes'],
@@ -212,7 +219,7 @@ export async function startRedisCluster (): Promise<LocalRedisCluster> {
         if (!repl.includes('master_link_status:up')) return false
       }
       return true
-    }, 15_000, 'cluster_state:ok on every node, slots assigned, replicas in sync')
+    }, SETTLE_MS, 'cluster_state:ok on every node, slots assigned, replicas in sync')
   } catch (err) {
     await close()
     const logs = [...stderr.values()].join('').trim()
@@ -267,7 +274,7 @@ export async function startRedisCluster (): Promise<LocalRedisCluster> {
       await admin.config('SET', 'requirepass', randomBytes(16).toString('hex'))
       await admin.client('KILL', 'TYPE', 'replica')
       // Its replicas cannot come back: replication stays down.
-      await until(async () => (await admin.info('replication')).includes('connected_slaves:0'), 2000, `the replicas of ${port} to be cut off`)
+      await until(async () => (await admin.info('replication')).includes('connected_slaves:0'), SETTLE_MS, `the replicas of ${port} to be cut off`)
     },
     async reconnectReplicas (port: number): Promise<void> {
       const admin = node(port)
@@ -289,7 +296,7 @@ export async function startRedisCluster (): Promise<LocalRedisCluster> {
         if (await admin.wait(1, 500) >= 1) return true
         await admin.client('KILL', 'TYPE', 'replica')
         return false
-      }, 15_000, `the replicas of ${port} to reconnect and acknowledge writes`)
+      }, SETTLE_MS, `the replicas of ${port} to reconnect and acknowledge writes`)
     },
     async restart (port: number): Promise<void> {
       if (children.has(port)) return
@@ -297,9 +304,9 @@ export async function startRedisCluster (): Promise<LocalRedisCluster> {
       await until(async () => {
         const repl = await node(port).info('replication')
         return repl.includes('role:slave') && repl.includes('master_link_status:up')
-      }, 15_000, `node ${port} to rejoin as a replica`)
+      }, SETTLE_MS, `node ${port} to rejoin as a replica`)
     },
-    async waitForPromotion (port: number, ms = 15_000): Promise<number> {
+    async waitForPromotion (port: number, ms = SETTLE_MS): Promise<number> {
       const candidates = replicasOf.get(port) ?? []
       let promoted = 0
       await until(async () => {

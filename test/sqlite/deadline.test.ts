@@ -31,11 +31,11 @@ t.test('a handler stuck in another process holds the file only until its handler
   let stderr = ''
   child.stdout!.on('data', (c: Buffer) => { out += c.toString() })
   child.stderr!.on('data', (c: Buffer) => { stderr += c.toString() })
-  /** The first match of `re` in the child's output, once printed (at most 20 s: a guard against a hang, not a timing). */
+  /** The first match of `re` in the child's output, once printed (at most 90 s: a guard against a hang, not a timing). */
   const line = async (re: RegExp): Promise<string> => await new Promise((resolve, reject) => {
     const check = (): boolean => { const m = re.exec(out); if (m !== null) { done(); resolve(m[0]) } return m !== null }
     const onExit = (): void => { done(); reject(new Error(`child exited: ${stderr}`)) }
-    const guard = setTimeout(() => { done(); reject(new Error(`no ${String(re)} from the child: ${out}`)) }, 20_000)
+    const guard = setTimeout(() => { done(); reject(new Error(`no ${String(re)} from the child: ${out}`)) }, 90_000)
     const done = (): void => { clearTimeout(guard); child.stdout!.off('data', check); child.off('exit', onExit) }
     if (check()) return
     child.stdout!.on('data', check)

@@ -21,7 +21,7 @@ export async function spawnReceiver (t: Test, env: Record<string, string>): Prom
   proc.stderr!.on('data', (c: Buffer) => { stderr += c.toString() })
   const port = await new Promise<number>((resolve, reject) => {
     let out = ''
-    const timer = setTimeout(() => { reject(new Error(`receiver did not start: ${stderr}`)) }, 20_000)
+    const timer = setTimeout(() => { reject(new Error(`receiver did not start: ${stderr}`)) }, 90_000)
     proc.stdout!.on('data', (c: Buffer) => {
       out += c.toString()
       const m = /listening (\d+)/.exec(out)

@@ -171,7 +171,7 @@ class KeyCache {
   #budgetLoggedAt = -Infinity
   #budgetLoggedCount = 0
   /** Single flight: the fetch in progress per key id. */
-  readonly #pending = new Map<string, Promise<Entry | undefined>>()
+  readonly #pending = new Map<string, Promise<Entry>>()
   /** The fetches in flight, aborted by `clear()` (a key fetched before it must not come back after). */
   readonly #aborts = new Set<AbortController>()
   /** Key ids `prefetch` already fetched (or tried): it fetches each once. */
@@ -245,7 +245,7 @@ class KeyCache {
             // Nothing is remembered: the budget refills one fetch every this many seconds.
             retryInSeconds: Math.ceil(60 / this.#budget),
             rejectedSinceLastLog: this.#stats.budgetRejections - this.#budgetLoggedCount,
-          }, `mailchannels-webhooks: a key fetch was refused: the key-fetch budget is spent (a flood of unknown key ids?); key ids that come back are fetched first; next try in ${Math.ceil(60 / this.#budget)} s`)
+          }, `mailchannels-webhooks: a key fetch was refused: the key-fetch budget is spent (a flood of unknown key ids?); next try in ${Math.ceil(60 / this.#budget)} s`)
           this.#budgetLoggedAt = now
           this.#budgetLoggedCount = this.#stats.budgetRejections
         }
@@ -253,15 +253,12 @@ class KeyCache {
       }
       pending = this.#startFetch(keyId, log)
     }
-    let entry: Entry | undefined
     try {
-      entry = await pending
+      return (await pending).key
     } catch (err) {
       // e.g. the abort when clear() runs during a fetch: still a typed, retryable failure.
       throw err instanceof VerificationError ? err : notFetched()
     }
-    if (entry === undefined) throw notFetched()
-    return entry.key
   }
 
   /**
@@ -275,13 +272,12 @@ class KeyCache {
     const inFlight = this.#refreshing.get(keyId)
     if (inFlight !== undefined) return inFlight
     const entry = this.#keys.get(keyId, true)
-    if (entry === undefined) return Promise.resolve(undefined)
-    if (entry.key !== failed) return Promise.resolve(entry.key) // refreshed meanwhile
     const now = this.#now()
     // Outside the global budget (so a flood of unknown ids cannot block a rotation): bounded by
     // the cooldown per known key id, and known ids only come from keys the endpoint served.
-    if (now - entry.fetchedAt < this.#refreshCooldown || this.#refreshedAt.has(keyId)) {
-      return Promise.resolve(undefined)
+    // A key other than `failed` was refreshed meanwhile: that one.
+    if (entry === undefined || entry.key !== failed || now - entry.fetchedAt < this.#refreshCooldown || this.#refreshedAt.has(keyId)) {
+      return Promise.resolve(entry?.key === failed ? undefined : entry?.key)
     }
     this.#refreshedAt.set(keyId, now)
     const refreshing = this.#refetch(keyId, failed, this.#logger(logger))
@@ -397,7 +393,7 @@ class KeyCache {
    * fetch drops the stale key it could not stand in for. `log` is the logger of the call that
    * started the fetch.
    */
-  #startFetch (keyId: string, log: Logger): Promise<Entry | undefined> {
+  #startFetch (keyId: string, log: Logger): Promise<Entry> {
     const controller = new AbortController()
     this.#aborts.add(controller)
     const stale = this.#keys.get(keyId, true)

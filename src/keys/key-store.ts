@@ -5,7 +5,7 @@ import { keyFetchEnded, keyFetchStarted } from '../diagnostics/key-fetch.js'
 import { VerificationError } from '../errors.js'
 import { noopLogger, type Logger } from '../logger.js'
 import { KEY_ID_RULE, isKeyId } from './key-id.js'
-import { fetchPublicKey, KeyFetchError, publicKeyUrl } from './fetch-public-key.js'
+import { fetchPublicKey, publicKeyUrl, type KeyFetchError } from './fetch-public-key.js'
 import { RecurrenceGate } from './recurrence-gate.js'
 import { TtlCache } from './ttl-cache.js'
 
@@ -451,7 +451,8 @@ class KeyCache {
 
   /** One warn line per failed fetch: where, why, and when the next try happens. Never a secret: the URL holds only the base URL and the key id. */
   #logFailure (log: Logger, keyId: string, err: unknown, retryInSeconds: number, what: string, servingStaleKey = false): void {
-    const f = err instanceof KeyFetchError ? err : undefined
+    // A failed fetch's error carries the log's fields; any other VerificationError does not.
+    const f = err instanceof VerificationError ? err as Partial<KeyFetchError> : undefined
     const fields: Record<string, unknown> = {
       url: f?.url ?? publicKeyUrl(this.#baseUrl, keyId).href,
       keyId,

@@ -174,6 +174,8 @@ class KeyCache {
   readonly #pending = new Map<string, Promise<Entry>>()
   /** The fetches in flight, aborted by `clear()` (a key fetched before it must not come back after). */
   readonly #aborts = new Set<AbortController>()
+  /** Counts `clear()` calls: a fetch started before one must not put its key back after it. */
+  #generation = 0
   /** Key ids `prefetch` already fetched (or tried): it fetches each once. */
   readonly #prefetched = new Set<string>()
   readonly #stats = { fetches: 0, negativeHits: 0, budgetRejections: 0 }
@@ -306,22 +308,24 @@ class KeyCache {
 
   /**
    * One request to the endpoint (a fetch or a refresh), counted and published, abandoned after
-   * `fetchTimeout` or when `signal` aborts.
+   * `fetchTimeout` (`controller` is aborted with a `TimeoutError`, as `AbortSignal.timeout` does)
+   * or when `controller` is aborted (by `clear()`). One controller for both, so no signal is chained
+   * to another (`AbortSignal.any` is missing from Vercel's edge-runtime).
    */
-  async #request (keyId: string, refresh: boolean, signal?: AbortSignal): Promise<VerifyKey> {
+  async #request (keyId: string, refresh: boolean, controller = new AbortController()): Promise<VerifyKey> {
     this.#inFlight++
     this.#stats.fetches++
-    const limited = withTimeout(signal, this.#fetchTimeout)
+    const timer = setTimeout(() => { controller.abort(new DOMException('The key fetch timed out.', 'TimeoutError')) }, this.#fetchTimeout)
     const startedAt = keyFetchStarted()
     try {
-      const key = await fetchPublicKey(keyId, { baseUrl: this.#baseUrl, fetch: this.#fetch, signal: limited.signal })
+      const key = await fetchPublicKey(keyId, { baseUrl: this.#baseUrl, fetch: this.#fetch, signal: controller.signal })
       if (startedAt >= 0) keyFetchEnded(startedAt, keyId, this.#baseUrl, refresh, null)
       return key
     } catch (err) {
       if (startedAt >= 0) keyFetchEnded(startedAt, keyId, this.#baseUrl, refresh, err)
       throw err
     } finally {
-      limited.dispose()
+      clearTimeout(timer)
       this.#inFlight--
     }
   }
@@ -361,6 +365,7 @@ class KeyCache {
 
   /** Forgets every key and failure (e.g. after a known rotation). */
   clear (): void {
+    this.#generation++
     for (const controller of this.#aborts) controller.abort(new DOMException('The key store was cleared.', 'AbortError'))
     this.#aborts.clear()
     this.#keys.clear()
@@ -398,15 +403,17 @@ class KeyCache {
     this.#aborts.add(controller)
     const stale = this.#keys.get(keyId, true)
     const setOptions: { ttl?: number } = {}
+    const generation = this.#generation
     const settled = (): void => { this.#aborts.delete(controller) }
-    const pending = this.#load(keyId, stale, controller.signal, setOptions, log).then((entry) => {
+    const pending = this.#load(keyId, stale, controller, setOptions, log).then((entry) => {
       settled()
-      if (controller.signal.aborted) throw controller.signal.reason
+      // Cleared meanwhile (the fetch was aborted, or had already ended): nothing comes back.
+      if (this.#generation !== generation) throw controller.signal.reason
       this.#keys.set(keyId, entry, setOptions.ttl)
       return entry
     }, (err: unknown) => {
       settled()
-      if (!controller.signal.aborted && this.#keys.get(keyId, true) === stale) this.#keys.delete(keyId)
+      if (this.#generation === generation && this.#keys.get(keyId, true) === stale) this.#keys.delete(keyId)
       throw err
     })
     this.#pending.set(keyId, pending)
@@ -420,10 +427,10 @@ class KeyCache {
   }
 
   /** The fetch itself; `setOptions.ttl` is how long to hold what it returns, when not `keyTtl`. */
-  async #load (keyId: string, stale: Entry | undefined, signal: AbortSignal, setOptions: { ttl?: number }, log: Logger | undefined): Promise<Entry> {
+  async #load (keyId: string, stale: Entry | undefined, controller: AbortController, setOptions: { ttl?: number }, log: Logger | undefined): Promise<Entry> {
     let key: VerifyKey
     try {
-      key = await this.#request(keyId, false, signal)
+      key = await this.#request(keyId, false, controller)
     } catch (err) {
       /* c8 ignore next */
       const error = err instanceof VerificationError ? err : notFetched()
@@ -488,24 +495,4 @@ export function keyStoreFor (baseUrl: string, logger?: Logger): KeyStore {
 /** Whether `value` is a key store (a `KeyStore`, or one `keyStoreFor` made). */
 export function isKeyStore (value: unknown): value is KeyStore {
   return value instanceof KeyCache
-}
-
-/**
- * `signal` (when given), or a timeout of `ms`, whichever comes first. Not `AbortSignal.any`: Vercel's
- * edge-runtime lacks it, and Node 20-22 keep its listeners on a long-lived input signal.
- * The timeout aborts with a `TimeoutError`, as `AbortSignal.timeout` does.
- */
-function withTimeout (signal: AbortSignal | undefined, ms: number): { signal: AbortSignal, dispose (): void } {
-  const controller = new AbortController()
-  const onAbort = (): void => { controller.abort(signal!.reason) }
-  const timer = setTimeout(() => { controller.abort(new DOMException('The key fetch timed out.', 'TimeoutError')) }, ms)
-  if (signal?.aborted === true) onAbort()
-  else signal?.addEventListener('abort', onAbort, { once: true })
-  return {
-    signal: controller.signal,
-    dispose () {
-      clearTimeout(timer)
-      signal?.removeEventListener('abort', onAbort)
-    },
-  }
 }

@@ -1,10 +1,10 @@
 // Key-fetch diagnostics: one message per request to the public-key endpoint, built only when
 // someone listens. Runtime-neutral. Below keys/: the key store says what happened (it knows its
 // errors), this only publishes it.
-import * as port from '#diagnostics'
-import type { DiagnosticsPort, KeyFetchCause } from './types.js'
-
-const { keyFetch, now, networkCause, keyFetchEnded }: DiagnosticsPort = port
+// Named imports, not a namespace: a bundler then keeps only these four of the port (a namespace
+// object keeps every export). Each port checks its own shape against `DiagnosticsPort`.
+import { keyFetch, keyFetchEnded, networkCause, now } from '#diagnostics'
+import type { KeyFetchCause } from './types.js'
 
 /** Why a key fetch's `fetch()` rejected (`timeout`, `dns`, `tls`...; only 'network' where the runtime's errors say no more). */
 export const fetchErrorCause: (err: unknown) => [KeyFetchCause, string?] = networkCause

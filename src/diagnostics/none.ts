@@ -1,4 +1,4 @@
-import type { KeyFetchCause, KeyFetchMessage, Publisher, TracingPublisher, WebhookDeliveryMessage, WebhookReceiveContext } from './types.js'
+import type { DiagnosticsPort, KeyFetchCause, KeyFetchMessage, Publisher, TracingPublisher, WebhookDeliveryMessage, WebhookReceiveContext } from './types.js'
 
 // The port for runtimes without node:diagnostics_channel (Workers, browsers, edge runtimes):
 // nobody can subscribe, so the receivers never read a clock or build a message.
@@ -21,3 +21,6 @@ export function networkCause (): [KeyFetchCause, string?] {
 
 /** Nobody listens here (`keyFetch.hasSubscribers` is false), so no key-fetch message is built. */
 export function keyFetchEnded (): void {}
+
+// The port's shape, checked here (key-fetch.ts imports it by name).
+void ({ delivery, keyFetch, receive, now, networkCause, keyFetchEnded } satisfies DiagnosticsPort)

@@ -28,7 +28,7 @@ export type { KeyFetchCause }
  * A failed key fetch: a `VerificationError` (`unknown_key` or `key_unavailable`, with a
  * message safe to return to the sender) that also says, for the log, where and why.
  */
-export class KeyFetchError extends VerificationError {
+export interface KeyFetchError extends VerificationError {
   /** The URL fetched (the base URL carries no credentials, the query only the key id). */
   readonly url: string
   readonly reason: KeyFetchCause
@@ -36,13 +36,11 @@ export class KeyFetchError extends VerificationError {
   readonly status: number | undefined
   /** What went wrong, for the log. */
   readonly detail: string
-  constructor (type: 'unknown_key' | 'key_unavailable', message: string, url: string, reason: KeyFetchCause, detail: string, status?: number) {
-    super(type, message, type === 'key_unavailable' ? 30 : undefined)
-    this.url = url
-    this.reason = reason
-    this.status = status
-    this.detail = detail
-  }
+}
+
+/** A `KeyFetchError`: a `VerificationError` with the log's fields (no class of its own: less of a Worker bundle). */
+function keyFetchError (type: 'unknown_key' | 'key_unavailable', message: string, url: string, reason: KeyFetchCause, detail: string, status?: number): KeyFetchError {
+  return Object.assign(new VerificationError(type, message, type === 'key_unavailable' ? 30 : undefined), { url, reason, status, detail })
 }
 
 /**
@@ -56,7 +54,7 @@ export async function fetchPublicKey (keyId: string, { baseUrl, fetch, signal }:
   const url = publicKeyUrl(baseUrl, keyId)
   const href = url.href
   const unavailable = (reason: KeyFetchCause, why: string, status?: number): KeyFetchError =>
-    new KeyFetchError('key_unavailable', `The signing key could not be fetched: ${why}. MailChannels will retry the delivery.`, href, reason, why, status)
+    keyFetchError('key_unavailable', `The signing key could not be fetched: ${why}. MailChannels will retry the delivery.`, href, reason, why, status)
   let res: Response
   try {
     res = await fetch(url, { headers: { accept: 'application/json' }, redirect: 'manual', signal })
@@ -71,7 +69,7 @@ export async function fetchPublicKey (keyId: string, { baseUrl, fetch, signal }:
       throw unavailable('redirect', `the public-key endpoint answered with a redirect (HTTP ${status}), which is never followed`, status)
     }
     if (status === 404 || status === 400) {
-      throw new KeyFetchError('unknown_key', `MailChannels does not know the signing key "${keyId}".`, href, 'not_found', `the public-key endpoint answered HTTP ${status}`, status)
+      throw keyFetchError('unknown_key', `MailChannels does not know the signing key "${keyId}".`, href, 'not_found', `the public-key endpoint answered HTTP ${status}`, status)
     }
     throw unavailable('http_status', `the public-key endpoint answered HTTP ${status}`, status)
   }

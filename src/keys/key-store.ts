@@ -5,7 +5,7 @@ import { keyFetchEnded, keyFetchStarted } from '../diagnostics/key-fetch.js'
 import { VerificationError } from '../errors.js'
 import { noopLogger, type Logger } from '../logger.js'
 import { KEY_ID_RULE, isKeyId } from './key-id.js'
-import { fetchPublicKey, KeyFetchError, publicKeyUrl } from './fetch-public-key.js'
+import { fetchPublicKey, publicKeyUrl, type KeyFetchError } from './fetch-public-key.js'
 import { RecurrenceGate } from './recurrence-gate.js'
 import { TtlCache } from './ttl-cache.js'
 
@@ -171,9 +171,11 @@ class KeyCache {
   #budgetLoggedAt = -Infinity
   #budgetLoggedCount = 0
   /** Single flight: the fetch in progress per key id. */
-  readonly #pending = new Map<string, Promise<Entry | undefined>>()
+  readonly #pending = new Map<string, Promise<Entry>>()
   /** The fetches in flight, aborted by `clear()` (a key fetched before it must not come back after). */
   readonly #aborts = new Set<AbortController>()
+  /** Counts `clear()` calls: a fetch started before one must not put its key back after it. */
+  #generation = 0
   /** Key ids `prefetch` already fetched (or tried): it fetches each once. */
   readonly #prefetched = new Set<string>()
   readonly #stats = { fetches: 0, negativeHits: 0, budgetRejections: 0 }
@@ -245,7 +247,7 @@ class KeyCache {
             // Nothing is remembered: the budget refills one fetch every this many seconds.
             retryInSeconds: Math.ceil(60 / this.#budget),
             rejectedSinceLastLog: this.#stats.budgetRejections - this.#budgetLoggedCount,
-          }, `mailchannels-webhooks: a key fetch was refused: the key-fetch budget is spent (a flood of unknown key ids?); key ids that come back are fetched first; next try in ${Math.ceil(60 / this.#budget)} s`)
+          }, `mailchannels-webhooks: a key fetch was refused: the key-fetch budget is spent (a flood of unknown key ids?); next try in ${Math.ceil(60 / this.#budget)} s`)
           this.#budgetLoggedAt = now
           this.#budgetLoggedCount = this.#stats.budgetRejections
         }
@@ -253,15 +255,12 @@ class KeyCache {
       }
       pending = this.#startFetch(keyId, log)
     }
-    let entry: Entry | undefined
     try {
-      entry = await pending
+      return (await pending).key
     } catch (err) {
       // e.g. the abort when clear() runs during a fetch: still a typed, retryable failure.
       throw err instanceof VerificationError ? err : notFetched()
     }
-    if (entry === undefined) throw notFetched()
-    return entry.key
   }
 
   /**
@@ -275,13 +274,12 @@ class KeyCache {
     const inFlight = this.#refreshing.get(keyId)
     if (inFlight !== undefined) return inFlight
     const entry = this.#keys.get(keyId, true)
-    if (entry === undefined) return Promise.resolve(undefined)
-    if (entry.key !== failed) return Promise.resolve(entry.key) // refreshed meanwhile
     const now = this.#now()
     // Outside the global budget (so a flood of unknown ids cannot block a rotation): bounded by
     // the cooldown per known key id, and known ids only come from keys the endpoint served.
-    if (now - entry.fetchedAt < this.#refreshCooldown || this.#refreshedAt.has(keyId)) {
-      return Promise.resolve(undefined)
+    // A key other than `failed` was refreshed meanwhile: that one.
+    if (entry === undefined || entry.key !== failed || now - entry.fetchedAt < this.#refreshCooldown || this.#refreshedAt.has(keyId)) {
+      return Promise.resolve(entry?.key === failed ? undefined : entry?.key)
     }
     this.#refreshedAt.set(keyId, now)
     const refreshing = this.#refetch(keyId, failed, this.#logger(logger))
@@ -310,22 +308,24 @@ class KeyCache {
 
   /**
    * One request to the endpoint (a fetch or a refresh), counted and published, abandoned after
-   * `fetchTimeout` or when `signal` aborts.
+   * `fetchTimeout` (`controller` is aborted with a `TimeoutError`, as `AbortSignal.timeout` does)
+   * or when `controller` is aborted (by `clear()`). One controller for both, so no signal is chained
+   * to another (`AbortSignal.any` is missing from Vercel's edge-runtime).
    */
-  async #request (keyId: string, refresh: boolean, signal?: AbortSignal): Promise<VerifyKey> {
+  async #request (keyId: string, refresh: boolean, controller = new AbortController()): Promise<VerifyKey> {
     this.#inFlight++
     this.#stats.fetches++
-    const limited = withTimeout(signal, this.#fetchTimeout)
+    const timer = setTimeout(() => { controller.abort(new DOMException('The key fetch timed out.', 'TimeoutError')) }, this.#fetchTimeout)
     const startedAt = keyFetchStarted()
     try {
-      const key = await fetchPublicKey(keyId, { baseUrl: this.#baseUrl, fetch: this.#fetch, signal: limited.signal })
+      const key = await fetchPublicKey(keyId, { baseUrl: this.#baseUrl, fetch: this.#fetch, signal: controller.signal })
       if (startedAt >= 0) keyFetchEnded(startedAt, keyId, this.#baseUrl, refresh, null)
       return key
     } catch (err) {
       if (startedAt >= 0) keyFetchEnded(startedAt, keyId, this.#baseUrl, refresh, err)
       throw err
     } finally {
-      limited.dispose()
+      clearTimeout(timer)
       this.#inFlight--
     }
   }
@@ -365,6 +365,7 @@ class KeyCache {
 
   /** Forgets every key and failure (e.g. after a known rotation). */
   clear (): void {
+    this.#generation++
     for (const controller of this.#aborts) controller.abort(new DOMException('The key store was cleared.', 'AbortError'))
     this.#aborts.clear()
     this.#keys.clear()
@@ -397,20 +398,22 @@ class KeyCache {
    * fetch drops the stale key it could not stand in for. `log` is the logger of the call that
    * started the fetch.
    */
-  #startFetch (keyId: string, log: Logger): Promise<Entry | undefined> {
+  #startFetch (keyId: string, log: Logger): Promise<Entry> {
     const controller = new AbortController()
     this.#aborts.add(controller)
     const stale = this.#keys.get(keyId, true)
     const setOptions: { ttl?: number } = {}
+    const generation = this.#generation
     const settled = (): void => { this.#aborts.delete(controller) }
-    const pending = this.#load(keyId, stale, controller.signal, setOptions, log).then((entry) => {
+    const pending = this.#load(keyId, stale, controller, setOptions, log).then((entry) => {
       settled()
-      if (controller.signal.aborted) throw controller.signal.reason
+      // Cleared meanwhile (the fetch was aborted, or had already ended): nothing comes back.
+      if (this.#generation !== generation) throw controller.signal.reason
       this.#keys.set(keyId, entry, setOptions.ttl)
       return entry
     }, (err: unknown) => {
       settled()
-      if (!controller.signal.aborted && this.#keys.get(keyId, true) === stale) this.#keys.delete(keyId)
+      if (this.#generation === generation && this.#keys.get(keyId, true) === stale) this.#keys.delete(keyId)
       throw err
     })
     this.#pending.set(keyId, pending)
@@ -424,10 +427,10 @@ class KeyCache {
   }
 
   /** The fetch itself; `setOptions.ttl` is how long to hold what it returns, when not `keyTtl`. */
-  async #load (keyId: string, stale: Entry | undefined, signal: AbortSignal, setOptions: { ttl?: number }, log: Logger | undefined): Promise<Entry> {
+  async #load (keyId: string, stale: Entry | undefined, controller: AbortController, setOptions: { ttl?: number }, log: Logger | undefined): Promise<Entry> {
     let key: VerifyKey
     try {
-      key = await this.#request(keyId, false, signal)
+      key = await this.#request(keyId, false, controller)
     } catch (err) {
       /* c8 ignore next */
       const error = err instanceof VerificationError ? err : notFetched()
@@ -455,7 +458,8 @@ class KeyCache {
 
   /** One warn line per failed fetch: where, why, and when the next try happens. Never a secret: the URL holds only the base URL and the key id. */
   #logFailure (log: Logger, keyId: string, err: unknown, retryInSeconds: number, what: string, servingStaleKey = false): void {
-    const f = err instanceof KeyFetchError ? err : undefined
+    // A failed fetch's error carries the log's fields; any other VerificationError does not.
+    const f = err instanceof VerificationError ? err as Partial<KeyFetchError> : undefined
     const fields: Record<string, unknown> = {
       url: f?.url ?? publicKeyUrl(this.#baseUrl, keyId).href,
       keyId,
@@ -491,24 +495,4 @@ export function keyStoreFor (baseUrl: string, logger?: Logger): KeyStore {
 /** Whether `value` is a key store (a `KeyStore`, or one `keyStoreFor` made). */
 export function isKeyStore (value: unknown): value is KeyStore {
   return value instanceof KeyCache
-}
-
-/**
- * `signal` (when given), or a timeout of `ms`, whichever comes first. Not `AbortSignal.any`: Vercel's
- * edge-runtime lacks it, and Node 20-22 keep its listeners on a long-lived input signal.
- * The timeout aborts with a `TimeoutError`, as `AbortSignal.timeout` does.
- */
-function withTimeout (signal: AbortSignal | undefined, ms: number): { signal: AbortSignal, dispose (): void } {
-  const controller = new AbortController()
-  const onAbort = (): void => { controller.abort(signal!.reason) }
-  const timer = setTimeout(() => { controller.abort(new DOMException('The key fetch timed out.', 'TimeoutError')) }, ms)
-  if (signal?.aborted === true) onAbort()
-  else signal?.addEventListener('abort', onAbort, { once: true })
-  return {
-    signal: controller.signal,
-    dispose () {
-      clearTimeout(timer)
-      signal?.removeEventListener('abort', onAbort)
-    },
-  }
 }

@@ -135,15 +135,20 @@ export interface ResolvedVerifyConfig {
 const sharedStores = new Map<string, KeyStore>()
 const MAX_SHARED_STORES = 16
 
+/** `make(key)`, remembered in `map` (at most `max` entries: the oldest goes first). A throw is not remembered. */
+function remembered<K, V> (map: Map<K, V>, key: K, max: number, make: (key: K) => V): V {
+  let value = map.get(key)
+  if (value === undefined) {
+    value = make(key)
+    if (map.size >= max) map.delete(map.keys().next().value!)
+    map.set(key, value)
+  }
+  return value
+}
+
 /** The process-wide store for a base URL (used by `cache: true`, the default). */
 export function sharedKeyStore (baseUrl: string): KeyStore {
-  let store = sharedStores.get(baseUrl)
-  if (store === undefined) {
-    if (sharedStores.size >= MAX_SHARED_STORES) sharedStores.delete(sharedStores.keys().next().value!)
-    store = keyStoreFor(baseUrl)
-    sharedStores.set(baseUrl, store)
-  }
-  return store
+  return remembered(sharedStores, baseUrl, MAX_SHARED_STORES, keyStoreFor)
 }
 
 const importedKeys = new Map<string, VerifyKey>()
@@ -167,31 +172,21 @@ function importConfiguredKey (material: string | CryptoKeyLike | KeyObjectLike):
     }
     return key
   }
-  let key = importedKeys.get(material)
-  if (key === undefined) {
+  return remembered(importedKeys, material, MAX_IMPORTED_KEYS, (text) => {
     try {
-      key = importEd25519PublicKey(material, { lenient: true })
+      return importEd25519PublicKey(text, { lenient: true })
     } catch (err) {
       throw new TypeError(`publicKey is not usable: ${err instanceof KeyRejectedError ? err.message : 'not an Ed25519 SPKI key'}`)
     }
-    if (importedKeys.size >= MAX_IMPORTED_KEYS) importedKeys.delete(importedKeys.keys().next().value!)
-    importedKeys.set(material, key)
-  }
-  return key
+  })
 }
 
 const checkedBaseUrls = new Map<string, string>()
 
 /** `parseBaseUrl`, remembered per string: the static API resolves its options on every call. */
 function checkedBaseUrl (value: unknown): string {
-  if (typeof value !== 'string') return parseBaseUrl(value)
-  let url = checkedBaseUrls.get(value)
-  if (url === undefined) {
-    url = parseBaseUrl(value) // throws for a bad one, which is never remembered
-    if (checkedBaseUrls.size >= MAX_SHARED_STORES) checkedBaseUrls.delete(checkedBaseUrls.keys().next().value!)
-    checkedBaseUrls.set(value, url)
-  }
-  return url
+  // A bad one throws, and is never remembered.
+  return typeof value !== 'string' ? parseBaseUrl(value) : remembered(checkedBaseUrls, value, MAX_SHARED_STORES, parseBaseUrl)
 }
 
 function seconds (value: unknown, name: string, fallback: number, allowZero: boolean, max: number): number {

@@ -18,6 +18,8 @@ export interface ParsedSignature {
 }
 
 const malformed = (message: string): VerificationError => new VerificationError('malformed_header', message)
+const notOne = (name: string): VerificationError => malformed(`The ${name} header must hold exactly one signature (it holds several, or the header was sent twice).`)
+const mustBe = (key: string, what: string): VerificationError => malformed(`Signature-Input "${key}" must be ${what}.`)
 
 // The form MailChannels sends, which is also the canonical serialisation: for it the
 // compliant parse below would give exactly these values, so it may skip the parser.
@@ -50,15 +52,11 @@ export function parseSignature (signatureInput: string, signatureHeader: string)
 export function parseSignatureStrict (signatureInput: string, signatureHeader: string): ParsedSignature {
   // The parser refuses repeated labels and parameters, so what it returns is all there is.
   const inputDict = parseDictionaryField(signatureInput, 'Signature-Input')
-  if (inputDict.size !== 1) {
-    throw malformed('The Signature-Input header must hold exactly one signature (it holds several, or the header was sent twice).')
-  }
+  if (inputDict.size !== 1) throw notOne('Signature-Input')
   const [label, member] = inputDict.entries().next().value as [string, Item | InnerList]
 
   const sigDict = parseDictionaryField(signatureHeader, 'Signature')
-  if (sigDict.size !== 1) {
-    throw malformed('The Signature header must hold exactly one signature (it holds several, or the header was sent twice).')
-  }
+  if (sigDict.size !== 1) throw notOne('Signature')
   const sigMember = sigDict.get(label)
   if (sigMember === undefined) throw malformed('The Signature and Signature-Input headers use different labels.')
 
@@ -81,23 +79,21 @@ export function parseSignatureStrict (signatureInput: string, signatureHeader: s
     switch (key) {
       case 'created':
       case 'expires':
-        if (typeof value !== 'number') throw malformed(`Signature-Input "${key}" must be an Integer (Unix seconds).`)
+        if (typeof value !== 'number') throw mustBe(key, 'an Integer (Unix seconds)')
         if (key === 'created') created = value
         else expires = value
         break
       case 'keyid':
         if (typeof value !== 'string' || !KEY_ID_PATTERN.test(value)) {
-          throw malformed(`Signature-Input "keyid" must be a String of ${KEY_ID_RULE}.`)
+          throw mustBe(key, `a String of ${KEY_ID_RULE}`)
         }
         keyId = value
         break
       case 'alg':
-        if (typeof value !== 'string') throw malformed('Signature-Input "alg" must be a String.')
-        if (value !== 'ed25519') throw new VerificationError('unsupported_algorithm', 'Signature-Input "alg" must be "ed25519"; other algorithms are not accepted.')
-        break
       case 'nonce':
       case 'tag':
-        if (typeof value !== 'string') throw malformed(`Signature-Input "${key}" must be a String.`)
+        if (typeof value !== 'string') throw mustBe(key, 'a String')
+        if (key === 'alg' && value !== 'ed25519') throw new VerificationError('unsupported_algorithm', 'Signature-Input "alg" must be "ed25519"; no other algorithm is accepted.')
         break
       default:
         throw malformed(`Signature-Input has a parameter this profile does not allow ("${key.slice(0, 32)}").`)
@@ -105,8 +101,7 @@ export function parseSignatureStrict (signatureInput: string, signatureHeader: s
     // JSON escapes a String of visible ASCII as RFC 9651 does: `"` and `\` only.
     serialized += `;${key}=${typeof value === 'number' ? value : JSON.stringify(value)}`
   }
-  if (created === undefined) throw malformed('Signature-Input has no "created" parameter.')
-  if (keyId === undefined) throw malformed('Signature-Input has no "keyid" parameter.')
+  if (created === undefined || keyId === undefined) throw malformed(`Signature-Input has no "${created === undefined ? 'created' : 'keyid'}" parameter.`)
 
   const [sigValue, sigParams] = sigMember as Item
   if (!(sigValue instanceof Uint8Array) || sigParams.size !== 0) {
@@ -114,7 +109,7 @@ export function parseSignatureStrict (signatureInput: string, signatureHeader: s
   }
   if (sigValue.byteLength !== 64) {
     // A well-formed header whose signature cannot be valid: an authentication failure, not a malformed header.
-    throw new VerificationError('signature_invalid', 'The signature is not 64 bytes long, so it is not a valid Ed25519 signature.')
+    throw new VerificationError('signature_invalid', 'The signature is not 64 bytes long, as an Ed25519 signature is.')
   }
 
   return {

@@ -63,7 +63,7 @@ let pos = 0
 let name = ''
 
 const fail = (why: string): never => {
-  throw malformed(`The ${name} header is not a valid structured-field dictionary (RFC 9651): ${why}.`)
+  throw malformed(`The ${name} header is not an RFC 9651 dictionary: ${why}.`)
 }
 
 // Spaces (and OWS) by hand: a regular expression's exec costs more than the loop, on every member.
@@ -83,7 +83,7 @@ function take (re: RegExp): RegExpExecArray | null {
   return m
 }
 
-const key = (): string => take(KEY)?.[0] ?? fail('a key must start with a lower-case letter or "*"')
+const key = (): string => take(KEY)?.[0] ?? fail('a key must start with a-z or "*"')
 
 function bareItem (): BareItem {
   const c = value[pos]
@@ -91,11 +91,11 @@ function bareItem (): BareItem {
   if (c === '-' || (c !== undefined && c >= '0' && c <= '9')) {
     m = take(NUMBER) ?? fail('expected a digit')
     if (m[2] === undefined) return m[1]!.length > 15 ? fail('an Integer longer than 15 digits') : Number(m[0])
-    if (m[1]!.length > 12 || m[2].length < 2 || m[2].length > 4) fail('a Decimal has at most 12 digits before the point and 1 to 3 after it')
+    if (m[1]!.length > 12 || m[2].length < 2 || m[2].length > 4) fail('a Decimal with too many digits')
     return new Decimal(Number(m[0]))
   }
   if (c === '"') {
-    const s = (take(STRING) ?? fail('a String must be closed, hold no tab, and escape only \\ and "'))[1]!
+    const s = (take(STRING) ?? fail('an unclosed or badly escaped String'))[1]!
     return s.includes('\\') ? s.replace(/\\(.)/g, '$1') : s
   }
   if ((m = take(TOKEN)) !== null) return new Token(m[0])
@@ -104,8 +104,7 @@ function bareItem (): BareItem {
     return m === null || (m[2] === '' ? m[1]!.length % 4 === 1 : m[1]!.length % 4 !== 0) ? fail('a Byte Sequence that is not :base64:') : base64Decode(m[1]!)
   }
   if (c === '?') return (take(BOOLEAN) ?? fail('a Boolean must be ?0 or ?1'))[1] === '1'
-  if (c === '%') throw malformed(`The ${name} header holds a display string (%"…"), which these signature fields never carry.`)
-  if (c === '@') throw malformed(`The ${name} header holds a Date (@…), which these signature fields never carry.`)
+  if (c === '%' || c === '@') throw malformed(`The ${name} header holds ${c === '%' ? 'a display string (%"…")' : 'a Date (@…)'}, which these fields never carry.`)
   return fail(c === undefined ? 'a value is missing' : 'unexpected character')
 }
 
@@ -137,7 +136,7 @@ function innerList (): InnerList {
       pos++
       return [items, parameters()]
     }
-    if (pos >= value.length) fail('an inner list without its closing parenthesis')
+    if (pos >= value.length) fail('an unclosed inner list')
     items.push(item())
     if (value[pos] !== ' ' && value[pos] !== ')') fail('inner-list items must be separated by spaces')
   }
@@ -149,7 +148,7 @@ export function parseDictionaryField (field: string, fieldName: string): Diction
   const bad = field.search(/[^\t -~]/)
   if (bad !== -1) {
     const c = field.charCodeAt(bad)
-    throw malformed(`The ${fieldName} header contains a character outside visible ASCII (U+${c.toString(16).toUpperCase().padStart(4, '0')}); only SP and HTAB may separate its parts.`)
+    throw malformed(`The ${fieldName} header holds U+${c.toString(16).toUpperCase().padStart(4, '0')}, outside visible ASCII (only SP and HTAB may separate its parts).`)
   }
   value = field
   pos = 0

@@ -117,38 +117,28 @@ function verifyOnPool (config: ResolvedVerifyConfig, checked: CheckedDelivery): 
   // The verdict only (only a literal `true` passes; it never rejects).
   return verifyOffThread(key, checked.base, checked.sig.signature).then((ok) => {
     if (ok) return finish(config, checked)
-    if (config.keyStore === null) throw signatureInvalid()
-    return retryWithRefreshedKey(config, checked, key, signatureInvalid(), verifyEd25519Async)
+    return retry(config, checked, key, signatureInvalid(), verifyEd25519Async)
   })
 }
 
 /** The signature checked with `key` (or the key once fetched), then the events. */
 function verifyWithKey (config: ResolvedVerifyConfig, checked: CheckedDelivery, key: VerifyKey | Promise<VerifyKey>, verifier: Verifier): VerifiedDelivery | Promise<VerifiedDelivery> {
-  if (!(key instanceof Promise)) {
-    let pending: void | Promise<void>
-    try {
-      pending = verifier(checked.base, key, checked.sig.signature)
-    } catch (err) {
-      if (config.keyStore === null) throw err
-      return retryWithRefreshedKey(config, checked, key, err, verifier)
-    }
-    if (pending === undefined) return finish(config, checked)
-    // WebCrypto: the verify itself is asynchronous.
-    return pending.then(() => finish(config, checked), (err: unknown) => {
-      if (config.keyStore === null) throw err
-      return retryWithRefreshedKey(config, checked, key, err, verifier)
-    })
+  if (key instanceof Promise) return key.then((k) => verifyWithKey(config, checked, k, verifier))
+  let pending: void | Promise<void>
+  try {
+    pending = verifier(checked.base, key, checked.sig.signature)
+  } catch (err) {
+    return retry(config, checked, key, err, verifier)
   }
-  return (async () => {
-    const k = await key
-    try {
-      await verifier(checked.base, k, checked.sig.signature)
-    } catch (err) {
-      if (config.keyStore === null) throw err
-      return retryWithRefreshedKey(config, checked, k, err, verifier)
-    }
-    return finish(config, checked)
-  })()
+  if (pending === undefined) return finish(config, checked)
+  // WebCrypto: the verify itself is asynchronous.
+  return pending.then(() => finish(config, checked), (err: unknown) => retry(config, checked, key, err, verifier))
+}
+
+/** After a failed signature: `err` again without a key store (a configured key), else the retry with a refreshed key. */
+function retry (config: ResolvedVerifyConfig, checked: CheckedDelivery, failed: VerifyKey, err: unknown, verifier: Verifier): Promise<VerifiedDelivery> {
+  if (config.keyStore === null) throw err
+  return retryWithRefreshedKey(config, checked, failed, err, verifier)
 }
 
 /**
@@ -162,7 +152,7 @@ async function retryWithRefreshedKey (config: ResolvedVerifyConfig, checked: Che
   return finish(config, checked)
 }
 
-const encoder = new TextEncoder()
+const encoder = /* @__PURE__ */ new TextEncoder()
 
 /** The raw body as bytes. A string is taken as the UTF-8 text received. */
 export function toBytes (payload: unknown): Uint8Array {

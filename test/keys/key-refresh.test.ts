@@ -110,3 +110,28 @@ t.test('clear() during a fetch gives key_unavailable, not an untyped error', asy
   store.clear()
   assertRejected(t, await pending, 'key_unavailable', 503)
 })
+
+t.test('a key whose fetch ignores the abort and answers after clear() is not kept', async (t) => {
+  const a = generateSigningKeyPair()
+  const s = await startKeyServer(serveKeys({ mckey: a.publicKey }))
+  t.teardown(() => s.close())
+  // A fetch of one's own that does not honour the signal: the key arrives after clear() has run.
+  let release!: () => void
+  const held = new Promise<void>((resolve) => { release = resolve })
+  let started!: () => void
+  const requested = new Promise<void>((resolve) => { started = resolve })
+  const fetch: typeof globalThis.fetch = async (input) => {
+    started()
+    const res = await globalThis.fetch(input)
+    await held
+    return res
+  }
+  const store = new KeyStore({ baseUrl: s.baseUrl, fetch })
+  const pending = store.get('mckey').then(() => 'resolved', (err: { type?: string }) => err.type)
+  await requested
+  store.clear()
+  release()
+  t.equal(await pending, 'key_unavailable', 'the lookup that was in flight fails, typed')
+  t.equal(store.peek('mckey'), undefined, 'the key fetched before clear() is not cached after it')
+  t.equal(store.stats().keys, 0)
+})

@@ -8,6 +8,7 @@
 //   node bench/harness/adapters-pair.mjs --framework fastify --lib /tmp/old/dist,dist
 //   node bench/harness/adapters-pair.mjs --framework express --lib /tmp/old/dist,dist,/tmp/old/dist --rounds 300
 //   node bench/harness/adapters-pair.mjs --framework express-writes   # no library: what the writes cost
+//   node bench/harness/adapters-pair.mjs --framework fastify --ideal --lib dist   # + the ideal receiver, node:crypto and libsodium
 //
 // `--lib` takes built trees (each a dist/ folder whose parent has the package.json); the ratios are
 // each case's time ÷ the first's, median of per-round ratios: over every round, and over the
@@ -19,13 +20,19 @@
 // the writes on the request and response that the Express middleware made before (a symbol on the
 // request, `req.webhookEvents`, `res.end` wrapped and put back at its first call), the ones it
 // makes now (a WeakSet entry, `req.webhookEvents`, `res.end` wrapped once), and none.
+//
+// `--ideal` (Fastify only) puts two anchors first: bench/lib/ideal.mjs on Fastify with a raw-Buffer
+// parser, as bench/http-server.mjs's ideal Fastify receiver, with node:crypto's Ed25519 (the ratios'
+// baseline) and with libsodium's (sodium-native): what is left between the second and the library is
+// what the library adds (its checks, typed events, replay claim, hooks), its Ed25519 aside.
 import http from 'node:http'
 import { createRequire } from 'node:module'
 import net from 'node:net'
 import path from 'node:path'
 import { pathToFileURL } from 'node:url'
 import { parseArgs } from 'node:util'
-import { CUSTOMER_HANDLE, contentDigest, makeBody, makeKeyPair, signedHeaders } from '../lib/fixtures.mjs'
+import { CUSTOMER_HANDLE, KEY_ID, contentDigest, makeBody, makeKeyPair, signedHeaders } from '../lib/fixtures.mjs'
+import { createIdealVerifier } from '../lib/ideal.mjs'
 
 const { values: args } = parseArgs({
   options: {
@@ -35,11 +42,12 @@ const { values: args } = parseArgs({
     rounds: { type: 'string', default: '200' },
     block: { type: 'string', default: '100' },
     pool: { type: 'string', default: 'false' },
+    ideal: { type: 'boolean', default: false },
     help: { type: 'boolean', default: false },
   },
 })
 if (args.help || !['fastify', 'express', 'express-writes'].includes(args.framework)) {
-  console.log('node bench/harness/adapters-pair.mjs --framework fastify|express|express-writes --lib a/dist,b/dist [--events 4] [--rounds 200] [--block 100] [--pool false|auto]')
+  console.log('node bench/harness/adapters-pair.mjs --framework fastify|express|express-writes --lib a/dist,b/dist [--events 4] [--rounds 200] [--block 100] [--pool false|auto] [--ideal]')
   process.exit(args.help ? 0 : 1)
 }
 const ROUNDS = Number(args.rounds)
@@ -88,6 +96,20 @@ async function setup (lib) {
     handle = app.routing
   }
   return { name: `${path.basename(path.dirname(lib))}/${path.basename(lib)}`, handle, next: 0, us: [] }
+}
+
+/** The ideal Fastify receiver (bench/http-server.mjs's), Ed25519 from node:crypto or, with `sodium`, libsodium. */
+async function idealCase (name, sodium) {
+  const ideal = createIdealVerifier({ [KEY_ID]: spkiB64 }, { sodium })
+  const app = require('fastify')({ logger: false, bodyLimit: BODY_LIMIT })
+  app.removeContentTypeParser('application/json')
+  app.addContentTypeParser('application/json', { parseAs: 'buffer', bodyLimit: BODY_LIMIT }, (_request, body, done) => { done(null, body) })
+  app.post('/webhook', (request, reply) => {
+    const events = ideal.verifyAndParse(request.body, request.headers)
+    reply.code(events === null ? 401 : 204).send()
+  })
+  await app.ready()
+  return { name, handle: app.routing, next: 0, us: [] }
 }
 
 const kMark = Symbol('verified')
@@ -149,6 +171,7 @@ async function block (c, n) {
 }
 
 const cases = []
+if (args.ideal && args.framework === 'fastify') cases.push(await idealCase('ideal (node:crypto)'), await idealCase('ideal (libsodium)', require('sodium-native')))
 if (args.framework === 'express-writes') cases.push(...Object.keys(WRITES).map(writesCase))
 else for (const lib of libs) cases.push(await setup(lib))
 for (const c of cases) await block(c, 1000)
@@ -168,9 +191,12 @@ for (let r = 0; r < ROUNDS; r++) {
 }
 console.log(`${args.framework}, ${args.events} events, ${ROUNDS} rounds of ${BLOCK} deliveries per case, verifyOnThreadPool ${pool}; ${calm.length} calm rounds`)
 for (const c of cases) console.log(`${c.name.padEnd(32)} ${median(c.us).toFixed(2)} µs CPU per delivery (p25 ${quantile(c.us, 0.25).toFixed(1)}, p75 ${quantile(c.us, 0.75).toFixed(1)})`)
-for (const c of cases.slice(1)) {
-  const all = c.us.map((u, r) => u / cases[0].us[r])
-  const quiet = calm.map((r) => all[r])
-  const fmt = (xs) => xs.length === 0 ? 'n/a' : `${median(xs).toFixed(3)} (p25–p75 ${quantile(xs, 0.25).toFixed(3)}–${quantile(xs, 0.75).toFixed(3)})`
-  console.log(`${c.name} ÷ ${cases[0].name}: calm ${fmt(quiet)}, all ${fmt(all)}`)
+// With --ideal, each library case is also compared with the libsodium anchor (the second case).
+for (const base of args.ideal && args.framework === 'fastify' ? [cases[0], cases[1]] : [cases[0]]) {
+  for (const c of cases.slice(cases.indexOf(base) + 1)) {
+    const all = c.us.map((u, r) => u / base.us[r])
+    const quiet = calm.map((r) => all[r])
+    const fmt = (xs) => xs.length === 0 ? 'n/a' : `${median(xs).toFixed(3)} (p25–p75 ${quantile(xs, 0.25).toFixed(3)}–${quantile(xs, 0.75).toFixed(3)})`
+    console.log(`${c.name} ÷ ${base.name}: calm ${fmt(quiet)}, all ${fmt(all)}`)
+  }
 }

@@ -6,17 +6,25 @@
 //  3. the Signature member of that label, 64 bytes;
 //  4. Ed25519 (crypto.verify, synchronous) with a KeyObject cached per key id.
 // It does not check the customer handle, the events or UTF-8, and keeps no replay record.
+// With `sodium` (the sodium-native module), step 4 is libsodium's verify over the raw key instead:
+// the same receiver with the library's Ed25519, to tell what the library adds from what its
+// Ed25519 saves (bench/harness/adapters-pair.mjs --ideal).
 import crypto from 'node:crypto'
 
 const SIG_INPUT_RE = /^([A-Za-z0-9_.*-]+)=(\("content-digest"\);created=(\d+);alg="ed25519";keyid="([^"]+)")$/
 
-/** @param {Record<string, string>} keys key id -> SPKI DER public key, base64 */
-export function createIdealVerifier (keys) {
+/**
+ * @param {Record<string, string>} keys key id -> SPKI DER public key, base64
+ * @param {{ sodium?: any }} [options] sodium: the sodium-native module, to verify Ed25519 with libsodium
+ */
+export function createIdealVerifier (keys, { sodium } = {}) {
   const cache = new Map()
   function keyFor (keyId) {
     let key = cache.get(keyId)
     if (key === undefined && Object.hasOwn(keys, keyId)) {
-      key = crypto.createPublicKey({ key: Buffer.from(keys[keyId], 'base64'), format: 'der', type: 'spki' })
+      const der = Buffer.from(keys[keyId], 'base64')
+      // An Ed25519 SPKI is a fixed 12-byte prefix and the 32-byte key: libsodium takes the key.
+      key = sodium === undefined ? crypto.createPublicKey({ key: der, format: 'der', type: 'spki' }) : der.subarray(der.length - 32)
       cache.set(keyId, key)
     }
     return key
@@ -42,7 +50,7 @@ export function createIdealVerifier (keys) {
     const key = keyFor(m[4])
     if (key === undefined) return false
     const base = `"content-digest": ${digest}\n"@signature-params": ${m[2]}`
-    return crypto.verify(null, Buffer.from(base), key, sig)
+    return sodium === undefined ? crypto.verify(null, Buffer.from(base), key, sig) : sodium.crypto_sign_verify_detached(sig, Buffer.from(base), key)
   }
 
   /** verify, then JSON.parse: the events, or null when the delivery does not verify. */

@@ -7,16 +7,15 @@ import type { OnModuleInit } from '@nestjs/common'
 import type { DiscoveryService, HttpAdapterHost, MetadataScanner } from '@nestjs/core'
 import { WebhookEventRouter } from '../dispatch/router.js'
 import type { WebhookEventName } from '../dispatch/types.js'
-import { VerificationError } from '../errors.js'
 import type { Logger } from '../logger.js'
 import type { EventHandlerContext } from '../receiver/options.js'
-import { readNodeBody } from '../receiver/node/raw-body.js'
 import { answerDelivery } from '../receiver/answer.js'
 import { resolveEventAnswer, type EventAnswer } from '../receiver/options.js'
 import { createWebhookPipeline, type WebhookPort } from '../receiver/pipeline.js'
 import { errorReply, type Reply } from '../receiver/reply.js'
 import { settleOnEnd } from '../receiver/node/reply.js'
 import { nestLogger } from './logger.js'
+import { readNestBody, RAW_BODY_FIX, type NestBodySource, type Platform } from './read-body.js'
 import { metadata, nodeRequest, takesWebhookEvents, verifiedEvents, WEBHOOK_HANDLER, WEBHOOK_ROUTE } from './metadata.js'
 import type { MailChannelsWebhooksModuleOptions } from './options.js'
 
@@ -24,7 +23,7 @@ import type { MailChannelsWebhooksModuleOptions } from './options.js'
 export type AnswerMode = 'route' | 'handlers' | 'enqueue'
 
 /** One request as the pipeline sees it: the platform's request, and the Node request and response under it. */
-interface NestContext { req: { rawBody?: unknown, body?: unknown }, raw: IncomingMessage, res: ServerResponse }
+interface NestContext extends NestBodySource { res: ServerResponse }
 
 /** What the pipeline answers the guard: a reply of the library's to send, or null (the route's method runs). */
 type Verdict = Reply | null
@@ -44,12 +43,6 @@ const METHOD_NOT_ALLOWED: Reply = (() => {
 
 /** The router options, taken out of the module's options before the receiver's are validated. */
 const ROUTER_OPTIONS = ['seenEvents', 'concurrency', 'claimLifetime'] as const
-
-const RAW_BODY_FIX = 'create the app with { rawBody: true }: NestFactory.create(AppModule, { rawBody: true }) ' +
-  '(with @nestjs/testing: moduleRef.createNestApplication(adapter, { rawBody: true }))'
-
-/** The platform under the app, as Nest's adapters name it. */
-type Platform = 'express' | 'fastify' | string
 
 interface AdapterLike {
   getType?: () => string
@@ -111,7 +104,7 @@ export class MailChannelsWebhooksReceiver implements OnModuleInit {
   #makePort (): WebhookPort<NestContext, Verdict> {
     return {
       headers: (ctx) => ctx.raw.headers,
-      readBody: (ctx, limit) => this.#readBody(ctx, limit),
+      readBody: readNestBody,
       reply: (_ctx, reply) => reply,
       run: (ctx, outcome, settle) => {
         // The handlers answer: the receivers' own answer step (src/receiver/answer.ts) runs the
@@ -122,19 +115,6 @@ export class MailChannelsWebhooksReceiver implements OnModuleInit {
         return null
       },
     }
-  }
-
-  /**
-   * The exact bytes of the delivery: `req.rawBody`, as Nest keeps it with `rawBody: true` (Express
-   * and Fastify alike); on Express, also a body no parser read (read here from the stream).
-   */
-  #readBody (ctx: NestContext, limit: number): Uint8Array | Promise<Uint8Array> {
-    const { rawBody, body } = ctx.req
-    if (Buffer.isBuffer(rawBody)) return rawBody
-    if (this.#platform !== 'fastify') return readNodeBody(ctx.raw as IncomingMessage & { body?: unknown }, limit)
-    // Fastify parsed nothing for an empty body; anything else it parsed without keeping the bytes.
-    if (body === undefined || body === null) return new Uint8Array(0)
-    throw new VerificationError('configuration_error', `The request body was parsed without keeping its exact bytes, which the signature is verified over: ${RAW_BODY_FIX}.`)
   }
 
   /** Learns the platform and how the app's body parsers are set up; on Fastify, adds the early transport check. */
@@ -248,7 +228,7 @@ export class MailChannelsWebhooksReceiver implements OnModuleInit {
     // MailChannels delivers with POST only (a route marked on @All() or @Get()): 405, as the fetch handler answers.
     if (raw.method !== 'POST') return METHOD_NOT_ALLOWED
     const response = (((res as { raw?: unknown }).raw) ?? res) as ServerResponse
-    return this.#pipeline.handle({ req: req as NestContext['req'], raw, res: response })
+    return this.#pipeline.handle({ req: req as NestContext['req'], raw, res: response, platform: this.#platform })
   }
 
   /**

@@ -113,21 +113,19 @@ function assertFiltered (t: Test, run: Run, what: string): void {
 }
 
 t.test('list: the endpoint URL shows with visible escapes; --json is exact', async (t) => {
-  const run = await mc('list')
+  const [run, asJson] = await Promise.all([mc('list'), mc('list', '--json')])
   t.equal(run.code, 0, run.stderr)
   assertFiltered(t, run, 'list')
   t.equal(run.stdout, 'https://hooks.example.com/a\\x1b[2J\\x1b]52;c;ZWNobyBvd25lZA==\\x07\\rresent 9, failed 0 FAKE\\x9b2J\\u202egnp.exe\\nfake line: all good\\u200b\\u200f\\u2066\\ufeff\\x7f\n')
-  const asJson = await mc('list', '--json')
   t.notMatch(asJson.stdout, RAW, '--json: escaped as JSON escapes, nothing raw')
   t.same(JSON.parse(asJson.stdout), { data: [URL_EVIL], error: null }, '--json parses back to the exact text')
 })
 
 t.test('validate: the endpoint and the start of its answer', async (t) => {
-  const run = await mc('validate')
+  const [run, asJson] = await Promise.all([mc('validate'), mc('validate', '--json')])
   t.equal(run.code, 1)
   assertFiltered(t, run, 'validate')
   t.match(run.stdout, /^failed {2}500 {2}https:\/\/hooks\.example\.com\/a\\x1b\[2J\\x1b\]52;c;/)
-  const asJson = await mc('validate', '--json')
   t.notMatch(asJson.stdout, RAW)
   t.same(JSON.parse(asJson.stdout).data.results[0].webhook, URL_EVIL)
 })
@@ -141,11 +139,10 @@ t.test('resend: the endpoint of the resent batch', async (t) => {
 
 t.test('batches: the webhook and created_at columns', async (t) => {
   listing = { webhook_batches: [batch(1, '4xx_response', 404, { created_at: DATE_EVIL }), batch(2, '2xx_response', 200)] }
-  const run = await mc('batches', '--since', '1d')
+  const [run, asJson] = await Promise.all([mc('batches', '--since', '1d'), mc('batches', '--since', '1d', '--json')])
   t.equal(run.code, 0, run.stderr)
   assertFiltered(t, run, 'batches')
   t.match(run.stdout, /\n1 +2026-01-18T00:00:00Z\\x1b\[2J.* +4xx +404 +1 +- +https:\/\/hooks\.example\.com\/a\\x1b\[2J/)
-  const asJson = await mc('batches', '--since', '1d', '--json')
   t.notMatch(asJson.stdout, RAW)
   t.same(JSON.parse(asJson.stdout).data.map((b: { createdAt: string, webhook: string }) => [b.createdAt, b.webhook]), [[DATE_EVIL, URL_EVIL], ['2026-01-18T01:00:00Z', URL_EVIL]])
 })
@@ -164,12 +161,12 @@ t.test('reconcile: progress lines and the stop message', async (t) => {
 
   // The endpoint still failing: the stop message names the endpoint URL from the API.
   resend = (id, res) => send(res, 200, { batch_id: id, customer_handle: 'acme', webhook: URL_EVIL, created_at: recent, event_count: 1, duration_in_ms: 5, status_code: 500 })
-  const endpoint = await mc('reconcile', '--since', '1d', '--yes', '--rate', '100')
+  // The dry run resends nothing: it runs beside the real one.
+  const [endpoint, dry] = await Promise.all([mc('reconcile', '--since', '1d', '--yes', '--rate', '100'), mc('reconcile', '--since', '1d', '--dry-run')])
   t.equal(endpoint.code, 1)
   assertFiltered(t, endpoint, 'reconcile, endpoint failing')
   t.match(endpoint.stderr, /the endpoint https:\/\/hooks\.example\.com\/a\\x1b\[2J.* still does not answer 2xx/)
 
-  const dry = await mc('reconcile', '--since', '1d', '--dry-run')
   t.equal(dry.code, 0, dry.stderr)
   assertFiltered(t, dry, 'reconcile --dry-run')
 })
@@ -179,11 +176,10 @@ t.test('upstream error messages: C1 and bidi characters from an error body are e
     send(res, 400, { errors: [`bad\u009b2J\u202e request\u001b]0;title\u0007`] })
     return true
   }
-  const run = await mc('list')
+  const [run, asJson] = await Promise.all([mc('list'), mc('list', '--json')])
   t.equal(run.code, 1)
   assertFiltered(t, run, 'an upstream error')
   t.match(run.stderr, /^mailchannels-webhooks list: Bad request\. bad\\x9b2J\\u202e request\\x1b\]0;title\\x07\n/)
-  const asJson = await mc('list', '--json')
   t.notMatch(asJson.stdout, RAW)
   t.match(JSON.parse(asJson.stdout), { data: null, error: { statusCode: 400 } })
 })
@@ -311,11 +307,13 @@ t.test('reconcile re-checks what the listing returns: a delivered batch, batches
   t.match(run.stderr, /^mailchannels-webhooks reconcile: the listing returned 4 batches outside the window or filters asked for \(skipped, not resent: the API may have ignored the query; rerun with --json to see them\)\.\n$/)
 
   resent.length = 0
-  const dry = await mc('reconcile', '--since', '1d', '--webhook', mine, '--dry-run')
+  const [dry, asJson] = await Promise.all([
+    mc('reconcile', '--since', '1d', '--webhook', mine, '--dry-run'),
+    mc('reconcile', '--since', '1d', '--webhook', mine, '--yes', '--rate', '100', '--json'),
+  ])
   t.equal(dry.code, 0, dry.stderr)
   t.match(dry.stdout, /\n1 failed batch would be resent \(created from .*\)\. Nothing was resent \(--dry-run\)\.\n$/)
   t.match(dry.stderr, /the listing returned 4 batches outside the window or filters asked for \(they would not be resent/)
-  const asJson = await mc('reconcile', '--since', '1d', '--webhook', mine, '--yes', '--rate', '100', '--json')
   t.same(JSON.parse(asJson.stdout).data.batches.map((b: { batchId: number, outcome: string, reason?: string }) => [b.batchId, b.outcome, b.reason ?? null]), [
     [1, 'resent', null], [2, 'skipped', 'status_not_requested'], [3, 'skipped', 'outside_window'], [4, 'skipped', 'outside_window'], [5, 'skipped', 'other_webhook'],
   ])

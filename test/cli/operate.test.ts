@@ -5,7 +5,7 @@ import path from 'node:path'
 import { FAKE_API_KEY, reply, sampleBatches, useFakeApi, type FakeApi } from '../helpers/fake-api.js'
 import { closedPortUrl } from '../sandbox/helpers/receiver.js'
 import { main } from '../../src/cli.js'
-import { ANSI, ensureBuilt, runCli, runCliOnTty, stateDir, type Run } from './helpers/cli.js'
+import { ANSI, ensureBuilt, inParallel, runCli, runCliOnTty, stateDir, type Run } from './helpers/cli.js'
 
 // The operator commands of the built binary against the loopback fake API: output, --json,
 // exit codes (0 success, 1 failed, 2 usage), the delete guard, reconcile's progress when not
@@ -76,8 +76,10 @@ t.test('usage errors exit 2 with a message that says what to do, before any requ
     return run
   }
   const viaBinary = new Set(['enroll', 'reconcile'].map((c) => cases.findIndex(([args]) => args[0] === c)))
+  // The binary's runs side by side (none sends a request); `main` in this process one at a time.
+  const binaryRuns = new Map(await inParallel([...viaBinary].map((i) => async () => [i, await mc(...cases[i]![0])] as const)))
   for (const [i, [args, message]] of cases.entries()) {
-    const run = viaBinary.has(i) ? await mc(...args) : await inProcess(args)
+    const run = binaryRuns.get(i) ?? await inProcess(args)
     t.equal(run.code, 2, `${args.join(' ')}: exit 2`)
     t.match(run.stderr, message, args.join(' '))
     t.match(run.stderr, /\nRun 'mailchannels-webhooks [a-z-]+ --help' for the usage\.\n$/)
@@ -85,15 +87,21 @@ t.test('usage errors exit 2 with a message that says what to do, before any requ
   }
   t.equal(api.requests.length, 0, 'not one request')
 
-  const noKey = await runCli(['list', '--base-url', api.url], { XDG_STATE_HOME: dir })
+  const [noKey, badKey, httpBase, both, noSandbox] = await inParallel([
+    () => runCli(['list', '--base-url', api.url], { XDG_STATE_HOME: dir }),
+    () => runCli(['list', '--base-url', api.url], { MAILCHANNELS_API_KEY: 'has space', XDG_STATE_HOME: dir }),
+    () => runCli(['list', '--base-url', 'http://example.com'], { MAILCHANNELS_API_KEY: FAKE_API_KEY }),
+    () => runCli(['list', '--sandbox', '--base-url', api.url], { XDG_STATE_HOME: dir }),
+    () => runCli(['list', '--sandbox'], { XDG_STATE_HOME: dir }),
+  ])
   t.equal(noKey.code, 2)
   t.match(noKey.stderr, /^mailchannels-webhooks list: MAILCHANNELS_API_KEY is not set\. Set it to your MailChannels API key \(export MAILCHANNELS_API_KEY=\.\.\.\), or use --sandbox with a running sandbox\.\n/)
-  const badKey = await runCli(['list', '--base-url', api.url], { MAILCHANNELS_API_KEY: 'has space', XDG_STATE_HOME: dir })
   t.equal(badKey.code, 2)
   t.notMatch(badKey.stderr, 'has space', 'a bad key is not quoted')
-  t.match(await runCli(['list', '--base-url', 'http://example.com'], { MAILCHANNELS_API_KEY: FAKE_API_KEY }), { code: 2, stderr: /--base-url must use https: \(http: is accepted only for loopback hosts/ })
-  t.match(await runCli(['list', '--sandbox', '--base-url', api.url], { XDG_STATE_HOME: dir }), { code: 2, stderr: /give --sandbox or --base-url, not both/ })
-  t.match(await runCli(['list', '--sandbox'], { XDG_STATE_HOME: dir }), { code: 1, stderr: /no running sandbox found \(.*sandbox\.json does not exist\)\. Start one with: mailchannels-webhooks sandbox/ })
+  t.match(httpBase, { code: 2, stderr: /--base-url must use https: \(http: is accepted only for loopback hosts/ })
+  t.match(both, { code: 2, stderr: /give --sandbox or --base-url, not both/ })
+  t.match(noSandbox, { code: 1, stderr: /no running sandbox found \(.*sandbox\.json does not exist\)\. Start one with: mailchannels-webhooks sandbox/ })
+  t.equal(api.requests.length, 0, 'not one request')
 })
 
 t.test('delete: refused without --yes (nothing removed), done with it', async (t) => {
@@ -117,7 +125,7 @@ t.test('validate: each endpoint with its status and the start of its answer; exi
   api.webhooks.push('https://b.example/h', 'https://c.example/h')
   api.validateAnswers.set('https://b.example/h', { status: 503, body: `Service\nUnavailable\u001b[31m ${'x'.repeat(100)}` })
   api.validateAnswers.set('https://c.example/h', null)
-  const failed = await mc('validate')
+  const [failed, asJson] = await Promise.all([mc('validate'), mc('validate', '--json')])
   t.equal(failed.code, 1)
   const lines = failed.stdout.split('\n')
   t.match(lines[1], /^failed {2}503 {2}https:\/\/b\.example\/h {2}Service Unavailable\\x1b\[31m x+\.\.\.$/, 'one line: the line end a space, the escape character shown as \\x1b, cut')
@@ -125,7 +133,6 @@ t.test('validate: each endpoint with its status and the start of its answer; exi
   t.match(lines[2], /^failed {2}--- {2}https:\/\/c\.example\/h {2}\(no answer\)$/)
   t.match(lines[3], /^2 of 3 endpoints did not answer 2xx: check that the receiver runs/)
   t.notMatch(failed.stdout, ANSI)
-  const asJson = await mc('validate', '--json')
   t.equal(asJson.code, 1)
   t.match(json(asJson), { data: { allPassed: false, results: [{ result: 'passed' }, { result: 'failed', response: { status: 503 } }, { result: 'failed', response: null }] }, error: null })
 })
@@ -187,7 +194,8 @@ t.test('reconcile: dry run, then plain progress lines when not on a terminal, an
   t.match(dry.stdout, /\n9 failed batches would be resent \(created from 2026-01-17 to 2026-01-20\)\. Nothing was resent \(--dry-run\)\.\n$/)
   t.equal(api.requests.filter((r) => r.url.endsWith('/resend')).length, 0)
 
-  const run = await mc('reconcile', ...WINDOW, '--yes', '--rate', '100')
+  // Both resend all nine (the fake keeps no record of what was resent): side by side.
+  const [run, asJson] = await Promise.all([mc('reconcile', ...WINDOW, '--yes', '--rate', '100'), mc('reconcile', ...WINDOW, '--yes', '--rate', '100', '--json')])
   t.equal(run.code, 0, run.stderr)
   const lines = run.stdout.trimEnd().split('\n')
   t.equal(lines.length, 10)
@@ -197,7 +205,6 @@ t.test('reconcile: dry run, then plain progress lines when not on a terminal, an
   t.notMatch(run.stdout, /\r|\u001b/, 'no bar, no escape codes: a pipe gets plain lines')
   t.equal(run.stderr, '')
 
-  const asJson = await mc('reconcile', ...WINDOW, '--yes', '--rate', '100', '--json')
   t.equal(asJson.code, 0)
   t.match(json(asJson), { data: { window: { createdAfter: '2026-01-17', createdBefore: '2026-01-20' }, summary: { total: 9, resent: 9, failed: 0, skipped: 0 }, stopped: null }, error: null })
   t.notMatch(asJson.stdout, /^\[/m, 'no progress lines with --json')
@@ -224,9 +231,10 @@ t.test('reconcile --state: a rerun skips what was resent, and retries what faile
   t.same((JSON.parse(readFileSync(file, 'utf8')) as { resent: number[] }).resent.length, 9)
 
   writeFileSync(path.join(dir, 'other.json'), '{"something":"else"}')
-  t.match(await mc('reconcile', '--yes', '--state', path.join(dir, 'other.json')), { code: 2, stderr: /other\.json is not a reconcile state file; give another --state file, or move this one away\./ })
   t.notOk(existsSync(path.join(dir, 'never.json')))
-  t.match(await mc('reconcile', ...WINDOW, '--dry-run', '--state', path.join(dir, 'never.json')), { code: 0 })
+  const [other, never] = await Promise.all([mc('reconcile', '--yes', '--state', path.join(dir, 'other.json')), mc('reconcile', ...WINDOW, '--dry-run', '--state', path.join(dir, 'never.json'))])
+  t.match(other, { code: 2, stderr: /other\.json is not a reconcile state file; give another --state file, or move this one away\./ })
+  t.match(never, { code: 0 })
   t.notOk(existsSync(path.join(dir, 'never.json')), 'a dry run writes no state')
 })
 

@@ -1,8 +1,8 @@
-import t from 'tap'
+import t, { type Test } from 'tap'
 import { spawnSync } from 'node:child_process'
 import { existsSync, readFileSync, writeFileSync } from 'node:fs'
 import path from 'node:path'
-import { FAKE_API_KEY, reply, sampleBatches, useFakeApi, type FakeApi } from '../helpers/fake-api.js'
+import { FAKE_API_KEY, reply, sampleBatches, startFakeApi, type FakeApi } from '../helpers/fake-api.js'
 import { closedPortUrl } from '../sandbox/helpers/receiver.js'
 import { main } from '../../src/cli.js'
 import { ANSI, ensureBuilt, inParallel, runCli, runCliOnTty, stateDir, type Run } from './helpers/cli.js'
@@ -15,21 +15,29 @@ import { ANSI, ensureBuilt, inParallel, runCli, runCliOnTty, stateDir, type Run 
 
 ensureBuilt()
 const dir = stateDir(t)
-let api: FakeApi
-const fake = useFakeApi(t)
-t.before(() => { api = fake.api })
+// Each test has a fake API of its own, in its initial state, and the state files its commands
+// write have names of their own: four tests run side by side (most of their time is spent
+// waiting on the CLI's child processes). The last test reads what all the others printed, so it
+// is not buffered: tap starts it once those have ended.
+t.jobs = 4
 
 const outputs: Run[] = []
-/** Runs the bin against the fake with the key in MAILCHANNELS_API_KEY. */
-async function mc (...args: string[]): Promise<Run> {
-  const run = await runCli([...args, '--base-url', api.url], { MAILCHANNELS_API_KEY: FAKE_API_KEY, XDG_STATE_HOME: dir })
-  outputs.push(run)
-  return run
+/** A fresh fake API for test `t`, and `mc`: runs the bin against it with the key in MAILCHANNELS_API_KEY. */
+async function fakeApi (t: Test): Promise<{ api: FakeApi, mc: (...args: string[]) => Promise<Run> }> {
+  const api = await startFakeApi()
+  t.teardown(() => api.close())
+  const mc = async (...args: string[]): Promise<Run> => {
+    const run = await runCli([...args, '--base-url', api.url], { MAILCHANNELS_API_KEY: FAKE_API_KEY, XDG_STATE_HOME: dir })
+    outputs.push(run)
+    return run
+  }
+  return { api, mc }
 }
 const json = (run: Run): any => JSON.parse(run.stdout)
 const WINDOW = ['--after', '2026-01-17', '--before', '2026-01-20']
 
 t.test('enroll and list: plain output, --json, 409 with what to do', async (t) => {
+  const { api, mc } = await fakeApi(t)
   const enrolled = await mc('enroll', 'https://hooks.example.com/mc')
   t.same(enrolled, { code: 0, stdout: 'enrolled https://hooks.example.com/mc\nCheck that it answers: mailchannels-webhooks validate\n', stderr: '' })
   t.same(api.webhooks, ['https://hooks.example.com/mc'])
@@ -47,6 +55,7 @@ t.test('enroll and list: plain output, --json, 409 with what to do', async (t) =
 })
 
 t.test('usage errors exit 2 with a message that says what to do, before any request', async (t) => {
+  const { api, mc } = await fakeApi(t)
   const cases: Array<[string[], RegExp]> = [
     [['enroll'], /^mailchannels-webhooks enroll: missing <url>: mailchannels-webhooks enroll <url>\.\n/],
     [['enroll', 'http://example.com/h'], /^mailchannels-webhooks enroll: The endpoint <url> must use https: \(http: is accepted only for a loopback host/],
@@ -105,6 +114,7 @@ t.test('usage errors exit 2 with a message that says what to do, before any requ
 })
 
 t.test('delete: refused without --yes (nothing removed), done with it', async (t) => {
+  const { api, mc } = await fakeApi(t)
   api.webhooks.push('https://a.example/h', 'https://b.example/h')
   const guarded = await mc('delete')
   t.equal(guarded.code, 2)
@@ -117,6 +127,7 @@ t.test('delete: refused without --yes (nothing removed), done with it', async (t
 })
 
 t.test('validate: each endpoint with its status and the start of its answer; exit 0 only when all passed', async (t) => {
+  const { api, mc } = await fakeApi(t)
   t.match(await mc('validate'), { code: 1, stderr: /Not found\. No webhook endpoint is enrolled.*\n {2}Enroll an endpoint first: mailchannels-webhooks enroll <url>\n$/ })
   api.webhooks.push('https://a.example/h')
   api.validateAnswers.set('https://a.example/h', { status: 200, body: '{"ok":true}' })
@@ -138,6 +149,7 @@ t.test('validate: each endpoint with its status and the start of its answer; exi
 })
 
 t.test('batches: a table of every page, filters, --limit, --json', async (t) => {
+  const { api, mc } = await fakeApi(t)
   const all = await mc('batches', ...WINDOW)
   t.equal(all.code, 0, all.stderr)
   const lines = all.stdout.trimEnd().split('\n')
@@ -171,6 +183,7 @@ t.test('batches: a table of every page, filters, --limit, --json', async (t) => 
 })
 
 t.test('resend: one line per batch; exit 1 when one is not delivered or not found', async (t) => {
+  const { api, mc } = await fakeApi(t)
   const ok = await mc('resend', '1001', '1002')
   t.same(ok, { code: 0, stdout: 'batch 1001: resent to https://hooks.example.com/b?token=t: the endpoint answered 200 (12 ms)\nbatch 1002: resent to https://hooks.example.com/a: the endpoint answered 200 (12 ms)\n', stderr: '' })
   t.equal(api.requests[0]!.headers['x-customer-handle'], undefined)
@@ -188,6 +201,7 @@ t.test('resend: one line per batch; exit 1 when one is not delivered or not foun
 })
 
 t.test('reconcile: dry run, then plain progress lines when not on a terminal, and a summary', async (t) => {
+  const { api, mc } = await fakeApi(t)
   const dry = await mc('reconcile', ...WINDOW, '--dry-run')
   t.equal(dry.code, 0, dry.stderr)
   t.match(dry.stdout, /^ID +CREATED +STATUS +CODE +EVENTS +DURATION +ENDPOINT\n1001 /)
@@ -211,6 +225,7 @@ t.test('reconcile: dry run, then plain progress lines when not on a terminal, an
 })
 
 t.test('reconcile --state: a rerun skips what was resent, and retries what failed', async (t) => {
+  const { api, mc } = await fakeApi(t)
   const file = path.join(dir, 'reconcile.json')
   api.resendAnswers.set(1005, 500)
   const first = await mc('reconcile', ...WINDOW, '--yes', '--rate', '100', '--state', file)
@@ -239,6 +254,7 @@ t.test('reconcile --state: a rerun skips what was resent, and retries what faile
 })
 
 t.test('reconcile stops on 401 and says what to do; API and network failures exit 1', async (t) => {
+  const { api, mc } = await fakeApi(t)
   api.always = (req, res) => ((req.url ?? '').endsWith('/resend') ? reply(401, { errors: ['bad key'] })(req, res) : api.answer(req, res))
   const stopped = await mc('reconcile', ...WINDOW, '--yes', '--rate', '100')
   t.equal(stopped.code, 1)
@@ -257,6 +273,7 @@ t.test('reconcile stops on 401 and says what to do; API and network failures exi
 })
 
 t.test('reconcile on a terminal: a progress bar rewritten in place', { skip: process.platform === 'linux' && spawnSync('script', ['--version']).status === 0 ? false : 'util-linux script is not available' }, async (t) => {
+  const { api } = await fakeApi(t)
   const out = await runCliOnTty(['reconcile', ...WINDOW, '--yes', '--rate', '100', '--base-url', api.url], { MAILCHANNELS_API_KEY: FAKE_API_KEY, NO_COLOR: '1' })
   t.match(out, /\r\u001b\[K\[#{3}-{27}\] 1\/9 {2}resent 1 {2}failed 0 {2}skipped 0/)
   t.match(out, /\r\u001b\[K\[#{30}\] 9\/9 {2}resent 9/)
@@ -264,7 +281,7 @@ t.test('reconcile on a terminal: a progress bar rewritten in place', { skip: pro
   t.notMatch(out, /\[1\/9\] batch/, 'no per-batch lines for batches that went well')
 })
 
-t.test('the API key never appears in any output', async (t) => {
+t.test('the API key never appears in any output', { buffered: false }, async (t) => {
   t.ok(outputs.length > 40)
   for (const run of outputs) t.notMatch(run.stdout + run.stderr, FAKE_API_KEY)
 })

@@ -1,6 +1,6 @@
 import t from 'tap'
 import { main } from '../../src/cli.js'
-import { ensureBuilt, runCli, stateDir } from './helpers/cli.js'
+import { ensureBuilt, inParallel, runCli, stateDir } from './helpers/cli.js'
 
 // What the user typed is checked before MAILCHANNELS_API_KEY: a wrong argument is named as
 // such, with or without a key (the built CLI). And every help text aligns its columns.
@@ -21,20 +21,23 @@ t.test('arguments are checked before the API key: the argument is named, not the
     [['reconcile', '--concurrency', '99', '--yes'], /^mailchannels-webhooks reconcile: concurrency must be an integer from 1 to 16/],
     [['list', '--sandbox-port', '0'], /^mailchannels-webhooks list: --sandbox-port must be an integer from 1 to 65535, got '0'\./],
   ]
-  for (const [i, [args, message]] of cases.entries()) {
-    // Without a key every time; with one for the first two (the same check, the same message).
-    const keys: Array<Record<string, string>> = i < 2 ? [{}, { MAILCHANNELS_API_KEY: 'a-key-that-is-never-used' }] : [{}]
-    for (const key of keys) {
-      const run = await runCli(args, { ...env, ...key })
-      const what = `${args.join(' ')}${'MAILCHANNELS_API_KEY' in key ? ' (with a key)' : ''}`
-      t.equal(run.code, 2, `${what}: exit 2`)
-      t.match(run.stderr, message, what)
-      t.notMatch(run.stderr, /MAILCHANNELS_API_KEY/, `${what}: not about the key`)
-      t.match(run.stderr, /Run 'mailchannels-webhooks [a-z-]+ --help' for the usage\.\n$/)
-    }
+  // Without a key every time; with one for the first two (the same check, the same message).
+  const keys = (i: number): Array<Record<string, string>> => (i < 2 ? [{}, { MAILCHANNELS_API_KEY: 'a-key-that-is-never-used' }] : [{}])
+  const runs = cases.flatMap(([args, message], i) => keys(i).map((key) => ({ args, message, key })))
+  // None sends a request or changes anything: side by side, with the keyless one.
+  const [keyless, ...results] = await inParallel([
+    () => runCli(['enroll', 'https://example.com/h'], env),
+    ...runs.map(({ args, key }) => () => runCli(args, { ...env, ...key })),
+  ])
+  for (const [i, { args, message, key }] of runs.entries()) {
+    const run = results[i]!
+    const what = `${args.join(' ')}${'MAILCHANNELS_API_KEY' in key ? ' (with a key)' : ''}`
+    t.equal(run.code, 2, `${what}: exit 2`)
+    t.match(run.stderr, message, what)
+    t.notMatch(run.stderr, /MAILCHANNELS_API_KEY/, `${what}: not about the key`)
+    t.match(run.stderr, /Run 'mailchannels-webhooks [a-z-]+ --help' for the usage\.\n$/)
   }
   // With the arguments right, the missing key is what is said.
-  const keyless = await runCli(['enroll', 'https://example.com/h'], env)
   t.equal(keyless.code, 2)
   t.match(keyless.stderr, /^mailchannels-webhooks enroll: MAILCHANNELS_API_KEY is not set\./)
 })

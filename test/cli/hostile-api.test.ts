@@ -62,47 +62,58 @@ function batch (id: number, status: string, code: number | null, extra: Record<s
   return { batch_id: id, created_at: '2026-01-18T01:00:00Z', customer_handle: 'acme', event_count: 1, status, status_code: code, webhook: URL_EVIL, ...extra }
 }
 
-let listing: unknown = { webhook_batches: [] }
-let enrolled: string[] = [URL_EVIL]
-let resend: (id: number, res: ServerResponse) => void = () => {}
-const resent: number[] = []
-let override: ((req: IncomingMessage, res: ServerResponse) => boolean) | null = null
 const send = (res: ServerResponse, status: number, body: unknown): void => {
   const text = JSON.stringify(body)
   res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) })
   res.end(text)
 }
-const server = http.createServer((req, res) => {
-  if (override?.(req, res) === true) return
-  const url = new URL(req.url ?? '/', 'http://x')
-  if (req.headers['x-api-key'] !== KEY) return send(res, 401, { errors: ['no'] })
-  if (req.method === 'GET' && url.pathname === '/tx/v1/webhook') return send(res, 200, enrolled.map((webhook) => ({ webhook })))
-  if (req.method === 'POST' && url.pathname === '/tx/v1/webhook/validate') {
-    return send(res, 200, { all_passed: false, results: enrolled.map((webhook) => ({ result: 'failed', webhook, response: { status: 500, body: `oops${HOSTILE}` } })) })
-  }
-  if (req.method === 'GET' && url.pathname === '/tx/v1/webhook-batch') return send(res, 200, listing)
-  const m = /^\/tx\/v1\/webhook-batch\/(\d+)\/resend$/.exec(url.pathname)
-  if (req.method === 'POST' && m !== null) {
-    resent.push(Number(m[1]))
-    return resend(Number(m[1]), res)
-  }
-  send(res, 404, { errors: ['not found'] })
-})
-let base = ''
-t.before(async () => {
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
-  base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
-})
-t.teardown(() => new Promise<void>((resolve) => { server.closeAllConnections(); server.close(() => resolve()) }))
-t.beforeEach(() => {
-  override = null
-  enrolled = [URL_EVIL]
-  resent.length = 0
-  listing = { webhook_batches: [] }
-  resend = (id, res) => send(res, 200, { batch_id: id, customer_handle: 'acme', webhook: URL_EVIL, created_at: '2026-01-18T01:00:00Z', event_count: 1, duration_in_ms: 5, status_code: 200 })
-})
 
-const mc = (...args: string[]): Promise<Run> => runCli([...args, '--base-url', base], { MAILCHANNELS_API_KEY: KEY, XDG_STATE_HOME: dir })
+/** What one test's hostile API answers; a test changes it between commands. */
+interface HostileApi {
+  listing: unknown
+  enrolled: string[]
+  resend: (id: number, res: ServerResponse) => void
+  /** The ids of the resend requests received. */
+  resent: number[]
+  override: ((req: IncomingMessage, res: ServerResponse) => boolean) | null
+}
+
+/**
+ * A hostile API of test `t`'s own, closed at its end, and `mc`: runs the CLI against it. Each
+ * test starting from the same answers, with a server of its own, four run side by side (their
+ * time is spent waiting on the CLI's child processes).
+ */
+async function hostileApi (t: Test): Promise<{ api: HostileApi, mc: (...args: string[]) => Promise<Run> }> {
+  const api: HostileApi = {
+    listing: { webhook_batches: [] },
+    enrolled: [URL_EVIL],
+    resend: (id, res) => send(res, 200, { batch_id: id, customer_handle: 'acme', webhook: URL_EVIL, created_at: '2026-01-18T01:00:00Z', event_count: 1, duration_in_ms: 5, status_code: 200 }),
+    resent: [],
+    override: null,
+  }
+  const server = http.createServer((req, res) => {
+    if (api.override?.(req, res) === true) return
+    const url = new URL(req.url ?? '/', 'http://x')
+    if (req.headers['x-api-key'] !== KEY) return send(res, 401, { errors: ['no'] })
+    if (req.method === 'GET' && url.pathname === '/tx/v1/webhook') return send(res, 200, api.enrolled.map((webhook) => ({ webhook })))
+    if (req.method === 'POST' && url.pathname === '/tx/v1/webhook/validate') {
+      return send(res, 200, { all_passed: false, results: api.enrolled.map((webhook) => ({ result: 'failed', webhook, response: { status: 500, body: `oops${HOSTILE}` } })) })
+    }
+    if (req.method === 'GET' && url.pathname === '/tx/v1/webhook-batch') return send(res, 200, api.listing)
+    const m = /^\/tx\/v1\/webhook-batch\/(\d+)\/resend$/.exec(url.pathname)
+    if (req.method === 'POST' && m !== null) {
+      api.resent.push(Number(m[1]))
+      return api.resend(Number(m[1]), res)
+    }
+    send(res, 404, { errors: ['not found'] })
+  })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  t.teardown(() => new Promise<void>((resolve) => { server.closeAllConnections(); server.close(() => resolve()) }))
+  const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
+  const mc = (...args: string[]): Promise<Run> => runCli([...args, '--base-url', base], { MAILCHANNELS_API_KEY: KEY, XDG_STATE_HOME: dir })
+  return { api, mc }
+}
+t.jobs = 4
 
 /** Nothing raw, and the hostile text shown as escapes. */
 function assertFiltered (t: Test, run: Run, what: string): void {
@@ -113,26 +124,27 @@ function assertFiltered (t: Test, run: Run, what: string): void {
 }
 
 t.test('list: the endpoint URL shows with visible escapes; --json is exact', async (t) => {
-  const run = await mc('list')
+  const { mc } = await hostileApi(t)
+  const [run, asJson] = await Promise.all([mc('list'), mc('list', '--json')])
   t.equal(run.code, 0, run.stderr)
   assertFiltered(t, run, 'list')
   t.equal(run.stdout, 'https://hooks.example.com/a\\x1b[2J\\x1b]52;c;ZWNobyBvd25lZA==\\x07\\rresent 9, failed 0 FAKE\\x9b2J\\u202egnp.exe\\nfake line: all good\\u200b\\u200f\\u2066\\ufeff\\x7f\n')
-  const asJson = await mc('list', '--json')
   t.notMatch(asJson.stdout, RAW, '--json: escaped as JSON escapes, nothing raw')
   t.same(JSON.parse(asJson.stdout), { data: [URL_EVIL], error: null }, '--json parses back to the exact text')
 })
 
 t.test('validate: the endpoint and the start of its answer', async (t) => {
-  const run = await mc('validate')
+  const { mc } = await hostileApi(t)
+  const [run, asJson] = await Promise.all([mc('validate'), mc('validate', '--json')])
   t.equal(run.code, 1)
   assertFiltered(t, run, 'validate')
   t.match(run.stdout, /^failed {2}500 {2}https:\/\/hooks\.example\.com\/a\\x1b\[2J\\x1b\]52;c;/)
-  const asJson = await mc('validate', '--json')
   t.notMatch(asJson.stdout, RAW)
   t.same(JSON.parse(asJson.stdout).data.results[0].webhook, URL_EVIL)
 })
 
 t.test('resend: the endpoint of the resent batch', async (t) => {
+  const { mc } = await hostileApi(t)
   const run = await mc('resend', '7')
   t.equal(run.code, 0, run.stderr)
   assertFiltered(t, run, 'resend')
@@ -140,22 +152,23 @@ t.test('resend: the endpoint of the resent batch', async (t) => {
 })
 
 t.test('batches: the webhook and created_at columns', async (t) => {
-  listing = { webhook_batches: [batch(1, '4xx_response', 404, { created_at: DATE_EVIL }), batch(2, '2xx_response', 200)] }
-  const run = await mc('batches', '--since', '1d')
+  const { api, mc } = await hostileApi(t)
+  api.listing = { webhook_batches: [batch(1, '4xx_response', 404, { created_at: DATE_EVIL }), batch(2, '2xx_response', 200)] }
+  const [run, asJson] = await Promise.all([mc('batches', '--since', '1d'), mc('batches', '--since', '1d', '--json')])
   t.equal(run.code, 0, run.stderr)
   assertFiltered(t, run, 'batches')
   t.match(run.stdout, /\n1 +2026-01-18T00:00:00Z\\x1b\[2J.* +4xx +404 +1 +- +https:\/\/hooks\.example\.com\/a\\x1b\[2J/)
-  const asJson = await mc('batches', '--since', '1d', '--json')
   t.notMatch(asJson.stdout, RAW)
   t.same(JSON.parse(asJson.stdout).data.map((b: { createdAt: string, webhook: string }) => [b.createdAt, b.webhook]), [[DATE_EVIL, URL_EVIL], ['2026-01-18T01:00:00Z', URL_EVIL]])
 })
 
 t.test('reconcile: progress lines and the stop message', async (t) => {
+  const { api, mc } = await hostileApi(t)
   const now = new Date()
   const recent = new Date(now.getTime() - 3600_000).toISOString().replace(/\.\d{3}Z$/, 'Z')
-  listing = { webhook_batches: [1, 2, 3, 4, 5, 6].map((id) => batch(id, '5xx_response', 503, { created_at: recent })) }
+  api.listing = { webhook_batches: [1, 2, 3, 4, 5, 6].map((id) => batch(id, '5xx_response', 503, { created_at: recent })) }
   // The API fails every resend with a hostile error body; after 5 in a row reconcile stops and quotes the last.
-  resend = (_id, res) => send(res, 502, { message: `upstream says${HOSTILE}` })
+  api.resend = (_id, res) => send(res, 502, { message: `upstream says${HOSTILE}` })
   const run = await mc('reconcile', '--since', '1d', '--yes', '--rate', '100')
   t.equal(run.code, 1)
   assertFiltered(t, run, 'reconcile')
@@ -163,27 +176,27 @@ t.test('reconcile: progress lines and the stop message', async (t) => {
   t.match(run.stderr, /Stopped after 5 failed resends in a row \(the last: Unknown error \(HTTP 502\)\. upstream says\\x1b\[2J/)
 
   // The endpoint still failing: the stop message names the endpoint URL from the API.
-  resend = (id, res) => send(res, 200, { batch_id: id, customer_handle: 'acme', webhook: URL_EVIL, created_at: recent, event_count: 1, duration_in_ms: 5, status_code: 500 })
-  const endpoint = await mc('reconcile', '--since', '1d', '--yes', '--rate', '100')
+  api.resend = (id, res) => send(res, 200, { batch_id: id, customer_handle: 'acme', webhook: URL_EVIL, created_at: recent, event_count: 1, duration_in_ms: 5, status_code: 500 })
+  // The dry run resends nothing: it runs beside the real one.
+  const [endpoint, dry] = await Promise.all([mc('reconcile', '--since', '1d', '--yes', '--rate', '100'), mc('reconcile', '--since', '1d', '--dry-run')])
   t.equal(endpoint.code, 1)
   assertFiltered(t, endpoint, 'reconcile, endpoint failing')
   t.match(endpoint.stderr, /the endpoint https:\/\/hooks\.example\.com\/a\\x1b\[2J.* still does not answer 2xx/)
 
-  const dry = await mc('reconcile', '--since', '1d', '--dry-run')
   t.equal(dry.code, 0, dry.stderr)
   assertFiltered(t, dry, 'reconcile --dry-run')
 })
 
 t.test('upstream error messages: C1 and bidi characters from an error body are escaped too', async (t) => {
-  override = (_req, res) => {
+  const { api, mc } = await hostileApi(t)
+  api.override = (_req, res) => {
     send(res, 400, { errors: [`bad\u009b2J\u202e request\u001b]0;title\u0007`] })
     return true
   }
-  const run = await mc('list')
+  const [run, asJson] = await Promise.all([mc('list'), mc('list', '--json')])
   t.equal(run.code, 1)
   assertFiltered(t, run, 'an upstream error')
   t.match(run.stderr, /^mailchannels-webhooks list: Bad request\. bad\\x9b2J\\u202e request\\x1b\]0;title\\x07\n/)
-  const asJson = await mc('list', '--json')
   t.notMatch(asJson.stdout, RAW)
   t.match(JSON.parse(asJson.stdout), { data: null, error: { statusCode: 400 } })
 })
@@ -192,23 +205,24 @@ t.test('upstream error messages: C1 and bidi characters from an error body are e
 const literally = (text: string): string => text.replace(/[\\^$.*+?()[\]{}|]/g, '\\$&')
 
 t.test('invisible characters (tag characters carrying a hidden command, fillers, joiners, variation selectors): visible escapes in every command; --json escapes them too and parses back exact', async (t) => {
+  const { api, mc } = await hostileApi(t)
   const url = literally(`https://hooks.example.com/b${INVISIBLE_SHOWN}`)
   const recent = new Date(Date.now() - 3600_000).toISOString()
-  enrolled = [URL_INVISIBLE]
-  override = (req, res) => {
+  api.enrolled = [URL_INVISIBLE]
+  api.override = (req, res) => {
     if (req.url !== '/tx/v1/webhook/validate') return false
     send(res, 200, { all_passed: false, results: [{ result: 'failed', webhook: URL_INVISIBLE, response: { status: 500, body: `${INVISIBLE}oops` } }] })
     return true
   }
   // Batch 1: the created_at column (reconcile skips it: not a date); 2 to 7: the endpoint keeps
   // failing, reconcile stops and names it.
-  listing = {
+  api.listing = {
     webhook_batches: [
       batch(1, '4xx_response', 404, { created_at: `2026-01-18T00:00:00Z${INVISIBLE}`, customer_handle: HANDLE_INVISIBLE, webhook: URL_INVISIBLE }),
       ...[2, 3, 4, 5, 6, 7].map((id) => batch(id, '5xx_response', 503, { created_at: recent, webhook: URL_INVISIBLE })),
     ],
   }
-  resend = (id, res) => send(res, 200, { batch_id: id, customer_handle: HANDLE_INVISIBLE, webhook: URL_INVISIBLE, created_at: recent, event_count: 1, duration_in_ms: 5, status_code: 500 })
+  api.resend = (id, res) => send(res, 200, { batch_id: id, customer_handle: HANDLE_INVISIBLE, webhook: URL_INVISIBLE, created_at: recent, event_count: 1, duration_in_ms: 5, status_code: 500 })
   const [list, listJson, validate, resent, batches, batchesJson, reconcile] = await Promise.all([
     mc('list'), mc('list', '--json'), mc('validate'), mc('resend', '7'), mc('batches', '--since', '1d'), mc('batches', '--since', '1d', '--json'),
     mc('reconcile', '--since', '1d', '--yes', '--rate', '100'),
@@ -240,7 +254,7 @@ t.test('invisible characters (tag characters carrying a hidden command, fillers,
   t.match(reconcile.stderr, new RegExp(`the endpoint ${url} still does not answer 2xx`))
 
   // An upstream error body.
-  override = (_req, res) => {
+  api.override = (_req, res) => {
     send(res, 400, { errors: [`bad ${INVISIBLE} request`] })
     return true
   }
@@ -265,10 +279,11 @@ function shortened (t: Test, text: string, what: string): void {
 }
 
 t.test('a 100,000-character endpoint URL: shortened with a visible marker on the terminal, whole in --json', async (t) => {
+  const { api, mc } = await hostileApi(t)
   const recent = new Date(Date.now() - 3600_000).toISOString()
-  enrolled = [URL_LONG]
-  listing = { webhook_batches: [1, 2, 3, 4, 5, 6].map((id) => batch(id, '5xx_response', 503, { created_at: recent, webhook: URL_LONG })) }
-  resend = (id, res) => send(res, 200, { batch_id: id, customer_handle: 'acme', webhook: URL_LONG, created_at: recent, event_count: 1, duration_in_ms: 5, status_code: 500 })
+  api.enrolled = [URL_LONG]
+  api.listing = { webhook_batches: [1, 2, 3, 4, 5, 6].map((id) => batch(id, '5xx_response', 503, { created_at: recent, webhook: URL_LONG })) }
+  api.resend = (id, res) => send(res, 200, { batch_id: id, customer_handle: 'acme', webhook: URL_LONG, created_at: recent, event_count: 1, duration_in_ms: 5, status_code: 500 })
   const [list, listJson, validate, batches, batchesJson, reconcile] = await Promise.all([
     mc('list'), mc('list', '--json'), mc('validate'), mc('batches', '--since', '1d'), mc('batches', '--since', '1d', '--json'),
     mc('reconcile', '--since', '1d', '--yes', '--rate', '100'),
@@ -287,10 +302,11 @@ t.test('a 100,000-character endpoint URL: shortened with a visible marker on the
 })
 
 t.test('reconcile re-checks what the listing returns: a delivered batch, batches from 2019 and 2099, another endpoint\'s are skipped, never resent', async (t) => {
+  const { api, mc } = await hostileApi(t)
   const recent = new Date(Date.now() - 3600_000).toISOString()
   const mine = 'https://hooks.example.com/mine'
   // The listing ignores every filter: the same list whatever the query.
-  listing = {
+  api.listing = {
     webhook_batches: [
       batch(1, '5xx_response', 503, { created_at: recent, webhook: mine }),
       batch(2, '2xx_response', 200, { created_at: recent, webhook: mine }),
@@ -301,7 +317,7 @@ t.test('reconcile re-checks what the listing returns: a delivered batch, batches
   }
   const run = await mc('reconcile', '--since', '1d', '--webhook', mine, '--yes', '--rate', '100')
   t.equal(run.code, 0, run.stderr)
-  t.same(resent, [1], 'only the batch that matches the window, the statuses and the endpoint')
+  t.same(api.resent, [1], 'only the batch that matches the window, the statuses and the endpoint')
   assertFiltered(t, run, 'reconcile with a listing that ignores its filters')
   t.match(run.stdout, /^\[2\/5\] batch 2 skipped: listed as 2xx_response, a status not asked for \(not resent\)$/m)
   t.match(run.stdout, /^\[3\/5\] batch 3 skipped: created at 2019-05-01T00:00:00Z, outside the window \(not resent\)$/m)
@@ -310,23 +326,26 @@ t.test('reconcile re-checks what the listing returns: a delivered batch, batches
   t.match(run.stdout, /^resent 1, failed 0, skipped 0 of 1 failed batch created from /m)
   t.match(run.stderr, /^mailchannels-webhooks reconcile: the listing returned 4 batches outside the window or filters asked for \(skipped, not resent: the API may have ignored the query; rerun with --json to see them\)\.\n$/)
 
-  resent.length = 0
-  const dry = await mc('reconcile', '--since', '1d', '--webhook', mine, '--dry-run')
+  api.resent.length = 0
+  const [dry, asJson] = await Promise.all([
+    mc('reconcile', '--since', '1d', '--webhook', mine, '--dry-run'),
+    mc('reconcile', '--since', '1d', '--webhook', mine, '--yes', '--rate', '100', '--json'),
+  ])
   t.equal(dry.code, 0, dry.stderr)
   t.match(dry.stdout, /\n1 failed batch would be resent \(created from .*\)\. Nothing was resent \(--dry-run\)\.\n$/)
   t.match(dry.stderr, /the listing returned 4 batches outside the window or filters asked for \(they would not be resent/)
-  const asJson = await mc('reconcile', '--since', '1d', '--webhook', mine, '--yes', '--rate', '100', '--json')
   t.same(JSON.parse(asJson.stdout).data.batches.map((b: { batchId: number, outcome: string, reason?: string }) => [b.batchId, b.outcome, b.reason ?? null]), [
     [1, 'resent', null], [2, 'skipped', 'status_not_requested'], [3, 'skipped', 'outside_window'], [4, 'skipped', 'outside_window'], [5, 'skipped', 'other_webhook'],
   ])
 })
 
 t.test('batches and reconcile: a listing that repeats its page, or never ends, stops with a message that says what was seen', async (t) => {
+  const { api, mc } = await hostileApi(t)
   let requests = 0
   let nextId = 1
   const createdAt = new Date(Date.now() - 3600_000).toISOString()
   const fresh = (first: number): Record<string, unknown>[] => Array.from({ length: 500 }, (_, i) => batch(first + i, '5xx_response', 503, { created_at: createdAt, webhook: 'https://hooks.example.com/a' }))
-  override = (req, res) => {
+  api.override = (req, res) => {
     if (!(req.url ?? '').startsWith('/tx/v1/webhook-batch?')) return false
     requests++
     send(res, 200, { webhook_batches: fresh(1) })
@@ -340,7 +359,7 @@ t.test('batches and reconcile: a listing that repeats its page, or never ends, s
 
   // New ids on every page: the default cap ends `batches` (600 pages of 500).
   requests = 0
-  override = (req, res) => {
+  api.override = (req, res) => {
     if (!(req.url ?? '').startsWith('/tx/v1/webhook-batch?')) return false
     requests++
     send(res, 200, { webhook_batches: fresh(nextId) })
@@ -356,15 +375,16 @@ t.test('batches and reconcile: a listing that repeats its page, or never ends, s
   const reconcile = await mc('reconcile', '--since', '1d', '--yes', '--max-batches', '1000')
   t.equal(reconcile.code, 1)
   t.equal(requests, 3)
-  t.same(resent, [], 'nothing resent')
+  t.same(api.resent, [], 'nothing resent')
   t.match(reconcile.stderr, /^mailchannels-webhooks reconcile: Failed to list webhook batches: 1000 entries in 3 pages and the listing has not ended; --max-batches \(1000\) stops it here\.\n {2}Narrow the window \(--since, --after, --before\) or the filters \(--status, --webhook\), or raise --max-batches\.\n$/)
   t.match(await mc('reconcile', '--yes', '--max-batches', '0'), { code: 2, stderr: /--max-batches must be a positive integer/ })
 })
 
 t.test('batches counts batches and attempts separately', async (t) => {
+  const { api, mc } = await hostileApi(t)
   const at = (h: number): string => new Date(Date.now() - h * 3600_000).toISOString()
   // Batch 1: three attempts, the last delivered; batch 2: two failed attempts; batch 3: one delivered.
-  listing = {
+  api.listing = {
     webhook_batches: [
       batch(1, '5xx_response', 503, { created_at: at(5) }), batch(1, 'no_response', null, { created_at: at(4) }), batch(1, '2xx_response', 200, { created_at: at(3) }),
       batch(2, '4xx_response', 404, { created_at: at(5) }), batch(2, '4xx_response', 404, { created_at: at(4) }),

@@ -1,11 +1,11 @@
-import t from 'tap'
+import t, { type Test } from 'tap'
 import { spawnSync } from 'node:child_process'
 import { existsSync, readFileSync, writeFileSync } from 'node:fs'
 import path from 'node:path'
-import { FAKE_API_KEY, reply, sampleBatches, useFakeApi, type FakeApi } from '../helpers/fake-api.js'
+import { FAKE_API_KEY, reply, sampleBatches, startFakeApi, type FakeApi } from '../helpers/fake-api.js'
 import { closedPortUrl } from '../sandbox/helpers/receiver.js'
 import { main } from '../../src/cli.js'
-import { ANSI, ensureBuilt, runCli, runCliOnTty, stateDir, type Run } from './helpers/cli.js'
+import { ANSI, ensureBuilt, inParallel, runCli, runCliOnTty, stateDir, type Run } from './helpers/cli.js'
 
 // The operator commands of the built binary against the loopback fake API: output, --json,
 // exit codes (0 success, 1 failed, 2 usage), the delete guard, reconcile's progress when not
@@ -15,21 +15,29 @@ import { ANSI, ensureBuilt, runCli, runCliOnTty, stateDir, type Run } from './he
 
 ensureBuilt()
 const dir = stateDir(t)
-let api: FakeApi
-const fake = useFakeApi(t)
-t.before(() => { api = fake.api })
+// Each test has a fake API of its own, in its initial state, and the state files its commands
+// write have names of their own: four tests run side by side (most of their time is spent
+// waiting on the CLI's child processes). The last test reads what all the others printed, so it
+// is not buffered: tap starts it once those have ended.
+t.jobs = 4
 
 const outputs: Run[] = []
-/** Runs the bin against the fake with the key in MAILCHANNELS_API_KEY. */
-async function mc (...args: string[]): Promise<Run> {
-  const run = await runCli([...args, '--base-url', api.url], { MAILCHANNELS_API_KEY: FAKE_API_KEY, XDG_STATE_HOME: dir })
-  outputs.push(run)
-  return run
+/** A fresh fake API for test `t`, and `mc`: runs the bin against it with the key in MAILCHANNELS_API_KEY. */
+async function fakeApi (t: Test): Promise<{ api: FakeApi, mc: (...args: string[]) => Promise<Run> }> {
+  const api = await startFakeApi()
+  t.teardown(() => api.close())
+  const mc = async (...args: string[]): Promise<Run> => {
+    const run = await runCli([...args, '--base-url', api.url], { MAILCHANNELS_API_KEY: FAKE_API_KEY, XDG_STATE_HOME: dir })
+    outputs.push(run)
+    return run
+  }
+  return { api, mc }
 }
 const json = (run: Run): any => JSON.parse(run.stdout)
 const WINDOW = ['--after', '2026-01-17', '--before', '2026-01-20']
 
 t.test('enroll and list: plain output, --json, 409 with what to do', async (t) => {
+  const { api, mc } = await fakeApi(t)
   const enrolled = await mc('enroll', 'https://hooks.example.com/mc')
   t.same(enrolled, { code: 0, stdout: 'enrolled https://hooks.example.com/mc\nCheck that it answers: mailchannels-webhooks validate\n', stderr: '' })
   t.same(api.webhooks, ['https://hooks.example.com/mc'])
@@ -47,6 +55,7 @@ t.test('enroll and list: plain output, --json, 409 with what to do', async (t) =
 })
 
 t.test('usage errors exit 2 with a message that says what to do, before any request', async (t) => {
+  const { api, mc } = await fakeApi(t)
   const cases: Array<[string[], RegExp]> = [
     [['enroll'], /^mailchannels-webhooks enroll: missing <url>: mailchannels-webhooks enroll <url>\.\n/],
     [['enroll', 'http://example.com/h'], /^mailchannels-webhooks enroll: The endpoint <url> must use https: \(http: is accepted only for a loopback host/],
@@ -76,8 +85,10 @@ t.test('usage errors exit 2 with a message that says what to do, before any requ
     return run
   }
   const viaBinary = new Set(['enroll', 'reconcile'].map((c) => cases.findIndex(([args]) => args[0] === c)))
+  // The binary's runs side by side (none sends a request); `main` in this process one at a time.
+  const binaryRuns = new Map(await inParallel([...viaBinary].map((i) => async () => [i, await mc(...cases[i]![0])] as const)))
   for (const [i, [args, message]] of cases.entries()) {
-    const run = viaBinary.has(i) ? await mc(...args) : await inProcess(args)
+    const run = binaryRuns.get(i) ?? await inProcess(args)
     t.equal(run.code, 2, `${args.join(' ')}: exit 2`)
     t.match(run.stderr, message, args.join(' '))
     t.match(run.stderr, /\nRun 'mailchannels-webhooks [a-z-]+ --help' for the usage\.\n$/)
@@ -85,18 +96,25 @@ t.test('usage errors exit 2 with a message that says what to do, before any requ
   }
   t.equal(api.requests.length, 0, 'not one request')
 
-  const noKey = await runCli(['list', '--base-url', api.url], { XDG_STATE_HOME: dir })
+  const [noKey, badKey, httpBase, both, noSandbox] = await inParallel([
+    () => runCli(['list', '--base-url', api.url], { XDG_STATE_HOME: dir }),
+    () => runCli(['list', '--base-url', api.url], { MAILCHANNELS_API_KEY: 'has space', XDG_STATE_HOME: dir }),
+    () => runCli(['list', '--base-url', 'http://example.com'], { MAILCHANNELS_API_KEY: FAKE_API_KEY }),
+    () => runCli(['list', '--sandbox', '--base-url', api.url], { XDG_STATE_HOME: dir }),
+    () => runCli(['list', '--sandbox'], { XDG_STATE_HOME: dir }),
+  ])
   t.equal(noKey.code, 2)
   t.match(noKey.stderr, /^mailchannels-webhooks list: MAILCHANNELS_API_KEY is not set\. Set it to your MailChannels API key \(export MAILCHANNELS_API_KEY=\.\.\.\), or use --sandbox with a running sandbox\.\n/)
-  const badKey = await runCli(['list', '--base-url', api.url], { MAILCHANNELS_API_KEY: 'has space', XDG_STATE_HOME: dir })
   t.equal(badKey.code, 2)
   t.notMatch(badKey.stderr, 'has space', 'a bad key is not quoted')
-  t.match(await runCli(['list', '--base-url', 'http://example.com'], { MAILCHANNELS_API_KEY: FAKE_API_KEY }), { code: 2, stderr: /--base-url must use https: \(http: is accepted only for loopback hosts/ })
-  t.match(await runCli(['list', '--sandbox', '--base-url', api.url], { XDG_STATE_HOME: dir }), { code: 2, stderr: /give --sandbox or --base-url, not both/ })
-  t.match(await runCli(['list', '--sandbox'], { XDG_STATE_HOME: dir }), { code: 1, stderr: /no running sandbox found \(.*sandbox\.json does not exist\)\. Start one with: mailchannels-webhooks sandbox/ })
+  t.match(httpBase, { code: 2, stderr: /--base-url must use https: \(http: is accepted only for loopback hosts/ })
+  t.match(both, { code: 2, stderr: /give --sandbox or --base-url, not both/ })
+  t.match(noSandbox, { code: 1, stderr: /no running sandbox found \(.*sandbox\.json does not exist\)\. Start one with: mailchannels-webhooks sandbox/ })
+  t.equal(api.requests.length, 0, 'not one request')
 })
 
 t.test('delete: refused without --yes (nothing removed), done with it', async (t) => {
+  const { api, mc } = await fakeApi(t)
   api.webhooks.push('https://a.example/h', 'https://b.example/h')
   const guarded = await mc('delete')
   t.equal(guarded.code, 2)
@@ -109,6 +127,7 @@ t.test('delete: refused without --yes (nothing removed), done with it', async (t
 })
 
 t.test('validate: each endpoint with its status and the start of its answer; exit 0 only when all passed', async (t) => {
+  const { api, mc } = await fakeApi(t)
   t.match(await mc('validate'), { code: 1, stderr: /Not found\. No webhook endpoint is enrolled.*\n {2}Enroll an endpoint first: mailchannels-webhooks enroll <url>\n$/ })
   api.webhooks.push('https://a.example/h')
   api.validateAnswers.set('https://a.example/h', { status: 200, body: '{"ok":true}' })
@@ -117,7 +136,7 @@ t.test('validate: each endpoint with its status and the start of its answer; exi
   api.webhooks.push('https://b.example/h', 'https://c.example/h')
   api.validateAnswers.set('https://b.example/h', { status: 503, body: `Service\nUnavailable\u001b[31m ${'x'.repeat(100)}` })
   api.validateAnswers.set('https://c.example/h', null)
-  const failed = await mc('validate')
+  const [failed, asJson] = await Promise.all([mc('validate'), mc('validate', '--json')])
   t.equal(failed.code, 1)
   const lines = failed.stdout.split('\n')
   t.match(lines[1], /^failed {2}503 {2}https:\/\/b\.example\/h {2}Service Unavailable\\x1b\[31m x+\.\.\.$/, 'one line: the line end a space, the escape character shown as \\x1b, cut')
@@ -125,12 +144,12 @@ t.test('validate: each endpoint with its status and the start of its answer; exi
   t.match(lines[2], /^failed {2}--- {2}https:\/\/c\.example\/h {2}\(no answer\)$/)
   t.match(lines[3], /^2 of 3 endpoints did not answer 2xx: check that the receiver runs/)
   t.notMatch(failed.stdout, ANSI)
-  const asJson = await mc('validate', '--json')
   t.equal(asJson.code, 1)
   t.match(json(asJson), { data: { allPassed: false, results: [{ result: 'passed' }, { result: 'failed', response: { status: 503 } }, { result: 'failed', response: null }] }, error: null })
 })
 
 t.test('batches: a table of every page, filters, --limit, --json', async (t) => {
+  const { api, mc } = await fakeApi(t)
   const all = await mc('batches', ...WINDOW)
   t.equal(all.code, 0, all.stderr)
   const lines = all.stdout.trimEnd().split('\n')
@@ -164,6 +183,7 @@ t.test('batches: a table of every page, filters, --limit, --json', async (t) => 
 })
 
 t.test('resend: one line per batch; exit 1 when one is not delivered or not found', async (t) => {
+  const { api, mc } = await fakeApi(t)
   const ok = await mc('resend', '1001', '1002')
   t.same(ok, { code: 0, stdout: 'batch 1001: resent to https://hooks.example.com/b?token=t: the endpoint answered 200 (12 ms)\nbatch 1002: resent to https://hooks.example.com/a: the endpoint answered 200 (12 ms)\n', stderr: '' })
   t.equal(api.requests[0]!.headers['x-customer-handle'], undefined)
@@ -181,13 +201,15 @@ t.test('resend: one line per batch; exit 1 when one is not delivered or not foun
 })
 
 t.test('reconcile: dry run, then plain progress lines when not on a terminal, and a summary', async (t) => {
+  const { api, mc } = await fakeApi(t)
   const dry = await mc('reconcile', ...WINDOW, '--dry-run')
   t.equal(dry.code, 0, dry.stderr)
   t.match(dry.stdout, /^ID +CREATED +STATUS +CODE +EVENTS +DURATION +ENDPOINT\n1001 /)
   t.match(dry.stdout, /\n9 failed batches would be resent \(created from 2026-01-17 to 2026-01-20\)\. Nothing was resent \(--dry-run\)\.\n$/)
   t.equal(api.requests.filter((r) => r.url.endsWith('/resend')).length, 0)
 
-  const run = await mc('reconcile', ...WINDOW, '--yes', '--rate', '100')
+  // Both resend all nine (the fake keeps no record of what was resent): side by side.
+  const [run, asJson] = await Promise.all([mc('reconcile', ...WINDOW, '--yes', '--rate', '100'), mc('reconcile', ...WINDOW, '--yes', '--rate', '100', '--json')])
   t.equal(run.code, 0, run.stderr)
   const lines = run.stdout.trimEnd().split('\n')
   t.equal(lines.length, 10)
@@ -197,13 +219,13 @@ t.test('reconcile: dry run, then plain progress lines when not on a terminal, an
   t.notMatch(run.stdout, /\r|\u001b/, 'no bar, no escape codes: a pipe gets plain lines')
   t.equal(run.stderr, '')
 
-  const asJson = await mc('reconcile', ...WINDOW, '--yes', '--rate', '100', '--json')
   t.equal(asJson.code, 0)
   t.match(json(asJson), { data: { window: { createdAfter: '2026-01-17', createdBefore: '2026-01-20' }, summary: { total: 9, resent: 9, failed: 0, skipped: 0 }, stopped: null }, error: null })
   t.notMatch(asJson.stdout, /^\[/m, 'no progress lines with --json')
 })
 
 t.test('reconcile --state: a rerun skips what was resent, and retries what failed', async (t) => {
+  const { api, mc } = await fakeApi(t)
   const file = path.join(dir, 'reconcile.json')
   api.resendAnswers.set(1005, 500)
   const first = await mc('reconcile', ...WINDOW, '--yes', '--rate', '100', '--state', file)
@@ -224,13 +246,15 @@ t.test('reconcile --state: a rerun skips what was resent, and retries what faile
   t.same((JSON.parse(readFileSync(file, 'utf8')) as { resent: number[] }).resent.length, 9)
 
   writeFileSync(path.join(dir, 'other.json'), '{"something":"else"}')
-  t.match(await mc('reconcile', '--yes', '--state', path.join(dir, 'other.json')), { code: 2, stderr: /other\.json is not a reconcile state file; give another --state file, or move this one away\./ })
   t.notOk(existsSync(path.join(dir, 'never.json')))
-  t.match(await mc('reconcile', ...WINDOW, '--dry-run', '--state', path.join(dir, 'never.json')), { code: 0 })
+  const [other, never] = await Promise.all([mc('reconcile', '--yes', '--state', path.join(dir, 'other.json')), mc('reconcile', ...WINDOW, '--dry-run', '--state', path.join(dir, 'never.json'))])
+  t.match(other, { code: 2, stderr: /other\.json is not a reconcile state file; give another --state file, or move this one away\./ })
+  t.match(never, { code: 0 })
   t.notOk(existsSync(path.join(dir, 'never.json')), 'a dry run writes no state')
 })
 
 t.test('reconcile stops on 401 and says what to do; API and network failures exit 1', async (t) => {
+  const { api, mc } = await fakeApi(t)
   api.always = (req, res) => ((req.url ?? '').endsWith('/resend') ? reply(401, { errors: ['bad key'] })(req, res) : api.answer(req, res))
   const stopped = await mc('reconcile', ...WINDOW, '--yes', '--rate', '100')
   t.equal(stopped.code, 1)
@@ -249,6 +273,7 @@ t.test('reconcile stops on 401 and says what to do; API and network failures exi
 })
 
 t.test('reconcile on a terminal: a progress bar rewritten in place', { skip: process.platform === 'linux' && spawnSync('script', ['--version']).status === 0 ? false : 'util-linux script is not available' }, async (t) => {
+  const { api } = await fakeApi(t)
   const out = await runCliOnTty(['reconcile', ...WINDOW, '--yes', '--rate', '100', '--base-url', api.url], { MAILCHANNELS_API_KEY: FAKE_API_KEY, NO_COLOR: '1' })
   t.match(out, /\r\u001b\[K\[#{3}-{27}\] 1\/9 {2}resent 1 {2}failed 0 {2}skipped 0/)
   t.match(out, /\r\u001b\[K\[#{30}\] 9\/9 {2}resent 9/)
@@ -256,7 +281,7 @@ t.test('reconcile on a terminal: a progress bar rewritten in place', { skip: pro
   t.notMatch(out, /\[1\/9\] batch/, 'no per-batch lines for batches that went well')
 })
 
-t.test('the API key never appears in any output', async (t) => {
+t.test('the API key never appears in any output', { buffered: false }, async (t) => {
   t.ok(outputs.length > 40)
   for (const run of outputs) t.notMatch(run.stdout + run.stderr, FAKE_API_KEY)
 })

@@ -5,12 +5,14 @@ import http from 'node:http'
 import type { AddressInfo } from 'node:net'
 import path from 'node:path'
 import { writeState } from '../../src/testing/sandbox/state-file.js'
-import { ensureBuilt, runCli, startCli, stateDir } from './helpers/cli.js'
+import { ensureBuilt, inParallel, runCli, startCli, stateDir } from './helpers/cli.js'
 
 // Two sandboxes on one machine (one user, one state directory): each keeps its own state, by
 // port, and the other commands find the one they are asked for. The built CLI in child processes.
 
 ensureBuilt()
+// The two tests have a state directory each: they run side by side.
+t.jobs = 2
 
 t.test('two sandboxes: each keeps its own state; --sandbox asks which, --sandbox-port picks one; the one left is found', async (t) => {
   const dir = stateDir(t)
@@ -34,16 +36,22 @@ t.test('two sandboxes: each keeps its own state; --sandbox asks which, --sandbox
     for (const file of files) t.equal(statSync(path.join(dir, 'mailchannels-webhooks', file)).mode & 0o777, 0o600, `${file} is readable by its owner only`)
   }
 
-  const ambiguous = await runCli(['list', '--sandbox'], env)
+  // The refused `list` sends no request: it runs beside the enrolment; then the reads side by side.
+  const [ambiguous, enrolled] = await inParallel([() => runCli(['list', '--sandbox'], env), () => runCli(['enroll', endpoint, '--sandbox-port', String(firstPort)], env)])
   t.equal(ambiguous.code, 2)
   t.match(ambiguous.stderr, new RegExp(`^mailchannels-webhooks list: 2 sandboxes are running, on ports ${Math.min(firstPort, secondPort)}, ${Math.max(firstPort, secondPort)}: choose one with --sandbox-port <n>`))
-
-  const enrolled = await runCli(['enroll', endpoint, '--sandbox-port', String(firstPort)], env)
   t.equal(enrolled.code, 0, enrolled.stderr)
-  t.match(await runCli(['list', '--sandbox', '--sandbox-port', String(firstPort)], env), { code: 0, stdout: `${endpoint}\n` })
-  t.match(await runCli(['list', '--sandbox-port', String(secondPort)], env), { code: 0, stdout: /^no endpoint enrolled/ })
-  t.match(await runCli(['list', '--sandbox-port', '1'], env), { code: 1, stderr: /^mailchannels-webhooks list: no sandbox runs on port 1 \(.*1\.sandbox\.json does not exist; running: port \d+, \d+\)\. Start one with: mailchannels-webhooks sandbox --port 1\n$/ })
-  t.match(await runCli(['list', '--sandbox-port', 'x'], env), { code: 2, stderr: /--sandbox-port must be a number, got 'x'\./ })
+
+  const [listFirst, listSecond, noSuchPort, badPort] = await inParallel([
+    () => runCli(['list', '--sandbox', '--sandbox-port', String(firstPort)], env),
+    () => runCli(['list', '--sandbox-port', String(secondPort)], env),
+    () => runCli(['list', '--sandbox-port', '1'], env),
+    () => runCli(['list', '--sandbox-port', 'x'], env),
+  ])
+  t.match(listFirst, { code: 0, stdout: `${endpoint}\n` })
+  t.match(listSecond, { code: 0, stdout: /^no endpoint enrolled/ })
+  t.match(noSuchPort, { code: 1, stderr: /^mailchannels-webhooks list: no sandbox runs on port 1 \(.*1\.sandbox\.json does not exist; running: port \d+, \d+\)\. Start one with: mailchannels-webhooks sandbox --port 1\n$/ })
+  t.match(badPort, { code: 2, stderr: /--sandbox-port must be a number, got 'x'\./ })
 
   // The second one stops: the first keeps its state, and is found without a port.
   t.equal(await second.interrupt(), 0)

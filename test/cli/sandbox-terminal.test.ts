@@ -11,6 +11,9 @@ import { ensureBuilt, runCli, runCliOnTty, startCli, stateDir } from './helpers/
 // receiver on 127.0.0.1.
 
 ensureBuilt()
+// Each test has its own state directory, receiver and sandbox, and most of their time is the
+// sandbox's retry back-off: three run side by side.
+t.jobs = 3
 
 /** A receiver that answers each POST with `answer(body)`: a status and a JSON body. */
 async function receiver (t: Test, answer: (body: string) => { status: number, json?: unknown }): Promise<{ url: string, bodies: string[] }> {

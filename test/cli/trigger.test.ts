@@ -1,12 +1,14 @@
 import t from 'tap'
 import http from 'node:http'
 import type { AddressInfo } from 'node:net'
-import { ensureBuilt, runCli, startCli, stateDir } from './helpers/cli.js'
+import { ensureBuilt, inParallel, runCli, startCli, stateDir } from './helpers/cli.js'
 
 // `trigger <event-type>`: one delivery now, from the running sandbox to its enrolled endpoint,
 // and what the endpoint answered. The built CLI, a real sandbox and a real receiver.
 
 ensureBuilt()
+// Each test has its own state directory: they run side by side.
+t.jobs = 2
 
 t.test('trigger: usage errors before any sandbox is looked for; help', async (t) => {
   const env = { XDG_STATE_HOME: stateDir(t) }
@@ -20,20 +22,25 @@ t.test('trigger: usage errors before any sandbox is looked for; help', async (t)
     [['trigger', 'delivered', '--target', 'x'], /unknown option --target for 'trigger'/],
     [['trigger', '\u001b[2Jdelivered'], /'\\x1b\[2Jdelivered' is not an event type/],
   ]
-  for (const [args, message] of cases) {
-    const run = await runCli(args, env)
+  // No command here finds a sandbox or changes anything: all run side by side.
+  const [none, help, mainHelp, ...runs] = await inParallel([
+    () => runCli(['trigger', 'delivered'], env),
+    () => runCli(['trigger', '--help'], env),
+    () => runCli(['--help'], env),
+    ...cases.map(([args]) => () => runCli(args, env)),
+  ])
+  for (const [i, [args, message]] of cases.entries()) {
+    const run = runs[i]!
     t.equal(run.code, 2, `${args.join(' ')}: exit 2`)
     t.match(run.stderr, message)
     t.match(run.stderr, /Run 'mailchannels-webhooks trigger --help' for the usage\.\n$/)
     t.notMatch(run.stderr, /\u001b/)
   }
-  const none = await runCli(['trigger', 'delivered'], env)
   t.equal(none.code, 1)
   t.match(none.stderr, /^mailchannels-webhooks trigger: no running sandbox found .* Start one with: mailchannels-webhooks sandbox\n$/)
-  const help = await runCli(['trigger', '--help'], env)
   t.equal(help.code, 0)
   t.match(help.stdout, /^Usage: mailchannels-webhooks trigger <event-type> \[options\]\n[^]*--count <n>[^]*--sandbox-port <n>[^]*--json[^]*Exit codes: 0 the endpoint answered 2xx/)
-  t.match((await runCli(['--help'], env)).stdout, /\n {2}trigger <type> +Have the running sandbox deliver events of this type now/)
+  t.match(mainHelp.stdout, /\n {2}trigger <type> +Have the running sandbox deliver events of this type now/)
 })
 
 t.test('trigger delivers the chosen events now, once, and prints what the endpoint answered', async (t) => {

@@ -11,7 +11,7 @@ import { RedisDeadLetterStore, deadLetterError, eventFingerprint, type DeadLette
 import { postgresDeadLetters } from '../../src/postgres/index.js'
 import { sqliteDeadLetters } from '../../src/sqlite/index.js'
 import { ev } from '../dispatch/helpers/events.js'
-import { ANSI, ensureBuilt, runCli } from '../cli/helpers/cli.js'
+import { ANSI, ensureBuilt, inParallel, runCli } from '../cli/helpers/cli.js'
 import { clusterUnavailable, startRedisCluster } from '../helpers/redis-cluster.js'
 import { startPostgres } from '../helpers/postgres.js'
 import { startRedisServer } from '../replay/helpers/redis-server.js'
@@ -20,6 +20,9 @@ import { startRedisServer } from '../replay/helpers/redis-server.js'
 const GENEROUS = { commandTimeout: 5000, maxRetriesPerRequest: 1 }
 
 ensureBuilt()
+// The stores are independent of each other (a server, a cluster, a file each): their subtests run
+// side by side, so one store's server start-up waits beside another's commands.
+t.jobs = 4
 
 const HOSTILE = 'boom \u001b[31mred\u001b[0m \u009b2J \u202e'
 const events = [ev('hard-bounced', 1, { reason: `550 \u001b]0;pwned\u0007 ${HOSTILE}` }), ev('open', 2), ev('hard-bounced', 3)]
@@ -34,7 +37,14 @@ async function operate (t: Test, store: DeadLetterStore, args: string[], env: Re
   await park(store)
   const [a, b, c] = events.map(eventFingerprint)
 
-  const list = await runCli(['dead-letters', 'list', ...args], env)
+  // The reads first, side by side (none changes the store), then the changes in order.
+  const [list, byType, paged, newer, show] = await inParallel([
+    () => runCli(['dead-letters', 'list', ...args], env),
+    () => runCli(['dead-letters', 'list', '--type', 'hard-bounced', '--json', ...args], env),
+    () => runCli(['dead-letters', 'list', '--limit', '2', '--json', ...args], env),
+    () => runCli(['dead-letters', 'list', '--older-than', '1h', ...args], env),
+    () => runCli(['dead-letters', 'show', a!, ...args], env),
+  ])
   t.equal(list.code, 0, list.stderr)
   t.notMatch(list.stdout, ANSI, 'no escape sequence from the store reaches the terminal')
   t.notMatch(list.stdout, /[\u0080-\u009f\u202e]/)
@@ -43,22 +53,18 @@ async function operate (t: Test, store: DeadLetterStore, args: string[], env: Re
   t.match(list.stdout, /TypeError: boom \\x1b\[31mred/, 'the error shown, escaped')
   t.match(list.stdout, /3 dead letters/)
 
-  const byType = await runCli(['dead-letters', 'list', '--type', 'hard-bounced', '--json', ...args], env)
   t.equal(byType.code, 0)
   const parsed = JSON.parse(byType.stdout) as { data: { items: Array<{ fingerprint: string, error: { message: string }, event: { reason: string } }>, next: string | null }, error: null }
   t.same(parsed.data.items.map((i) => i.fingerprint).sort(), [a, c].sort())
   t.equal(parsed.data.items.find((i) => i.fingerprint === a)!.error.message, HOSTILE, 'JSON keeps the exact text')
   t.notMatch(byType.stdout, /[\u001b\u0080-\u009f\u202e]/, 'as \\u escapes')
 
-  const paged = await runCli(['dead-letters', 'list', '--limit', '2', '--json', ...args], env)
   const first = JSON.parse(paged.stdout).data as { items: unknown[], next: string }
   t.equal(first.items.length, 2)
   const rest = await runCli(['dead-letters', 'list', '--limit', '2', '--cursor', first.next, '--json', ...args], env)
   t.equal((JSON.parse(rest.stdout).data as { items: unknown[] }).items.length, 1)
-  const newer = await runCli(['dead-letters', 'list', '--older-than', '1h', ...args], env)
   t.match(newer.stdout, /no dead letters/)
 
-  const show = await runCli(['dead-letters', 'show', a!, ...args], env)
   t.equal(show.code, 0, show.stderr)
   t.match(show.stdout, /attempts\s+1/)
   t.match(show.stdout, /"reason": "550 \\u001b\]0;pwned\\u0007/)
@@ -81,7 +87,7 @@ async function operate (t: Test, store: DeadLetterStore, args: string[], env: Re
 }
 
 t.test('usage errors: exit 2 with a message', async (t) => {
-  for (const [args, message] of [
+  const cases: Array<[string[], RegExp]> = [
     [['dead-letters'], /missing/],
     [['dead-letters', 'list'], /--store/],
     [['dead-letters', 'purge', '--store', 'x.sqlite'], /unknown action/],
@@ -91,8 +97,10 @@ t.test('usage errors: exit 2 with a message', async (t) => {
     [['dead-letters', 'list', '--older-than', 'yesterday', '--store', 'x.sqlite'], /--older-than must be an age/],
     [['dead-letters', 'list', '--limit', '0', '--store', 'x.sqlite'], /--limit must be an integer/],
     [['dead-letters', 'list', '--store', 'mysql://db/x'], /must be a redis/],
-  ] as Array<[string[], RegExp]>) {
-    const r = await runCli(args)
+  ]
+  const runs = await inParallel(cases.map(([args]) => () => runCli(args)))
+  for (const [i, [args, message]] of cases.entries()) {
+    const r = runs[i]!
     t.equal(r.code, 2, args.join(' '))
     t.match(r.stderr, message)
     t.notMatch(r.stderr, /hunter2/)
@@ -100,11 +108,13 @@ t.test('usage errors: exit 2 with a message', async (t) => {
 })
 
 t.test('a store that cannot be reached: exit 1, no stack', async (t) => {
-  const r = await runCli(['dead-letters', 'list', '--store', 'redis://127.0.0.1:1'])
+  const [r, file] = await inParallel([
+    () => runCli(['dead-letters', 'list', '--store', 'redis://127.0.0.1:1']),
+    () => runCli(['dead-letters', 'list', '--store', path.join(os.tmpdir(), 'no-such-dir', 'x.sqlite')]),
+  ])
   t.equal(r.code, 1)
   t.match(r.stderr, /could not connect to Redis/)
   t.notMatch(r.stderr, /\n\s+at /)
-  const file = await runCli(['dead-letters', 'list', '--store', path.join(os.tmpdir(), 'no-such-dir', 'x.sqlite')])
   t.equal(file.code, 1)
   t.match(file.stderr, /no SQLite file/)
 })

@@ -60,6 +60,10 @@ async function post (port: number, wire: Array<Record<string, unknown>>): Promis
 
 const fingerprintOf = (wire: Record<string, unknown>): string => eventFingerprint(toEvent(wire, 0))
 
+// Redis and PostgreSQL are separate servers: the PostgreSQL tests (initdb first) run beside the
+// Redis ones, which stay one after another within their group.
+t.jobs = 2
+
 t.test('Redis', async (t) => {
   const redis = await startRedisServer()
   t.teardown(async () => { await redis.close() })

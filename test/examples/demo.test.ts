@@ -7,6 +7,9 @@ import { startExample } from './helpers/run-example.js'
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url))
 const ANSI = /\u001b\[/
+// Each test starts a demo of its own (a free port each), and most of their time is the demo's
+// own pace: the three run side by side.
+t.jobs = 3
 
 // `npm start` runs `tsx examples/demo.ts`; this is the same program.
 t.test('the demo: a header, one line per delivery with its verdict, a summary; exits 0 by itself', async (t) => {

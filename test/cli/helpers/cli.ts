@@ -92,6 +92,27 @@ export async function runCli (args: string[], env: Record<string, string> = {}):
   return { code, stdout, stderr }
 }
 
+/**
+ * Runs independent commands side by side, at most `limit` at a time, and resolves with their
+ * results in the order given. Each is a separate Node process that mostly waits (on its start-up,
+ * on a loopback server, on a store), so a file that runs many of them one after another spends
+ * most of its time waiting; only commands that neither change nor read state another one changes
+ * belong in one call.
+ */
+export async function inParallel<T extends readonly unknown[]> (tasks: { readonly [K in keyof T]: () => Promise<T[K]> }, limit = 4): Promise<T> {
+  const list = tasks as unknown as ReadonlyArray<() => Promise<unknown>>
+  const results: unknown[] = new Array(list.length)
+  let next = 0
+  const worker = async (): Promise<void> => {
+    while (next < list.length) {
+      const i = next++
+      results[i] = await list[i]!()
+    }
+  }
+  await Promise.all(Array.from({ length: Math.min(limit, list.length) }, worker))
+  return results as unknown as T
+}
+
 /** The same command on a pseudo-terminal (util-linux `script`), for what only a terminal shows. */
 export async function runCliOnTty (args: string[], env: Record<string, string> = {}): Promise<string> {
   const cmd = [process.execPath, BIN, ...args].map((a) => `'${a.replace(/'/g, "'\\''")}'`).join(' ')

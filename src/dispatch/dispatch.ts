@@ -331,9 +331,12 @@ class Dispatch implements TransactionalDispatch {
       template.log = this.log
       this.templateKeys = Reflect.ownKeys(template)
     }
-    if (this.events.length <= LAZY_SIGNAL_EVENTS) return lazyContext(template, this.outcomes.fingerprints[i]!, this) as unknown as DispatchContext
+    const small = this.events.length <= LAZY_SIGNAL_EVENTS
+    // Once a handler has read it, the signal is there: the rest get it as a plain property.
+    if (small && this.#controller === undefined) return lazyContext(template, this.outcomes.fingerprints[i]!, this) as unknown as DispatchContext
     const handlerContext = { ...template }
     handlerContext.fingerprint = this.outcomes.fingerprints[i]!
+    if (small) handlerContext.signal = this.signal
     return handlerContext as unknown as DispatchContext
   }
 

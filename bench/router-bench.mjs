@@ -7,6 +7,7 @@
 // `reason`, built before the sample, outside the timed region), round-robin within one process,
 // so the shared machine's drift hits every case alike. Figures are medians over the repetitions;
 // the last column is the main thread's garbage-collection pauses within the samples.
+// `--cases router-signal`: the memory-store router with handlers that read `context.signal`.
 // `--cases text,hash` split the fingerprints: their canonical texts alone (flattened, as the
 // hash reads them), and the SHA-256 calls alone on those texts built beforehand.
 //
@@ -27,7 +28,7 @@ import { buildsBenchArgs } from './lib/args.mjs'
 import { makeBody } from './lib/fixtures.mjs'
 
 const { args, events: EVENTS, deliveries: N, reps: REPS, libs, cases: wanted } = buildsBenchArgs(
-  'node bench/router-bench.mjs [--lib dist[,other/dist]] [--events 1000] [--deliveries 60] [--reps 7] [--prefill 0] [--cases fingerprints,store,parts,router-nostore,router-memory (also: text,hash)]',
+  'node bench/router-bench.mjs [--lib dist[,other/dist]] [--events 1000] [--deliveries 60] [--reps 7] [--prefill 0] [--cases fingerprints,store,parts,router-nostore,router-memory (also: text,hash,router-signal)]',
   { events: '1000', deliveries: '60', cases: 'fingerprints,store,parts,router-nostore,router-memory' },
   { prefill: { type: 'string', default: '0' } },
 )
@@ -65,7 +66,7 @@ for (const lib of libs) {
   const { toEvent } = await import(pathToFileURL(path.join(lib, 'events', 'parse-events.js')).href)
   const { canonicalEventText } = fingerprint
   const types = [...m.WEBHOOK_EVENT_TYPES, 'unknown']
-  const withHandlers = (router) => { for (const type of types) router.on(type, () => {}); return router }
+  const withHandlers = (router, handler = () => {}) => { for (const type of types) router.on(type, handler); return router }
   const log = { debug () {}, info () {}, warn () {}, error () {} }
   const all = {
     fingerprints: async (ds) => { for (const events of ds) m.eventFingerprints(events) },
@@ -98,13 +99,16 @@ for (const lib of libs) {
     },
     'router-nostore': async (ds, router) => { for (const events of ds) { const r = await router.dispatch(events, { keyId: 'k1', log }); if (!r.ok) throw new Error('not ok') } },
     'router-memory': async (ds, router) => { for (const events of ds) { const r = await router.dispatch(events, { keyId: 'k1', log }); if (r.handled !== events.length) throw new Error(`handled ${r.handled}`) } },
+    // The same with handlers that read `context.signal` (a dispatch of few events makes it only then).
+    'router-signal': async (ds, router) => { for (const events of ds) { const r = await router.dispatch(events, { keyId: 'k1', log }); if (r.handled !== events.length) throw new Error(`handled ${r.handled}`) } },
   }
   for (const c of wanted) {
     if (!(c in all)) throw new Error(`unknown case ${c}`)
     const state = c === 'store'
       ? await filled(new (m.MemoryClaimStore ?? m.MemorySeenEventsStore)())
       : c === 'parts' ? { store: await filled(new (m.MemoryClaimStore ?? m.MemorySeenEventsStore)()), handlers: Object.fromEntries(types.map((type) => [type, () => {}])) }
-      : c === 'router-nostore' ? withHandlers(new m.WebhookEventRouter()) : c === 'router-memory' ? withHandlers(new m.WebhookEventRouter({ seenEvents: await filled(new (m.MemoryClaimStore ?? m.MemorySeenEventsStore)()) })) : null
+      : c === 'router-nostore' ? withHandlers(new m.WebhookEventRouter()) : c === 'router-memory' ? withHandlers(new m.WebhookEventRouter({ seenEvents: await filled(new (m.MemoryClaimStore ?? m.MemorySeenEventsStore)()) }))
+      : c === 'router-signal' ? withHandlers(new m.WebhookEventRouter({ seenEvents: await filled(new (m.MemoryClaimStore ?? m.MemorySeenEventsStore)()) }), (_e, { signal }) => { if (signal.aborted) throw new Error('aborted') }) : null
     const prepare = c === 'store'
       ? () => deliveries(toEvent).map((events) => m.eventFingerprints(events))
       : c === 'hash' ? () => deliveries(toEvent).map((events) => events.map((e) => { const t = canonicalEventText(e); t.charCodeAt(0); return t })) : () => deliveries(toEvent)

@@ -116,6 +116,61 @@ t.test('handlers get the caller context, the fingerprint, a signal and a logger'
   t.doesNotThrow(() => quiet!.error({ x: 1 }, 'nothing'))
 })
 
+t.test('the context is a plain object whose own keys are the caller context, fingerprint, signal and log, in every dispatch size', async (t) => {
+  // Small dispatches make the signal only when a handler reads it; large ones up front: a
+  // handler sees the same context either way.
+  for (const size of [1, 4, 16, 17, 40]) {
+    const contexts: Array<Record<PropertyKey, unknown>> = []
+    const copies: Array<Record<PropertyKey, unknown>> = []
+    const tag = Symbol('tag')
+    const router = new WebhookEventRouter<{ keyId: string, [tag]: number }>()
+      .on('open', (_e, context) => {
+        contexts.push(context)
+        copies.push({ ...context })
+      })
+    const events = Array.from({ length: size }, (_, i) => ev('open', i))
+    const report = await router.dispatch(events, { keyId: 'k-1', [tag]: 7 })
+    t.equal(report.handled, size)
+    const [first] = contexts
+    t.same(Reflect.ownKeys(first!), ['keyId', 'fingerprint', 'signal', 'log', tag], `${size} events: own keys in spread order`)
+    t.equal(Object.getPrototypeOf(first), Object.prototype, `${size} events: a plain object`)
+    t.equal(JSON.stringify(Object.keys(first!)), '["keyId","fingerprint","signal","log"]')
+    t.same(contexts.map((c) => c.fingerprint), events.map(eventFingerprint))
+    for (const [k, copy] of copies.entries()) {
+      t.ok(copy.signal instanceof AbortSignal, `${size} events: a spread copy carries the signal`)
+      t.equal(copy.signal, contexts[k]!.signal)
+      t.equal(copy[tag], 7)
+    }
+    t.ok(contexts.every((c) => c.signal === first!.signal), `${size} events: one signal per dispatch`)
+    t.equal((first!.signal as AbortSignal).aborted, false)
+    // Writable as a plain property.
+    first!.signal = 'replaced'
+    t.equal(first!.signal, 'replaced')
+    t.ok(contexts.slice(1).every((c) => c.signal instanceof AbortSignal))
+  }
+})
+
+t.test('a handler that reads the signal only after the dispatch was given up sees it aborted', async (t) => {
+  for (const size of [2, 20]) {
+    const controller = new AbortController()
+    const kept: Array<{ signal: AbortSignal }> = []
+    const router = new WebhookEventRouter()
+      .on('delivered', async (_e, context) => {
+        kept.push(context)
+        if (kept.length === 1) {
+          await sleep(1)
+          controller.abort(new Error('gone'))
+        }
+      })
+    const report = await router.dispatch(Array.from({ length: size }, (_, i) => ev('delivered', i)), { signal: controller.signal })
+    t.equal(kept.length, 1)
+    t.equal(report.failed, size - 1)
+    // Read for the first time here, after the dispatch ended.
+    t.equal(kept[0]!.signal.aborted, true, `${size} events`)
+    t.match(kept[0]!.signal.reason, { message: 'gone' })
+  }
+})
+
 t.test('aborting the caller signal: running handlers see it, events not started fail with its reason', async (t) => {
   const controller = new AbortController()
   const ran: number[] = []

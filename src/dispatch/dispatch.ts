@@ -168,7 +168,6 @@ class Dispatch implements TransactionalDispatch {
     this.claims = store === undefined ? undefined : new Claims(store, claimLifetime, this.outcomes, log)
   }
 
-
   /** The report, synchronously when no handler returned a promise and the store answers synchronously. */
   run (): DispatchReport | Promise<DispatchReport> {
     const toRun = this.#prepare()

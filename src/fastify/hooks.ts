@@ -34,7 +34,7 @@ type Done = (err?: Error | null, payload?: never) => void
 export interface Delivery {
   readonly request: FastifyRequest
   readonly reply: FastifyReply
-  readonly payload: Parameters<typeof readPayload>[0]['payload']
+  readonly payload: Readable
   readonly done: Done
   readonly route: RouteState
   readonly early: boolean

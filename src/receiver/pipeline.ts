@@ -43,9 +43,9 @@ export interface WebhookPort<C, T> {
    * `limit` bytes arrived, whatever `Content-Length` said, stop reading and return what was read:
    * the pipeline refuses any body over the limit with 413 `payload_too_large` (the one place the
    * limit is enforced). Throws or rejects with a `VerificationError`: `invalid_payload` when the
-   * body cannot be read, `configuration_error` when something else consumed it. Called at most once, after the transport checks passed. A promise that never
-   * settles (the client went away mid-body) leaves nothing behind: nothing was verified or
-   * claimed, and nobody is left to answer.
+   * body cannot be read, `configuration_error` when something else consumed it. Called at most
+   * once, after the transport checks passed. A promise that never settles (the client went away
+   * mid-body) leaves nothing behind: nothing was verified or claimed, and nobody is left to answer.
    */
   readBody (ctx: C, limit: number): Uint8Array | Promise<Uint8Array>
   /** Sends a reply of the pipeline's: a refusal, a duplicate, or the answer of `handlers` / `enqueue`. */

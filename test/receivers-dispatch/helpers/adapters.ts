@@ -27,9 +27,22 @@ export function wireEvents (types: readonly string[], extra: Record<string, unkn
   return types.map((event, i) => ({ event, customer_handle: HANDLE, timestamp: 1700000000 + i, request_id: `req-${id}-${i}`, email: `person${i}@example.net`, ...extra }))
 }
 
-/** The events signed as one delivery; `age` seconds in the past gives a re-signed resend a new signature. */
+/** The `created` values each events array was signed with: a re-signed resend must get a new one. */
+const signedAt = new WeakMap<readonly WireEvent[], Set<number>>()
+
+/**
+ * The events signed as one delivery, `age` seconds in the past. Every call for the same array is a
+ * new signature, as a MailChannels resend is: Ed25519 signs the same bytes and `created` to the same
+ * signature, so a `created` this array was already signed with (`sign(events, 0)`, then
+ * `sign(events, 3)` three seconds later) moves a second further back.
+ */
 export function sign (events: readonly WireEvent[], age = 0): SignedWebhook {
-  return signWebhook({ privateKey: KEYS.privateKey, events, created: Math.floor(Date.now() / 1000) - age })
+  let used = signedAt.get(events)
+  if (used === undefined) signedAt.set(events, used = new Set())
+  let created = Math.floor(Date.now() / 1000) - age
+  while (used.has(created)) created--
+  used.add(created)
+  return signWebhook({ privateKey: KEYS.privateKey, events, created })
 }
 
 export interface Answer { status: number, body: Record<string, unknown>, retryAfter: string | null }

@@ -5,12 +5,13 @@ import { execFile } from 'node:child_process'
 import http from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { promisify } from 'node:util'
-import puppeteer, { type Browser, type Page } from 'puppeteer-core'
+import type { Browser, Page } from 'puppeteer-core'
 import t, { type Test } from 'tap'
 import { createSandbox, type Sandbox } from '../../src/testing/index.js'
 import { createInspector } from '../../src/testing/inspector/index.js'
 import { libraryReceiver, recorder } from './helpers.js'
-import { findChromium } from '../helpers/chromium.js'
+import { BROWSER_STEP_MS, findChromium, launchChromium, withStepDeadline } from '../helpers/chromium.js'
+import { progressed } from '../helpers/hang-deadline.js'
 
 // The functions given to page.evaluate run in the page; these names are the browser's there.
 // Declared here, module-scoped, rather than adding the DOM library to the whole project.
@@ -35,7 +36,7 @@ function headerLines (raw: readonly string[]): string[] {
 
 /** Runs a copied command as a user pasting it would: in a POSIX shell (dash, Debian's /bin/sh). */
 async function paste (command: string): Promise<void> {
-  await run('/bin/sh', ['-c', `${command}\n`], { timeout: 10_000, env: { PATH: process.env.PATH ?? '/usr/bin:/bin' } })
+  await run('/bin/sh', ['-c', `${command}\n`], { timeout: BROWSER_STEP_MS, env: { PATH: process.env.PATH ?? '/usr/bin:/bin' } })
 }
 
 
@@ -53,15 +54,17 @@ if (executablePath === null) {
 } else {
   let browser: Browser
   t.before(async () => {
-    browser = await puppeteer.launch({ executablePath, headless: true, args: ['--no-sandbox'], timeout: 20_000 })
+    browser = await launchChromium(executablePath)
   })
+  // Each page test restarts the file's deadline for hangs (.taprc `timeout`): the steps in it
+  // have theirs (BROWSER_STEP_MS), and the file runs seven of them one after the other.
+  t.beforeEach(() => { progressed() })
   t.teardown(async () => { await browser?.close() })
 
   /** A page that records what must never happen: script errors, policy violations, dialogs. */
   const openPage = async (t: Test, url: string, viewport = { width: 1400, height: 900 }): Promise<{ page: Page, problems: string[] }> => {
-    const page = await browser.newPage()
+    const page = withStepDeadline(await browser.newPage())
     t.teardown(() => page.close())
-    page.setDefaultTimeout(10_000)
     await page.setViewport(viewport)
     const problems: string[] = []
     page.on('pageerror', (err) => { problems.push(`page error: ${String(err)}`) })
@@ -83,12 +86,12 @@ if (executablePath === null) {
   }
 
   const sandboxFor = async (t: Test): Promise<Sandbox> => {
-    const sandbox = await createSandbox({ retryDelay: 5, maxAttempts: 1, deliveryTimeout: 5000, customerHandle: 'acme' })
+    const sandbox = await createSandbox({ retryDelay: 5, maxAttempts: 1, deliveryTimeout: BROWSER_STEP_MS, customerHandle: 'acme' })
     t.teardown(() => sandbox.close())
     return sandbox
   }
 
-  t.test('sandbox page: send from the page, see the verdict live, read the detail, spot a tampered delivery', { timeout: 30_000 }, async (t) => {
+  t.test('sandbox page: send from the page, see the verdict live, read the detail, spot a tampered delivery', async (t) => {
     const sandbox = await sandboxFor(t)
     const receiver = await libraryReceiver(t, { baseUrl: sandbox.baseUrl, customerHandles: ['acme'] })
     const hostile = await libraryReceiver(t, {
@@ -185,7 +188,7 @@ if (executablePath === null) {
     t.same(problems, [], 'no script error, policy violation or dialog')
   })
 
-  t.test('inspect page: deliveries sent from the sandbox page show with the library\'s verdict', { timeout: 30_000 }, async (t) => {
+  t.test('inspect page: deliveries sent from the sandbox page show with the library\'s verdict', async (t) => {
     const sandbox = await sandboxFor(t)
     const inspector = await createInspector({ baseUrl: sandbox.baseUrl, customerHandles: ['acme'] })
     t.teardown(() => inspector.close())
@@ -243,7 +246,7 @@ if (executablePath === null) {
     t.same(sending.problems, [])
   })
 
-  t.test('without the key the page shows nothing but asks for it; a wrong key is refused', { timeout: 20_000 }, async (t) => {
+  t.test('without the key the page shows nothing but asks for it; a wrong key is refused', async (t) => {
     const sandbox = await sandboxFor(t)
     const { page } = await openPage(t, `${sandbox.baseUrl}/`)
     await page.waitForSelector('#login:not([hidden])')
@@ -269,7 +272,7 @@ if (executablePath === null) {
   }
   const now = (): number => Math.floor(Date.now() / 1000)
 
-  t.test('sandbox page: the send buttons name their endpoint; filters and search change the rows shown, live rows included', { timeout: 30_000 }, async (t) => {
+  t.test('sandbox page: the send buttons name their endpoint; filters and search change the rows shown, live rows included', async (t) => {
     const sandbox = await sandboxFor(t)
     const receiver = await libraryReceiver(t, { baseUrl: sandbox.baseUrl, customerHandles: ['acme'] })
     const { page, problems } = await openPage(t, sandbox.inspectorUrl)
@@ -349,7 +352,7 @@ if (executablePath === null) {
     t.same(problems, [], 'no script error, policy violation or dialog')
   })
 
-  t.test('detail view: the events one per row; Copy as cURL replays the same bytes; Copy body', { timeout: 30_000 }, async (t) => {
+  t.test('detail view: the events one per row; Copy as cURL replays the same bytes; Copy body', async (t) => {
     const sandbox = await sandboxFor(t)
     const receiver = await libraryReceiver(t, { baseUrl: sandbox.baseUrl, customerHandles: ['acme'] })
     sandbox.enroll(receiver.url)
@@ -395,7 +398,7 @@ if (executablePath === null) {
     t.same(problems, [], 'no script error, policy violation or dialog')
   })
 
-  t.test('inspect page: Copy as cURL of a raw delivery (newlines, quotes, $, backticks, non-ASCII) replays the same bytes', { timeout: 30_000 }, async (t) => {
+  t.test('inspect page: Copy as cURL of a raw delivery (newlines, quotes, $, backticks, non-ASCII) replays the same bytes', async (t) => {
     const inspector = await createInspector({ publicKey: 'MCowBQYDK2VwAyEAGb9ECWmEzf6FQbrBZ9w7lshQhqowtrbLDFw4rXAxZuE=' })
     t.teardown(() => inspector.close())
     const { page, problems } = await openPage(t, inspector.pageUrl)
@@ -422,7 +425,7 @@ if (executablePath === null) {
     t.same(problems, [])
   })
 
-  t.test('a 420 px window: status and outcome stay in view; the endpoint stays in view while a detail is open', { timeout: 30_000 }, async (t) => {
+  t.test('a 420 px window: status and outcome stay in view; the endpoint stays in view while a detail is open', async (t) => {
     const sandbox = await sandboxFor(t)
     const receiver = await libraryReceiver(t, { baseUrl: sandbox.baseUrl, customerHandles: ['acme'] })
     sandbox.enroll(receiver.url)

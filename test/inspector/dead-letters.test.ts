@@ -1,12 +1,12 @@
 // The inspector's dead-letter panel in a real headless Chromium: a router's parked
 // events with their error and a retry button; hostile text from the event and the error shows as
 // text and never runs; the retry runs the handlers and the row goes. The API needs the run's key.
-import puppeteer, { type Browser } from 'puppeteer-core'
+import type { Browser } from 'puppeteer-core'
 import t from 'tap'
 import { MemoryDeadLetterStore, MemoryClaimStore, WebhookEventRouter, eventFingerprint } from '../../src/index.js'
 import { createInspector } from '../../src/testing/inspector/index.js'
 import { ev } from '../dispatch/helpers/events.js'
-import { findChromium } from '../helpers/chromium.js'
+import { findChromium, launchChromium, withStepDeadline } from '../helpers/chromium.js'
 
 declare const window: Record<string, unknown>
 declare const document: any // eslint-disable-line @typescript-eslint/no-explicit-any
@@ -42,14 +42,13 @@ t.test('the API: the list and the retry need the key', async (t) => {
 })
 
 const executablePath = findChromium()
-t.test('the page: parked events with their error and a retry button', { skip: executablePath === null ? 'Chromium is not installed (apt-get install chromium)' : false, timeout: 60_000 }, async (t) => {
-  const browser: Browser = await puppeteer.launch({ executablePath: executablePath!, headless: true, args: ['--no-sandbox'], timeout: 20_000 })
+t.test('the page: parked events with their error and a retry button', { skip: executablePath === null ? 'Chromium is not installed (apt-get install chromium)' : false }, async (t) => {
+  const browser: Browser = await launchChromium(executablePath!)
   t.teardown(async () => { await browser.close() })
   const { router, fixed, runs, fingerprint } = await parkedRouter()
   const inspector = await createInspector({ deadLetters: router })
   t.teardown(() => inspector.close())
-  const page = await browser.newPage()
-  page.setDefaultTimeout(10_000)
+  const page = withStepDeadline(await browser.newPage())
   const problems: string[] = []
   page.on('pageerror', (err) => { problems.push(String(err)) })
   await page.goto(inspector.pageUrl, { waitUntil: 'load' })

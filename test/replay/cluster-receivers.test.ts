@@ -11,7 +11,8 @@ import { RedisClaimStore, WebhookEventRouter, eventFingerprint } from '../../src
 import { RedisReplayStore } from '../../src/replay/redis-store.js'
 import { createWebhookHandler } from '../../src/web/index.js'
 import { toEvent } from '../../src/events/parse-events.js'
-import { generateSigningKeyPair, signWebhook, type SignedWebhook, type WireEvent } from '../../src/testing/index.js'
+import { generateSigningKeyPair, type SignedWebhook, type WireEvent } from '../../src/testing/index.js'
+import { resigner } from '../helpers/resign.js'
 import { clusterUnavailable, startRedisCluster, type LocalRedisCluster } from '../helpers/redis-cluster.js'
 
 const unhandled: unknown[] = []
@@ -29,9 +30,8 @@ function wireEvents (types: readonly string[]): WireEvent[] {
   const id = ++serial
   return types.map((event, i) => ({ event, customer_handle: HANDLE, timestamp: 1700000000 + i, request_id: `cluster-${id}-${i}`, email: `person${i}@example.net` }))
 }
-/** A delivery of `events`; `age` seconds back gives a re-signed resend its own signature. */
-const sign = (events: readonly WireEvent[], age = 0): SignedWebhook =>
-  signWebhook({ privateKey: KEYS.privateKey, events, created: Math.floor(Date.now() / 1000) - age })
+/** A delivery of `events`, `age` seconds back; every call is a new signature, as a re-signed resend is. */
+const sign = resigner(KEYS.privateKey)
 const fingerprints = (events: readonly WireEvent[]): string[] => events.map((raw, i) => eventFingerprint(toEvent(raw, i)))
 
 /** What the handlers did, as an external system records it: effects per event fingerprint. */

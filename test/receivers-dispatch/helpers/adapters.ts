@@ -12,9 +12,10 @@ import { mailchannelsWebhooks as expressWebhook } from '../../../src/express/ind
 import { mailchannelsWebhooks as honoWebhook } from '../../../src/hono/index.js'
 import { createWebhookHandler, type WebhookHandlerOptions } from '../../../src/web/index.js'
 import type { WebhookReceiverOptions } from '../../../src/receiver/options.js'
-import { generateSigningKeyPair, signWebhook, type SignedWebhook, type WireEvent } from '../../../src/testing/index.js'
+import { generateSigningKeyPair, type SignedWebhook, type WireEvent } from '../../../src/testing/index.js'
 import { logCapture, recordingLogger } from '../../fastify/helpers/fixtures.js'
 import { serve } from '../../express/helpers/server.js'
+import { resigner } from '../../helpers/resign.js'
 
 export const KEYS = generateSigningKeyPair()
 export const HANDLE = 'acct_1'
@@ -27,23 +28,8 @@ export function wireEvents (types: readonly string[], extra: Record<string, unkn
   return types.map((event, i) => ({ event, customer_handle: HANDLE, timestamp: 1700000000 + i, request_id: `req-${id}-${i}`, email: `person${i}@example.net`, ...extra }))
 }
 
-/** The `created` values each events array was signed with: a re-signed resend must get a new one. */
-const signedAt = new WeakMap<readonly WireEvent[], Set<number>>()
-
-/**
- * The events signed as one delivery, `age` seconds in the past. Every call for the same array is a
- * new signature, as a MailChannels resend is: Ed25519 signs the same bytes and `created` to the same
- * signature, so a `created` this array was already signed with (`sign(events, 0)`, then
- * `sign(events, 3)` three seconds later) moves a second further back.
- */
-export function sign (events: readonly WireEvent[], age = 0): SignedWebhook {
-  let used = signedAt.get(events)
-  if (used === undefined) signedAt.set(events, used = new Set())
-  let created = Math.floor(Date.now() / 1000) - age
-  while (used.has(created)) created--
-  used.add(created)
-  return signWebhook({ privateKey: KEYS.privateKey, events, created })
-}
+/** The events signed as one delivery, `age` seconds in the past; every call is a new signature (test/helpers/resign.ts). */
+export const sign = resigner(KEYS.privateKey)
 
 export interface Answer { status: number, body: Record<string, unknown>, retryAfter: string | null }
 

@@ -38,6 +38,9 @@ export interface WebhookEventRouterOptions<T = never> {
    * handlers run, its claim is renewed every third of this, so a crashed instance holds
    * an event back for at most this long. Another dispatch of the same event meanwhile reports
    * it `deferred`. Receivers answer such a delivery 503 with `Retry-After` set to this.
+   * A claim is a lease: an instance that stops for longer than two thirds of this (a blocked
+   * event loop, a paused VM or container) loses it, and another instance may then handle the
+   * event too. Keep it well above the longest pause you expect.
    * Only used with `seenEvents`.
    * @default 30 (seconds)
    */

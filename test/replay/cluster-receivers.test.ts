@@ -22,7 +22,11 @@ t.teardown(() => { process.off('unhandledRejection', onUnhandled) })
 
 const KEYS = generateSigningKeyPair()
 const HANDLE = 'acct_1'
-const CLAIM_LIFETIME = 2
+// Renewed every third of it while handlers run: a process stalled past two thirds of it (a busy
+// machine running four test files on two cores) loses its claims to the other instance, which then
+// handles those events too. 2 s did lapse under load; a claim held by a failed done mark still
+// expires within a resend's patience (45 s).
+const CLAIM_LIFETIME = 10
 const sleep = async (ms: number): Promise<void> => { await new Promise((resolve) => setTimeout(resolve, ms)) }
 
 let serial = 0

@@ -15,7 +15,7 @@ import { postgresDeadLetters, postgresSeenEvents } from '../../../src/postgres/i
 import { createWebhookHandler } from '../../../src/web/index.js'
 import { serveFetchInChild } from '../../helpers/fetch-child-server.js'
 
-const { ROLE = 'receiver', REDIS_PORT, DATABASE_URL, PUBLIC_KEY = '', POISON = '', FIXED = '', CRASH = '', FP = '', AFTER = '2', PREFIX = 'app' } = process.env
+const { ROLE = 'receiver', REDIS_PORT, DATABASE_URL, PUBLIC_KEY = '', POISON = '', FIXED = '', CRASH = '', FP = '', AFTER = '2', PREFIX = 'app', CLAIM_LIFETIME = '1', RETRY_LIFETIME = '2' } = process.env
 const crash = (): never => { process.kill(process.pid, 'SIGKILL'); throw new Error('unreachable') }
 const sleep = async (ms: number): Promise<void> => { await new Promise((resolve) => setTimeout(resolve, ms)) }
 
@@ -44,7 +44,7 @@ function crashing (inner: DeadLetterStore): DeadLetterStore {
 if (REDIS_PORT !== undefined) {
   const client = new Redis({ port: Number(REDIS_PORT), host: '127.0.0.1', maxRetriesPerRequest: 1, commandTimeout: 5000 })
   store = new RedisDeadLetterStore(client, { prefix: `{${PREFIX}-dl}:`, timeout: 10_000 })
-  router = new WebhookEventRouter({ seenEvents: new RedisClaimStore(client, { prefix: `${PREFIX}-seen:`, timeout: 10_000 }), claimLifetime: 1, deadLetters: { store: crashing(store), after: Number(AFTER), retryLifetime: 2 } })
+  router = new WebhookEventRouter({ seenEvents: new RedisClaimStore(client, { prefix: `${PREFIX}-seen:`, timeout: 10_000 }), claimLifetime: Number(CLAIM_LIFETIME), deadLetters: { store: crashing(store), after: Number(AFTER), retryLifetime: Number(RETRY_LIFETIME) } })
     .on('*', async (event, { fingerprint }) => {
       await client.incr(`${PREFIX}-effects:${fingerprint}`)
       if (event.requestId === POISON && FIXED !== '1') throw new Error('poison')
@@ -56,7 +56,7 @@ if (REDIS_PORT !== undefined) {
 } else {
   const pool = new pg.Pool({ connectionString: DATABASE_URL, max: 4 })
   store = postgresDeadLetters({ pool, table: `${PREFIX}_dl` })
-  router = new WebhookEventRouter({ seenEvents: postgresSeenEvents({ pool, table: `${PREFIX}_seen`, transactional: true }), claimLifetime: 1, deadLetters: { store: crashing(store), after: Number(AFTER), retryLifetime: 2 } })
+  router = new WebhookEventRouter({ seenEvents: postgresSeenEvents({ pool, table: `${PREFIX}_seen`, transactional: true }), claimLifetime: Number(CLAIM_LIFETIME), deadLetters: { store: crashing(store), after: Number(AFTER), retryLifetime: Number(RETRY_LIFETIME) } })
     .on('*', async (event, { db, fingerprint }) => {
       await db.query(`INSERT INTO ${PREFIX}_effects (fingerprint) VALUES ($1)`, [fingerprint])
       if (event.requestId === POISON && FIXED !== '1') throw new Error('poison')

@@ -1,15 +1,15 @@
 // A real local Redis Cluster for tests: three masters and three replicas from Debian's
-// redis-server on free loopback ports, built with `redis-cli --cluster create`, a short
+// redis-server on free loopback ports (each with its cluster bus port free too: `clusterPorts`), built with `redis-cli --cluster create`, a short
 // cluster-node-timeout so a killed master is replaced within seconds. Every process is killed
 // by its PID in `close` (call it from t.teardown, so it also runs when a test fails).
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
+import net from 'node:net'
 import { join } from 'node:path'
 import { Cluster, Redis, type ClusterOptions } from 'ioredis'
 import { keySlot } from '../../src/replay/redis-client.js'
-import { freePort } from '../replay/helpers/redis-server.js'
 
 const HOST = '127.0.0.1'
 /** ms without an answer before a node is deemed failing and its replica takes over. */
@@ -96,7 +96,7 @@ const SETTLE_MS = 60_000
 async function until (check: () => Promise<boolean>, ms: number, what: string): Promise<void> {
   const deadline = Date.now() + ms
   while (Date.now() < deadline) {
-    if (await check().catch(() => false)) return
+    if (await check().catch((err: unknown) => { if (err instanceof NodeExitedError) throw err; return false })) return
     await sleep(50)
   }
   throw new Error(`local Redis Cluster: timed out waiting for ${what}`)
@@ -122,19 +122,61 @@ function parseNodes (text: string): ClusterNode[] {
 }
 
 /** Starts the cluster and waits until every node reports `cluster_state:ok` and replicas are in sync. */
+/**
+ * A cluster node listens on its port and on that port + 10000 (the cluster bus), and refuses to
+ * start when the bus port would pass 65535. Any free port (the kernel's pick, from the ephemeral
+ * range, 32768-60999 on Linux) may have no free bus port: above 55535 it has none, and below it
+ * the bus port can be the local port of any outgoing connection the suite has open. So the nodes
+ * take ports from a range below the ephemeral one for both (20000-22767, buses 30000-32767), each
+ * pair checked free; what another test file took meanwhile fails the start, which is tried again
+ * on other ports.
+ */
+const PORT_FROM = 20000
+const PORT_TO = 22767
+const BUS_OFFSET = 10000
+/** Starts tried before giving up (each on new ports). */
+const START_ATTEMPTS = 3
+
+async function bindable (port: number): Promise<boolean> {
+  return await new Promise((resolve) => {
+    const server = net.createServer()
+    server.once('error', () => { resolve(false) })
+    server.listen(port, HOST, () => { server.close(() => { resolve(true) }) })
+  })
+}
+
+async function clusterPorts (count: number): Promise<number[]> {
+  const ports: number[] = []
+  for (let tries = 0; ports.length < count; tries++) {
+    if (tries > 10_000) throw new Error(`local Redis Cluster: no ${count} free port pairs (port and port + ${BUS_OFFSET}) in ${PORT_FROM}-${PORT_TO}`)
+    const p = PORT_FROM + Math.floor(Math.random() * (PORT_TO - PORT_FROM + 1))
+    if (!ports.includes(p) && await bindable(p) && await bindable(p + BUS_OFFSET)) ports.push(p)
+  }
+  return ports
+}
+
+/** Starts a cluster: three masters with a replica each, on ports of their own (tried again on other ports if one was taken meanwhile). */
 export async function startRedisCluster (): Promise<LocalRedisCluster> {
   const reason = clusterUnavailable()
   if (reason !== null) throw new Error(reason)
-  const ports: number[] = []
-  while (ports.length < 6) {
-    const p = await freePort()
-    if (!ports.includes(p)) ports.push(p)
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startOn(await clusterPorts(6))
+    } catch (err) {
+      if (attempt >= START_ATTEMPTS || !(err instanceof NodeExitedError)) throw err
+    }
   }
+}
+
+/** A node process ended while the cluster was starting (its port taken, most likely): the start is tried again. */
+class NodeExitedError extends Error {}
+
+async function startOn (ports: number[]): Promise<LocalRedisCluster> {
   const dirs: string[] = []
   const children = new Map<number, ChildProcess>()
   const admins = new Map<number, Redis>()
   const clients: Cluster[] = []
-  const stderr = new Map<number, string>()
+  const output = new Map<number, string>()
 
   const dirOf = new Map<number, string>()
   const spawnNode = (port: number): void => {
@@ -142,8 +184,11 @@ export async function startRedisCluster (): Promise<LocalRedisCluster> {
       '--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf', '--cluster-node-timeout', String(NODE_TIMEOUT),
       // A replica always takes over (whatever its data age) and syncs without a disk or a delay.
       '--cluster-replica-validity-factor', '0', '--repl-diskless-sync', 'yes', '--repl-diskless-sync-delay', '0',
-      '--save', '', '--appendonly', 'no', '--maxmemory-policy', 'noeviction'], { stdio: ['ignore', 'ignore', 'pipe'] })
-    proc.stderr?.on('data', (chunk: Buffer) => { stderr.set(port, (stderr.get(port) ?? '') + chunk.toString()) })
+      '--save', '', '--appendonly', 'no', '--maxmemory-policy', 'noeviction'], { stdio: ['ignore', 'pipe', 'pipe'] })
+    // redis-server logs to stdout (why it would not start, among the rest): the last of it is kept.
+    const keep = (chunk: Buffer): void => { output.set(port, ((output.get(port) ?? '') + chunk.toString()).slice(-2000)) }
+    proc.stdout?.on('data', keep)
+    proc.stderr?.on('data', keep)
     children.set(port, proc)
   }
 
@@ -159,10 +204,12 @@ export async function startRedisCluster (): Promise<LocalRedisCluster> {
 
   /** The replicas of each killed master, as they were just before the kill. */
   const replicasOf = new Map<number, number[]>()
+  let closing = false
   const kill = async (port: number): Promise<void> => {
     const proc = children.get(port)
     if (proc === undefined) return
-    const other = [...children.keys()].find((p) => p !== port)
+    // Not while closing: it would open admin connections to nodes about to go, which retry forever.
+    const other = closing ? undefined : [...children.keys()].find((p) => p !== port)
     const text = other === undefined ? null : await node(other).cluster('NODES').catch(() => null)
     if (typeof text === 'string') {
       const all = parseNodes(text)
@@ -180,10 +227,13 @@ export async function startRedisCluster (): Promise<LocalRedisCluster> {
   }
 
   const close = async (): Promise<void> => {
+    closing = true
     for (const c of clients) c.disconnect()
     for (const c of admins.values()) c.disconnect()
     admins.clear()
     await Promise.all([...children.keys()].map(kill))
+    for (const c of admins.values()) c.disconnect()
+    admins.clear()
     for (const dir of dirs) rmSync(dir, { recursive: true, force: true })
   }
 
@@ -194,7 +244,11 @@ export async function startRedisCluster (): Promise<LocalRedisCluster> {
       dirOf.set(port, dir)
       spawnNode(port)
     }
-    await until(async () => (await Promise.all(ports.map(async (p) => await node(p).ping()))).every((r) => r === 'PONG'), SETTLE_MS, 'every node to answer PING')
+    await until(async () => {
+      const gone = ports.find((p) => { const c = children.get(p); return c !== undefined && (c.exitCode !== null || c.signalCode !== null) })
+      if (gone !== undefined) throw new NodeExitedError(`local Redis Cluster: redis-server on port ${gone} exited while starting`)
+      return (await Promise.all(ports.map(async (p) => await node(p).ping()))).every((r) => r === 'PONG')
+    }, SETTLE_MS, 'every node to answer PING')
 
     const created = await new Promise<{ code: number | null, out: string }>((resolve) => {
       const cli = spawn('redis-cli', ['--cluster', 'create', ...ports.map((p) => `${HOST}:${p}`), '--cluster-replicas', '1', '--cluster-yes'],
@@ -222,8 +276,9 @@ export async function startRedisCluster (): Promise<LocalRedisCluster> {
     }, SETTLE_MS, 'cluster_state:ok on every node, slots assigned, replicas in sync')
   } catch (err) {
     await close()
-    const logs = [...stderr.values()].join('').trim()
-    throw new Error(`${err instanceof Error ? err.message : String(err)}${logs === '' ? '' : ` (redis-server: ${logs.slice(-300)})`}`)
+    const logs = [...output.values()].join('').trim()
+    const message = `${err instanceof Error ? err.message : String(err)}${logs === '' ? '' : ` (redis-server: ${logs.slice(-300)})`}`
+    throw err instanceof NodeExitedError ? new NodeExitedError(message) : new Error(message)
   }
 
   const live = (): number[] => ports.filter((p) => children.has(p))

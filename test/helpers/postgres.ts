@@ -6,7 +6,7 @@ import os from 'node:os'
 import path from 'node:path'
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
 import pg from 'pg'
-import { freePort } from '../replay/helpers/redis-server.js'
+import { PORT_RANGES, serverPorts } from './server-ports.js'
 
 export interface PostgresServer {
   readonly port: number
@@ -102,7 +102,7 @@ export async function startPostgres (): Promise<PostgresServer> {
     rmSync(dir, { recursive: true, force: true })
     throw new Error(`initdb failed: ${(init.stderr ?? '').trim() || String(init.error)}`)
   }
-  const port = await freePort()
+  const [port] = await serverPorts(PORT_RANGES.postgres) as [number]
   const url = `postgres://postgres@127.0.0.1:${port}/postgres`
   let child: ChildProcess | null = null
   let stderr = ''

@@ -1,15 +1,15 @@
 // A real local Redis Cluster for tests: three masters and three replicas from Debian's
-// redis-server on free loopback ports (each with its cluster bus port free too: `clusterPorts`), built with `redis-cli --cluster create`, a short
+// redis-server on free loopback ports (each with its cluster bus port free too: test/helpers/server-ports.ts), built with `redis-cli --cluster create`, a short
 // cluster-node-timeout so a killed master is replaced within seconds. Every process is killed
 // by its PID in `close` (call it from t.teardown, so it also runs when a test fails).
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
-import net from 'node:net'
 import { join } from 'node:path'
 import { Cluster, Redis, type ClusterOptions } from 'ioredis'
 import { keySlot } from '../../src/replay/redis-client.js'
+import { PORT_RANGES, serverPorts } from './server-ports.js'
 
 const HOST = '127.0.0.1'
 /** ms without an answer before a node is deemed failing and its replica takes over. */
@@ -122,38 +122,10 @@ function parseNodes (text: string): ClusterNode[] {
 }
 
 /** Starts the cluster and waits until every node reports `cluster_state:ok` and replicas are in sync. */
-/**
- * A cluster node listens on its port and on that port + 10000 (the cluster bus), and refuses to
- * start when the bus port would pass 65535. Any free port (the kernel's pick, from the ephemeral
- * range, 32768-60999 on Linux) may have no free bus port: above 55535 it has none, and below it
- * the bus port can be the local port of any outgoing connection the suite has open. So the nodes
- * take ports from a range below the ephemeral one for both (20000-22767, buses 30000-32767), each
- * pair checked free; what another test file took meanwhile fails the start, which is tried again
- * on other ports.
- */
-const PORT_FROM = 20000
-const PORT_TO = 22767
+/** A node's cluster bus listens this far above its port (test/helpers/server-ports.ts). */
 const BUS_OFFSET = 10000
 /** Starts tried before giving up (each on new ports). */
 const START_ATTEMPTS = 3
-
-async function bindable (port: number): Promise<boolean> {
-  return await new Promise((resolve) => {
-    const server = net.createServer()
-    server.once('error', () => { resolve(false) })
-    server.listen(port, HOST, () => { server.close(() => { resolve(true) }) })
-  })
-}
-
-async function clusterPorts (count: number): Promise<number[]> {
-  const ports: number[] = []
-  for (let tries = 0; ports.length < count; tries++) {
-    if (tries > 10_000) throw new Error(`local Redis Cluster: no ${count} free port pairs (port and port + ${BUS_OFFSET}) in ${PORT_FROM}-${PORT_TO}`)
-    const p = PORT_FROM + Math.floor(Math.random() * (PORT_TO - PORT_FROM + 1))
-    if (!ports.includes(p) && await bindable(p) && await bindable(p + BUS_OFFSET)) ports.push(p)
-  }
-  return ports
-}
 
 /** Starts a cluster: three masters with a replica each, on ports of their own (tried again on other ports if one was taken meanwhile). */
 export async function startRedisCluster (): Promise<LocalRedisCluster> {
@@ -161,7 +133,7 @@ export async function startRedisCluster (): Promise<LocalRedisCluster> {
   if (reason !== null) throw new Error(reason)
   for (let attempt = 1; ; attempt++) {
     try {
-      return await startOn(await clusterPorts(6))
+      return await startOn(await serverPorts(PORT_RANGES.redisCluster, 6, BUS_OFFSET))
     } catch (err) {
       if (attempt >= START_ATTEMPTS || !(err instanceof NodeExitedError)) throw err
     }

@@ -4,6 +4,7 @@ import path from 'node:path'
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
 import net from 'node:net'
 import { once } from 'node:events'
+import { PORT_RANGES, serverPorts } from '../../helpers/server-ports.js'
 import { Redis, type RedisOptions } from 'ioredis'
 
 /** A real redis-server on a loopback port, no persistence, for one test file. */
@@ -33,17 +34,6 @@ export const FAIL_FAST: RedisOptions = {
   lazyConnect: false,
 }
 
-export async function freePort (): Promise<number> {
-  return await new Promise((resolve, reject) => {
-    const server = net.createServer()
-    server.once('error', reject)
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address()
-      server.close(() => { resolve(typeof address === 'object' && address !== null ? address.port : 0) })
-    })
-  })
-}
-
 function requireRedisServer (): void {
   const found = spawnSync('redis-server', ['--version'], { encoding: 'utf8' })
   if (found.error !== undefined || found.status !== 0) {
@@ -70,28 +60,32 @@ async function ping (port: number): Promise<boolean> {
 /** Starts a redis-server on a free loopback port. Call `close` in t.teardown. */
 export async function startRedisServer (): Promise<RedisServer> {
   requireRedisServer()
-  const port = await freePort()
+  const [port] = await serverPorts(PORT_RANGES.redisServer) as [number]
   const dir = mkdtempSync(path.join(os.tmpdir(), 'mcwh-redis-'))
   let child: ChildProcess | null = null
   const clients: Redis[] = []
-  let stderr = ''
+  let output = ''
 
   const start = async (): Promise<void> => {
     if (child !== null) return
-    stderr = ''
+    output = ''
     // Its own temporary folder: a replica's full sync writes an RDB file there, never in the project.
     const proc = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no',
-      '--maxmemory-policy', 'noeviction', '--dir', dir], { stdio: ['ignore', 'ignore', 'pipe'] })
-    proc.stderr?.on('data', (chunk: Buffer) => { stderr += chunk.toString() })
+      '--maxmemory-policy', 'noeviction', '--dir', dir], { stdio: ['ignore', 'pipe', 'pipe'] })
+    // redis-server says why it would not start on stdout: the last of it is kept.
+    const keep = (chunk: Buffer): void => { output = (output + chunk.toString()).slice(-2000) }
+    proc.stdout?.on('data', keep)
+    proc.stderr?.on('data', keep)
     child = proc
     proc.once('exit', () => { if (child === proc) child = null })
-    const deadline = Date.now() + 5000
+    // A deadline for hangs: it returns at the first PONG, and fails at once if the server exits.
+    const deadline = Date.now() + 60_000
     while (Date.now() < deadline) {
       if (await ping(port)) return
       if (child === null) break
       await new Promise((resolve) => setTimeout(resolve, 20))
     }
-    throw new Error(`redis-server did not answer PING on 127.0.0.1:${port}. ${stderr.trim()}`)
+    throw new Error(`redis-server did not answer PING on 127.0.0.1:${port}. ${output.trim().slice(-500)}`)
   }
 
   const stop = async (): Promise<void> => {

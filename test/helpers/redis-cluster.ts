@@ -167,7 +167,9 @@ async function startOn (ports: number[]): Promise<LocalRedisCluster> {
   const node = (port: number): Redis => {
     let c = admins.get(port)
     if (c === undefined) {
-      c = new Redis({ host: HOST, port, enableOfflineQueue: true, maxRetriesPerRequest: 1, connectTimeout: 500, commandTimeout: 1000, retryStrategy: () => 100 })
+      // The helper's own connections (admin commands, the probes of masterOf): a loaded machine
+      // must not fail them, so their timeouts are deadlines for hangs; waits retry on their own.
+      c = new Redis({ host: HOST, port, enableOfflineQueue: true, maxRetriesPerRequest: 1, connectTimeout: 5000, commandTimeout: 5000, retryStrategy: () => 100 })
       c.on('error', () => {})
       admins.set(port, c)
     }

@@ -6,15 +6,19 @@ import { signWebhook, type SignedWebhook, type WireEvent } from '../../src/testi
  * seconds in the past, and every call for the same array is a new signature, as a re-signed resend
  * is. Ed25519 signs the same bytes and `created` to the same signature, so a `created` this array
  * was already signed with (`sign(events, 0)`, then `sign(events, 3)` three seconds later: the
- * first delivery again, answered as a duplicate) moves a second further back.
+ * first delivery again, answered as a duplicate) moves to the nearest second not used yet.
  */
 export function resigner (privateKey: KeyObject): (events: readonly WireEvent[], age?: number) => SignedWebhook {
   const signedAt = new WeakMap<readonly WireEvent[], Set<number>>()
   return (events, age = 0) => {
     let used = signedAt.get(events)
     if (used === undefined) signedAt.set(events, used = new Set())
-    let created = Math.floor(Date.now() / 1000) - age
-    while (used.has(created)) created--
+    // The free second nearest to the one asked for, never in the future: moving only further back
+    // took resends that asked for an age near maxAge past it.
+    const now = Math.floor(Date.now() / 1000)
+    const wanted = now - age
+    let created = wanted
+    for (let d = 1; used.has(created); d++) created = wanted + d <= now && !used.has(wanted + d) ? wanted + d : wanted - d
     used.add(created)
     return signWebhook({ privateKey, events, created })
   }

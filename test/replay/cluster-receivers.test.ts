@@ -11,7 +11,7 @@ import { RedisClaimStore, WebhookEventRouter, eventFingerprint } from '../../src
 import { RedisReplayStore } from '../../src/replay/redis-store.js'
 import { createWebhookHandler } from '../../src/web/index.js'
 import { toEvent } from '../../src/events/parse-events.js'
-import { generateSigningKeyPair, type SignedWebhook, type WireEvent } from '../../src/testing/index.js'
+import { generateSigningKeyPair, signWebhook, type SignedWebhook, type WireEvent } from '../../src/testing/index.js'
 import { resigner } from '../helpers/resign.js'
 import { clusterUnavailable, startRedisCluster, type LocalRedisCluster } from '../helpers/redis-cluster.js'
 
@@ -36,6 +36,13 @@ function wireEvents (types: readonly string[]): WireEvent[] {
 }
 /** A delivery of `events`, `age` seconds back; every call is a new signature, as a re-signed resend is. */
 const sign = resigner(KEYS.privateKey)
+/**
+ * A retry of a delivery as MailChannels signs it, `age` seconds back. Hundreds of them for one
+ * events array (20 copies retried for up to 45 s) cannot each have a second of their own inside
+ * maxAge, and need not: two retries that share a signature are one delivery sent twice.
+ */
+const signRetry = (events: readonly WireEvent[], age: number): SignedWebhook =>
+  signWebhook({ privateKey: KEYS.privateKey, events, created: Math.floor(Date.now() / 1000) - age })
 const fingerprints = (events: readonly WireEvent[]): string[] => events.map((raw, i) => eventFingerprint(toEvent(raw, i)))
 
 /** What the handlers did, as an external system records it: effects per event fingerprint. */
@@ -91,7 +98,7 @@ async function deliver (instance: Instance, d: SignedWebhook, events: readonly W
   const age = 100 + Math.floor(Math.random() * 50)
   const deadline = Date.now() + patienceMs
   for (let i = 0; ; i++) {
-    const answer = await instance.post(i === 0 ? d : sign(events, age + Math.min(i, 100)))
+    const answer = await instance.post(i === 0 ? d : signRetry(events, age + Math.min(i, 100)))
     answers.push(answer)
     if (answer.status < 300) return answers
     if (answer.status < 500) throw new Error(`refused ${answer.status} ${JSON.stringify(answer.body)}`)

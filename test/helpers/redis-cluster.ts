@@ -1,7 +1,8 @@
 // A real local Redis Cluster for tests: three masters and three replicas from Debian's
-// redis-server on free loopback ports (each with its cluster bus port free too: test/helpers/server-ports.ts), built with `redis-cli --cluster create`, a short
-// cluster-node-timeout so a killed master is replaced within seconds. Every process is killed
-// by its PID in `close` (call it from t.teardown, so it also runs when a test fails).
+// redis-server on free loopback ports (their cluster bus ports free too: test/helpers/server-ports.ts),
+// built with `redis-cli --cluster create`, a short cluster-node-timeout so a killed master is
+// replaced within seconds. Every process is killed by its PID in `close` (call it from
+// t.teardown, so it also runs when a test fails).
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import { mkdtempSync, rmSync } from 'node:fs'
@@ -121,13 +122,16 @@ function parseNodes (text: string): ClusterNode[] {
   return nodes
 }
 
-/** Starts the cluster and waits until every node reports `cluster_state:ok` and replicas are in sync. */
 /** A node's cluster bus listens this far above its port (test/helpers/server-ports.ts). */
 const BUS_OFFSET = 10000
 /** Starts tried before giving up (each on new ports). */
 const START_ATTEMPTS = 3
 
-/** Starts a cluster: three masters with a replica each, on ports of their own (tried again on other ports if one was taken meanwhile). */
+/**
+ * Starts the cluster, three masters with a replica each, and waits until every node reports
+ * `cluster_state:ok` and the replicas are in sync; tried again on other ports if a node's port was
+ * taken meanwhile.
+ */
 export async function startRedisCluster (): Promise<LocalRedisCluster> {
   const reason = clusterUnavailable()
   if (reason !== null) throw new Error(reason)
@@ -206,8 +210,6 @@ async function startOn (ports: number[]): Promise<LocalRedisCluster> {
     for (const c of admins.values()) c.disconnect()
     admins.clear()
     await Promise.all([...children.keys()].map(kill))
-    for (const c of admins.values()) c.disconnect()
-    admins.clear()
     for (const dir of dirs) rmSync(dir, { recursive: true, force: true })
   }
 

@@ -102,7 +102,8 @@ function report (batch: SandboxBatch, attempt: number, retryInMs: number | null,
   const events = handled
   answer = null
   handled = []
-  const head = `batch ${String(batch.batch_id).padEnd(3)}`
+  // The outcome column starts after at least one space, however many digits the batch has.
+  const head = `batch ${String(batch.batch_id).padEnd(3)} `
   const code = String(batch.status_code ?? '---')
   if (a === null) {
     console.log(`${head}${red('no answer ')} ${code}  ${dim('the receiver did not answer')}`)

@@ -15,7 +15,7 @@ export const PORT_RANGES = {
 } as const
 
 /** Whether nothing listens on 127.0.0.1:`port` (nor holds it otherwise). */
-export async function isFree (port: number): Promise<boolean> {
+async function isFree (port: number): Promise<boolean> {
   return await new Promise((resolve) => {
     const server = net.createServer()
     server.once('error', () => { resolve(false) })

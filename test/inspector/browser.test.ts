@@ -10,7 +10,7 @@ import t, { type Test } from 'tap'
 import { createSandbox, type Sandbox } from '../../src/testing/index.js'
 import { createInspector } from '../../src/testing/inspector/index.js'
 import { libraryReceiver, recorder } from './helpers.js'
-import { BROWSER_STEP_MS, findChromium, launchChromium, withStepDeadline } from '../helpers/chromium.js'
+import { findChromium, launchChromium, withStepDeadline } from '../helpers/chromium.js'
 import { progressed } from '../helpers/hang-deadline.js'
 
 // The functions given to page.evaluate run in the page; these names are the browser's there.
@@ -24,6 +24,12 @@ declare function scrollTo (x: number, y: number): void
 
 const run = promisify(execFile)
 
+/**
+ * A deadline for hangs for what the page tests wait on besides the browser (a pasted curl
+ * command, the sandbox's delivery to the receiver): each returns as soon as it is done.
+ */
+const HANG_MS = 60_000
+
 /** Header lines, names lower-cased and sorted, without those curl writes itself from the URL and the body. */
 function headerLines (raw: readonly string[]): string[] {
   const out: string[] = []
@@ -36,7 +42,7 @@ function headerLines (raw: readonly string[]): string[] {
 
 /** Runs a copied command as a user pasting it would: in a POSIX shell (dash, Debian's /bin/sh). */
 async function paste (command: string): Promise<void> {
-  await run('/bin/sh', ['-c', `${command}\n`], { timeout: BROWSER_STEP_MS, env: { PATH: process.env.PATH ?? '/usr/bin:/bin' } })
+  await run('/bin/sh', ['-c', `${command}\n`], { timeout: HANG_MS, env: { PATH: process.env.PATH ?? '/usr/bin:/bin' } })
 }
 
 
@@ -57,7 +63,7 @@ if (executablePath === null) {
     browser = await launchChromium(executablePath)
   })
   // Each page test restarts the file's deadline for hangs (.taprc `timeout`): the steps in it
-  // have theirs (BROWSER_STEP_MS), and the file runs seven of them one after the other.
+  // have theirs (test/helpers/chromium.ts), and the file runs seven of them one after the other.
   t.beforeEach(() => { progressed() })
   t.teardown(async () => { await browser?.close() })
 
@@ -86,7 +92,7 @@ if (executablePath === null) {
   }
 
   const sandboxFor = async (t: Test): Promise<Sandbox> => {
-    const sandbox = await createSandbox({ retryDelay: 5, maxAttempts: 1, deliveryTimeout: BROWSER_STEP_MS, customerHandle: 'acme' })
+    const sandbox = await createSandbox({ retryDelay: 5, maxAttempts: 1, deliveryTimeout: HANG_MS, customerHandle: 'acme' })
     t.teardown(() => sandbox.close())
     return sandbox
   }

@@ -422,6 +422,9 @@ export const APP_JS = String.raw`'use strict'
       if (res.status === 401) return forgetKey("This key was refused: each run has its own. Open the link printed when the server started.")
       if (!res.ok || res.body === null) throw new Error('HTTP ' + res.status)
       setLive('live')
+      // What changed before the stream listened (an endpoint enrolled between the first look and
+      // now, or while reconnecting) sent no event this page saw: look once more.
+      refreshInfo()
       const reader = res.body.pipeThrough(new TextDecoderStream()).getReader()
       let buffer = ''
       for (;;) {

@@ -4,7 +4,7 @@
 import type { Logger } from '../logger.js'
 import { ReplayStoreError } from '../replay/errors.js'
 import { CLAIMED, DONE, REPEATED, synchronousClaims, type SynchronousClaims } from '../replay/memory-claim-store.js'
-import type { StoreClaim, StoreClaimResult, ClaimStore } from '../replay/claim-store.js'
+import { isTransactionalStore, type StoreClaim, type StoreClaimResult, type ClaimStore } from '../replay/claim-store.js'
 import { DEFERRED, SKIPPED, type Outcomes } from './report.js'
 import { errorSummary, storeError } from './store-errors.js'
 
@@ -20,7 +20,10 @@ export interface Renewable {
 export class Claims {
   /** The memory store's synchronous methods (no promise, no claim object per event), else null. */
   readonly sync: SynchronousClaims | null
-  /** By event index: 1 while its claim is held and not yet handed to complete or release (what renewal extends). */
+  /**
+   * By event index: `HELD` while its claim is held and not yet handed to complete or release
+   * (what renewal extends), `LAPSED` once renewal found it lost, else 0.
+   */
   #holding: Uint8Array | undefined
   #heldCount = 0
   /** By event index, for a store called through its promises: the claims. */
@@ -59,7 +62,15 @@ export class Claims {
 
   /** Whether event `i`'s claim is held: taken, and not yet handed to complete or release. */
   held (i: number): boolean {
-    return this.#holding !== undefined && this.#holding[i] === 1
+    return this.#holding !== undefined && this.#holding[i] === HELD
+  }
+
+  /**
+   * Whether event `i`'s claim lapsed while its handlers ran: the event has failed (503, retried)
+   * and is left to whoever holds it now, whatever its handlers still do.
+   */
+  lapsed (i: number): boolean {
+    return this.#holding !== undefined && this.#holding[i] === LAPSED
   }
 
   /** Claims every event in one call of the synchronous store; returns the indexes now ours to run. */
@@ -75,7 +86,7 @@ export class Claims {
     for (let k = 0; k < indexes.length; k++) {
       const i = indexes[k]!
       const result = results[k]!
-      if (result === CLAIMED) { holding[i] = 1; mine.push(i) } else if (result === REPEATED) {
+      if (result === CLAIMED) { holding[i] = HELD; mine.push(i) } else if (result === REPEATED) {
         // A copy of an event earlier in this delivery: reported as its first copy is.
         if (first === undefined) {
           first = new Map()
@@ -105,7 +116,7 @@ export class Claims {
         const replies: unknown[] = results
         indexes.forEach((i, k) => {
           const r = replies[k]
-          if (isClaim(r) && r.fingerprint === fps[k]) { claims[i] = r; holding[i] = 1; this.#heldCount++ }
+          if (isClaim(r) && r.fingerprint === fps[k]) { claims[i] = r; holding[i] = HELD; this.#heldCount++ }
         })
       }
       for (const i of indexes) {
@@ -120,7 +131,7 @@ export class Claims {
       const result = results[k]!
       if (result === 'done') outcomes.status[i] = SKIPPED
       else if (result === 'processing') outcomes.status[i] = DEFERRED
-      else { claims[i] = result; holding[i] = 1; this.#heldCount++; mine.push(i) }
+      else { claims[i] = result; holding[i] = HELD; this.#heldCount++; mine.push(i) }
     }
     return mine
   }
@@ -128,7 +139,7 @@ export class Claims {
   /** Takes event `i`'s claim out of the held ones (no more renewal), to complete or release it; whether it held one. */
   handOff (i: number): boolean {
     const holding = this.#holding
-    if (holding === undefined || holding[i] !== 1) return false
+    if (holding === undefined || holding[i] !== HELD) return false
     holding[i] = 0
     this.#heldCount--
     return true
@@ -185,21 +196,37 @@ export class Claims {
     if (this.#releases !== undefined) await this.#releases.settled()
   }
 
-  /** Renews the held claims every third of their lifetime; gives the dispatch up if that fails. */
+  /**
+   * Renews the held claims every third of their lifetime; gives the dispatch up if that fails,
+   * or if a claim had lapsed (a pause of the process longer than two thirds of `claimLifetime`).
+   */
   #startRenewal (dispatch: Renewable): ReturnType<typeof setInterval> {
     let busy = false
+    const holding = this.#holding!
+    // A store that runs handlers in its own transactions checks the claim when it commits (the
+    // done mark is written only where the claim still holds): that check decides, not renewal,
+    // which may answer after the commit and before the event is handed off.
+    const commitDecides = isTransactionalStore(this.store) || typeof (this.store as { openDelivery?: unknown }).openDelivery === 'function'
     const timer = setInterval(() => {
       if (busy || this.#heldCount === 0 || dispatch.stopped) return
       if (this.sync !== null) {
         // Every event still holding the synchronous claim is one not yet handed to complete or release.
-        this.sync.extend(this.#syncClaim!, this.claimLifetime)
+        if (!this.sync.extend(this.#syncClaim!, this.claimLifetime)) this.#lapse(heldIndexes(holding), dispatch)
         return
       }
       busy = true
-      const claims: StoreClaim[] = []
-      const holding = this.#holding!
-      for (let i = 0; i < holding.length; i++) if (holding[i] === 1) claims.push(this.#claims![i]!)
-      this.store.extend(claims, this.claimLifetime).then(() => { busy = false }, (err: unknown) => {
+      const indexes = heldIndexes(holding)
+      const claims = indexes.map((i) => this.#claims![i]!)
+      this.store.extend(claims, this.claimLifetime).then((kept: unknown) => {
+        busy = false
+        if (dispatch.finished || commitDecides || kept === undefined) return
+        if (!Array.isArray(kept) || kept.length !== claims.length || !kept.every((k) => typeof k === 'boolean')) {
+          throw new ReplayStoreError('extend', 'The seen-events store answered extend with an unexpected result.')
+        }
+        // Only claims still held now: one handed to complete or release meanwhile may be gone for that reason.
+        const lapsed = indexes.filter((i, k) => kept[k] === false && holding[i] === HELD)
+        if (lapsed.length > 0) this.#lapse(lapsed, dispatch)
+      }).catch((err: unknown) => {
         busy = false
         if (dispatch.finished) return
         const error = storeError('extend', err)
@@ -211,6 +238,25 @@ export class Claims {
     // Never keep a process alive just to renew claims.
     ;(timer as any).unref?.()
     return timer
+  }
+
+  /**
+   * These events' claims lapsed while their handlers ran: another caller may hold them now, so
+   * the events fail (never acknowledged here, never marked done or released by this dispatch)
+   * and the dispatch is given up, its handlers' signal aborted.
+   */
+  #lapse (indexes: readonly number[], dispatch: Renewable): void {
+    const holding = this.#holding!
+    const error = new ReplayStoreError('extend', `${indexes.length} webhook event claim${indexes.length === 1 ? '' : 's'} lapsed while the delivery's handlers ran ` +
+      '(the process paused for longer than two thirds of claimLifetime): another delivery may be handling those events.')
+    for (const i of indexes) {
+      holding[i] = LAPSED
+      this.#heldCount--
+      this.outcomes.fail(i, error)
+    }
+    this.log.error({ err: errorSummary(error), fingerprints: indexes.map((i) => this.outcomes.fingerprints[i]!) },
+      'webhook event claims lapsed while their handlers ran; the dispatch is given up')
+    dispatch.stop(error)
   }
 
   async #writeCompletes (claims: StoreClaim[], indexes: number[]): Promise<void> {
@@ -236,6 +282,16 @@ export class Claims {
         'webhook event claims could not be released; they expire on their own')
     }
   }
+}
+
+/** `Claims.#holding` values. */
+const HELD = 1
+const LAPSED = 2
+
+function heldIndexes (holding: Uint8Array): number[] {
+  const indexes: number[] = []
+  for (let i = 0; i < holding.length; i++) if (holding[i] === HELD) indexes.push(i)
+  return indexes
 }
 
 /**

@@ -388,6 +388,8 @@ class Dispatch implements TransactionalDispatch {
 
   /** Every handler of event `i` resolved: it is handled, and marked done if it holds a claim. */
   #handled (i: number): void {
+    // Its claim lapsed while the handlers ran: it stays failed, left to whoever holds it now.
+    if (this.claims?.lapsed(i) === true) return
     this.outcomes.status[i] = HANDLED
     this.claims?.complete(i)
   }
@@ -399,8 +401,11 @@ class Dispatch implements TransactionalDispatch {
    * the failure is counted first; once parked, the event is completed instead and reported parked.
    */
   handlerFailed (i: number, error: unknown): void {
+    // Its claim lapsed while the handlers ran: failed already, and neither ours to park nor to release.
+    if (this.claims?.lapsed(i) === true) return
     if (this.decisions === undefined) { this.giveBack(i, error); return }
     this.decisions.decide(this.events[i]!, this.outcomes.fingerprints[i]!, error, this.log, (parked) => {
+      if (this.claims?.lapsed(i) === true) return
       if (!parked) { this.giveBack(i, error); return }
       this.outcomes.park(i, error)
       this.claims?.complete(i)

@@ -226,7 +226,7 @@ ON CONFLICT (fingerprint) DO UPDATE SET token = excluded.token, done = true, exp
       release: `WITH l AS (SELECT s.fingerprint FROM ${t} AS s, ${input} WHERE s.fingerprint = u.f AND s.token = u.t AND NOT s.done ORDER BY s.fingerprint FOR UPDATE OF s)
 DELETE FROM ${t} AS s USING l WHERE s.fingerprint = l.fingerprint`,
       extend: `WITH l AS (SELECT s.fingerprint FROM ${t} AS s, ${input} WHERE s.fingerprint = u.f AND s.token = u.t AND NOT s.done AND ${expiredNot} ORDER BY s.fingerprint FOR UPDATE OF s)
-UPDATE ${t} AS s SET expires_at = ${life} FROM l WHERE s.fingerprint = l.fingerprint`,
+UPDATE ${t} AS s SET expires_at = ${life} FROM l WHERE s.fingerprint = l.fingerprint RETURNING s.fingerprint, s.token`,
       has: `SELECT fingerprint FROM ${t} WHERE fingerprint = ANY($1::text[]) AND done AND expires_at > now()`,
       delete: `WITH l AS (SELECT fingerprint FROM ${t} WHERE fingerprint = ANY($1::text[]) ORDER BY fingerprint FOR UPDATE)
 DELETE FROM ${t} AS s USING l WHERE s.fingerprint = l.fingerprint`,
@@ -330,10 +330,13 @@ UPDATE ${t} AS s SET done = true, expires_at = ${life} WHERE s.fingerprint = ANY
     await this.#query('release', this.#sql.release, [claims.map((c) => c.fingerprint), claims.map((c) => c.token)])
   }
 
-  async extend (claims: readonly StoreClaim[], lifetimeSeconds: number): Promise<void> {
+  async extend (claims: readonly StoreClaim[], lifetimeSeconds: number): Promise<boolean[]> {
     checkTtl(lifetimeSeconds, 'lifetimeSeconds')
-    if (claims.length === 0) return
-    await this.#query('extend', this.#sql.extend, [claims.map((c) => c.fingerprint), claims.map((c) => c.token), lifetimeSeconds])
+    if (claims.length === 0) return []
+    const result = await this.#query('extend', this.#sql.extend, [claims.map((c) => c.fingerprint), claims.map((c) => c.token), lifetimeSeconds])
+    const kept = new Set<string>()
+    for (const row of result.rows as Array<{ fingerprint: string, token: string }>) kept.add(`${row.fingerprint}\0${row.token}`)
+    return claims.map((c) => kept.has(`${c.fingerprint}\0${c.token}`))
   }
 
   /** Deletes up to 10,000 expired rows now; resolves how many. */

@@ -57,8 +57,14 @@ export interface ClaimStore {
   complete (claims: readonly StoreClaim[], doneSeconds?: number): Promise<void>
   /** Gives up these claims (only where the token still holds), so the next attempt handles the keys. */
   release (claims: readonly StoreClaim[]): Promise<void>
-  /** Keeps these claims alive for another `lifetimeSeconds` (only where the token still holds), while their handlers run. */
-  extend (claims: readonly StoreClaim[], lifetimeSeconds: number): Promise<void>
+  /**
+   * Keeps these claims alive for another `lifetimeSeconds` (only where the token still holds),
+   * while their handlers run. Resolves, for each claim, whether it was still held: `false` when
+   * it had lapsed (its lifetime ran out: another caller may hold the key now, or may take it at
+   * any moment) or was completed, released or taken by another token. A store that resolves
+   * nothing (`undefined`) is taken to have kept every claim: the router then cannot tell a lapsed one.
+   */
+  extend (claims: readonly StoreClaim[], lifetimeSeconds: number): Promise<boolean[] | undefined | void>
 }
 
 /**

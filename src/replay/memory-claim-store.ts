@@ -42,8 +42,11 @@ export interface SynchronousClaims {
   complete (fingerprints: readonly string[]): void
   /** Drops these fingerprints where `claim` still holds them. */
   release (claim: object, fingerprints: readonly string[]): void
-  /** Keeps every fingerprint `claim` still holds alive for another `lifetimeSeconds`. */
-  extend (claim: object, lifetimeSeconds: number): void
+  /**
+   * Keeps every fingerprint `claim` still holds alive for another `lifetimeSeconds`; false when
+   * the claim had lapsed (nothing is extended then: its fingerprints may be another's now).
+   */
+  extend (claim: object, lifetimeSeconds: number): boolean
   /** Claims one key (a delivery's): its `StoreClaim`, or `PROCESSING` / `DONE`. */
   claimKey (key: string, lifetimeSeconds: number): StoreClaim | typeof PROCESSING | typeof DONE
   /** Writes the done mark of `claim`'s key (whatever held it), remembered for `doneSeconds`. */
@@ -142,8 +145,13 @@ export class MemoryClaimStore implements ClaimStore {
       },
       extend: (claim, lifetimeSeconds) => {
         checkTtl(lifetimeSeconds, 'lifetimeSeconds')
-        // Every record still pointing at this claim is still held by it (complete and release replace or drop it).
-        ;(claim as HeldClaim).expires = this.#now() + lifetimeSeconds * 1000
+        // Every record still pointing at this claim is still held by it (complete and release
+        // replace or drop it), as long as it has not expired: an expired one may be taken by anyone.
+        const held = claim as HeldClaim
+        const now = this.#now()
+        if (held.expires <= now) return false
+        held.expires = now + lifetimeSeconds * 1000
+        return true
       },
       claimKey: (key, lifetimeSeconds) => {
         checkTtl(lifetimeSeconds, 'lifetimeSeconds')
@@ -230,15 +238,22 @@ export class MemoryClaimStore implements ClaimStore {
     }
   }
 
-  async extend (claims: readonly StoreClaim[], lifetimeSeconds: number): Promise<void> {
+  async extend (claims: readonly StoreClaim[], lifetimeSeconds: number): Promise<boolean[]> {
     checkTtl(lifetimeSeconds, 'lifetimeSeconds')
-    const expires = this.#now() + lifetimeSeconds * 1000
-    for (const c of claims) {
+    const now = this.#now()
+    const expires = now + lifetimeSeconds * 1000
+    const kept = new Array<boolean>(claims.length).fill(false)
+    for (let i = 0; i < claims.length; i++) {
+      const c = claims[i]!
       const slot = this.#table.locate(c.fingerprint)
       if (slot < 0) continue
       const held = this.#claimOf(this.#table.value(slot))
-      if (held !== undefined && held.token === c.token) held.expires = expires
+      if (held !== undefined && held.token === c.token && held.expires > now) {
+        held.expires = expires
+        kept[i] = true
+      }
     }
+    return kept
   }
 
   /** Milliseconds since the store was made. */

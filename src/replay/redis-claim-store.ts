@@ -229,11 +229,15 @@ export class RedisClaimStore implements ClaimStore {
     await this.#each('release', RELEASE, claims.map((c) => c.fingerprint), [], (i) => [CLAIM_PREFIX + claims[i]!.token], false)
   }
 
-  async extend (claims: readonly StoreClaim[], lifetimeSeconds: number): Promise<void> {
+  async extend (claims: readonly StoreClaim[], lifetimeSeconds: number): Promise<boolean[]> {
     checkTtl(lifetimeSeconds, 'lifetimeSeconds')
-    if (claims.length === 0) return
+    if (claims.length === 0) return []
     // Not waited for: a lost extension leaves the replicated claim with most of its lifetime, renewed again soon.
-    await this.#each('extend', EXTEND, claims.map((c) => c.fingerprint), [lifetimeSeconds * 1000], (i) => [CLAIM_PREFIX + claims[i]!.token], false)
+    const replies = await this.#each('extend', EXTEND, claims.map((c) => c.fingerprint), [lifetimeSeconds * 1000], (i) => [CLAIM_PREFIX + claims[i]!.token], false)
+    return replies.map((v) => {
+      if (v !== 0 && v !== 1) throw new ReplayStoreError('extend', 'Redis answered extend with an unexpected reply.')
+      return v === 1
+    })
   }
 
   /**

@@ -337,12 +337,12 @@ export class SqliteSeenEventsStore implements ClaimStore {
     await this.#run('release', true, (sql) => { for (const c of free) sql.release.run(c.fingerprint, c.token) })
   }
 
-  async extend (claims: readonly StoreClaim[], lifetimeSeconds: number): Promise<void> {
+  async extend (claims: readonly StoreClaim[], lifetimeSeconds: number): Promise<boolean[]> {
     checkTtl(lifetimeSeconds, 'lifetimeSeconds')
-    if (claims.length === 0) return
-    await this.#run('extend', true, (sql) => {
+    if (claims.length === 0) return []
+    return await this.#run('extend', true, (sql) => {
       const now = Date.now()
-      for (const c of claims) sql.extend.run(now + lifetimeSeconds * 1000, c.fingerprint, c.token, now)
+      return claims.map((c) => Number(sql.extend.run(now + lifetimeSeconds * 1000, c.fingerprint, c.token, now).changes) === 1)
     })
   }
 

@@ -2,8 +2,8 @@
 // done mark after, release on failure, renewal while handlers run, store failures.
 // The same scenarios across two instances sharing a real Redis are in redis.test.ts.
 import t from 'tap'
-import { MemoryClaimStore, ReplayStoreError, WebhookEventRouter, eventFingerprint, type Logger } from '../../src/index.js'
-import { ev, sleep } from './helpers/events.js'
+import { MemoryClaimStore, ReplayStoreError, WebhookEventRouter, eventFingerprint, type ClaimStore, type Logger } from '../../src/index.js'
+import { ev, pause, sleep } from './helpers/events.js'
 import { concurrentDeliveries, retryCompletesTheRest } from './helpers/scenarios.js'
 import { SpyStore } from './helpers/spy-store.js'
 
@@ -167,6 +167,70 @@ t.test('claims are renewed while a slow handler runs; another dispatch meanwhile
   t.equal(store.count('extend'), extends0, 'renewal stops with the dispatch')
   t.same(log.lines, [])
   t.equal((await router.dispatch(events)).skipped, 1)
+})
+
+for (const via of ['synchronous', 'promises'] as const) {
+  t.test(`a claim lapses while the process is paused (the ${via} store API): that event fails, is never marked done here, its handler sees the signal aborted; a later delivery handles it`, async (t) => {
+    const memory = new MemoryClaimStore()
+    // A SpyStore makes the router use the store's promises, as it does for Redis or PostgreSQL.
+    const store = via === 'synchronous' ? memory : new SpyStore(memory)
+    const log = recordingLogger()
+    let reason: unknown
+    const effects: number[] = []
+    const router = new WebhookEventRouter({ seenEvents: store, claimLifetime: 1 })
+      .on('delivered', async (e, { signal }) => {
+        effects.push(e.timestamp)
+        if (e.timestamp !== 1700000002 || effects.length > 2) return
+        await sleep(10) // the dispatch now waits for a handler: its held claims are renewed from here on
+        pause(1300) // past the claim's 1 s lifetime, with no renewal able to run
+        // A cooperative handler stops when the signal aborts (bounded wait).
+        for (let i = 0; i < 100 && !signal.aborted; i++) await sleep(20)
+        reason = signal.reason
+        // ...and resolves: the event must still not count as handled here.
+      })
+    const events = [ev('delivered', 1), ev('delivered', 2), ev('delivered', 3)]
+    const report = await router.dispatch(events, { log })
+    // Events 2 and 3 were claimed with event 1, at the start: both claims lapsed in the pause.
+    t.match(reason, { name: 'ReplayStoreError', operation: 'extend', message: /^2 webhook event claims lapsed while the delivery's handlers ran/ }, 'the signal was aborted with the lapse')
+    t.same(report.outcomes.map((o) => o.status), ['handled', 'failed', 'failed'], 'the event handled before the pause stays handled; the lapsed ones fail')
+    t.same(report.outcomes.map((o) => o.status === 'failed' && o.error), [false, reason, reason], 'with the lapse (503, retried), though the paused handler resolved')
+    t.match(log.lines, [{ level: 'error', msg: /lapsed while their handlers ran/, obj: { fingerprints: [eventFingerprint(events[1]!), eventFingerprint(events[2]!)] } }])
+    t.equal(log.lines.length, 1)
+    t.same(await memory.has(events.map(eventFingerprint)), [true, false, false], 'only the handled event is marked done')
+    t.same(effects, [1700000001, 1700000002])
+    const retry = await router.dispatch(events)
+    t.same(retry.outcomes.map((o) => o.status), ['skipped', 'handled', 'handled'], 'a retry handles the two failed events')
+    t.same(effects, [1700000001, 1700000002, 1700000002, 1700000003])
+  })
+}
+
+t.test('what a store answers extend with: nothing (a custom store written before extend answered) keeps the dispatch going; anything but one boolean per claim gives it up', async (t) => {
+  for (const [answer, givenUp] of [[undefined, false], [[true], false], ['OK', true], [[], true], [[1], true]] as const) {
+    const memory = new MemoryClaimStore()
+    const store: ClaimStore = {
+      has: async (fps) => await memory.has(fps),
+      add: async (fps) => await memory.add(fps),
+      delete: async (fps) => { await memory.delete(fps) },
+      claim: async (fps, lifetime) => await memory.claim(fps, lifetime),
+      complete: async (claims) => { await memory.complete(claims) },
+      release: async (claims) => { await memory.release(claims) },
+      extend: async (claims, lifetime) => { await memory.extend(claims, lifetime); return answer as never },
+    }
+    const log = recordingLogger()
+    let aborted: unknown
+    const router = new WebhookEventRouter({ seenEvents: store, claimLifetime: 1 })
+      .on('delivered', async (_e, { signal }) => { await sleep(800); aborted = signal.reason })
+    const report = await router.dispatch([ev('delivered', 1)], { log })
+    const what = JSON.stringify(answer) ?? 'undefined'
+    if (givenUp) {
+      t.match(aborted, { name: 'ReplayStoreError', operation: 'extend', message: /answered extend with an unexpected result/ }, `${what}: the signal aborts`)
+      t.match(log.lines, [{ level: 'error', msg: /could not be renewed/ }], `${what}: logged`)
+    } else {
+      t.equal(aborted, undefined, `${what}: the dispatch goes on`)
+      t.same(log.lines, [], `${what}: nothing logged`)
+      t.equal(report.handled, 1)
+    }
+  }
 })
 
 t.test('renewal fails: the signal is aborted, events not started fail and are released', async (t) => {

@@ -5,7 +5,7 @@ import t from 'tap'
 import { RedisClaimStore, ReplayStoreError, WebhookEventRouter, eventFingerprint } from '../../src/index.js'
 import { startRedisServer } from '../replay/helpers/redis-server.js'
 import { until } from '../helpers/wait.js'
-import { ev, sleep } from './helpers/events.js'
+import { ev, pause, sleep } from './helpers/events.js'
 import { concurrentDeliveries, retryCompletesTheRest } from './helpers/scenarios.js'
 
 const redis = await startRedisServer()
@@ -53,6 +53,36 @@ t.test('a claim renewed on one instance keeps the other one off the event', asyn
   t.equal((await slow).handled, 1)
   t.equal((await two.dispatch(events)).skipped, 1)
   t.equal(runs, 1)
+})
+
+t.test('a claim that lapsed while its process was paused, and was taken by the other instance: the paused one fails the event and aborts its handler; the other one acknowledges it', async (t) => {
+  const [a, b] = await instances(2)
+  let runs = 0
+  let reason: unknown
+  let taken!: () => void
+  const takenByB = new Promise<void>((resolve) => { taken = resolve })
+  const one = new WebhookEventRouter({ seenEvents: a!, claimLifetime: 1 }).on('delivered', async (_e, { signal }) => {
+    runs++
+    await sleep(10) // the dispatch now waits for a handler: its claim is renewed from here on
+    pause(1300) // past the claim's 1 s lifetime in Redis, with no renewal able to run
+    await takenByB
+    for (let i = 0; i < 250 && !signal.aborted; i++) await sleep(20)
+    reason = signal.reason
+  })
+  const two = new WebhookEventRouter({ seenEvents: b!, claimLifetime: 30 }).on('delivered', () => { runs++ })
+  const events = [ev('delivered', 1)]
+  const paused = one.dispatch(events)
+  await until(() => runs === 1, 'the first instance to claim the event and run its handler')
+  let other = await two.dispatch(events)
+  // The first instance's renewal may have been answered first (then the key is simply gone): either way the event is the other's now.
+  for (let i = 0; i < 100 && other.handled === 0; i++) { await sleep(20); other = await two.dispatch(events) }
+  t.equal(other.handled, 1, 'the other instance took the lapsed claim and handled the event')
+  taken()
+  const report = await paused
+  t.match(reason, { name: 'ReplayStoreError', operation: 'extend', message: /lapsed/ }, 'the paused handler saw its signal aborted with the lapse')
+  t.same(report.outcomes.map((o) => o.status), ['failed'], 'the paused instance does not acknowledge the event (503)')
+  t.equal(runs, 2, 'a lease cannot undo the paused handler\'s run: it can only stop it and not acknowledge it')
+  t.equal((await two.dispatch(events)).skipped, 1, 'done, by the other instance')
 })
 
 t.test('Redis down: events fail with a ReplayStoreError and nothing runs; back up, a retry handles them once', async (t) => {

@@ -11,6 +11,15 @@ export async function sleep (ms: number): Promise<void> {
   await new Promise((resolve) => setTimeout(resolve, ms))
 }
 
+/**
+ * Blocks the event loop for `ms`, as a process does under a long garbage collection, a
+ * synchronous call or a stopped VM: no timer (no claim renewal) can run meanwhile.
+ */
+export function pause (ms: number): void {
+  const until = performance.now() + ms
+  while (performance.now() < until) { /* the process is paused */ }
+}
+
 /** Counts calls per key, to check an effect happened exactly once. */
 export class Effects {
   readonly counts = new Map<string, number>()

@@ -35,9 +35,9 @@ export class SpyStore implements ClaimStore {
     await this.inner.release(claims)
   }
 
-  async extend (claims: readonly StoreClaim[], lifetime: number): Promise<void> {
+  async extend (claims: readonly StoreClaim[], lifetime: number): Promise<boolean[] | undefined | void> {
     await this.#enter('extend', claims.map((c) => c.fingerprint))
-    await this.inner.extend(claims, lifetime)
+    return await this.inner.extend(claims, lifetime)
   }
 
   async #enter (method: Method, fingerprints: string[]): Promise<void> {

@@ -100,6 +100,25 @@ function cpuSeconds (pid) {
   }
 }
 
+/**
+ * Waits until the server of the run that just ended is idle again: under a tenth of a core over
+ * 200 ms, at most 60 s. autocannon stops sending when a run ends, but a server slower than the
+ * load goes on working through the requests it had read, and on a shared machine that work
+ * would be measured against the next server's run (a collapsing receiver's backlog took a
+ * sixth of a core, up to half with --pin, from whichever server came next).
+ */
+async function settle (variant, pid) {
+  const started = performance.now()
+  for (;;) {
+    const before = cpuSeconds(pid)
+    await new Promise((resolve) => setTimeout(resolve, 200))
+    // NaN (no /proc): nothing to wait for.
+    if (!(cpuSeconds(pid) - before >= 0.02) || performance.now() - started > 60_000) break
+  }
+  const waited = performance.now() - started
+  if (waited > 1000) log(`  ${variant} worked ${(waited / 1000).toFixed(1)} s past its run before the next one started`)
+}
+
 // ------------------------------------------------------------------ load
 /** The distinct bodies of a load run take at most this much memory; beyond, bodies are reused with another `created`. */
 const POOL_BYTES = 192 * 1024 * 1024
@@ -261,11 +280,12 @@ for (const events of s.events) {
   const body = makeBody(events)
   const template = JSON.parse(body.toString())
   if (s.warmup > 0) {
-    for (const [v, { port }] of servers) {
+    for (const [v, { pid, port }] of servers) {
       log(`warm-up: ${v}, ${events} events`)
       // As many connections as the timed runs, so that its rate sizes their pools.
       const { result } = await load(port, requestPool(template, poolSize(v, events, body.length, s.warmup)), Math.max(...s.connections), s.warmup)
       noteRate(v, events, result['2xx'] / result.duration, false)
+      await settle(v, pid)
     }
   }
   for (const connections of s.connections) {
@@ -280,6 +300,7 @@ for (const events of s.events) {
         const { result, p50, p99, repeated } = await load(port, pool, connections, s.duration)
         const gen = process.cpuUsage(gen0)
         const cpu = cpuSeconds(pid) - cpu0
+        await settle(v, pid)
         const ok = result['2xx']
         noteRate(v, events, ok / result.duration, true)
         const p = per.get(v)

@@ -51,7 +51,7 @@ const settings = [
   `verifyOnThreadPool: ${poolSetting}`,
   `Ed25519: ${installedVersion('sodium-native') !== '?' ? `libsodium (sodium-native ${installedVersion('sodium-native')}), node:crypto in the *without sodium-native* rows` : 'node:crypto (sodium-native is not installed)'}`,
   s.replay === 'memory' ? 'replay protection: on (the default MemoryReplayStore; every delivery is new, so each is claimed and completed)' : 'replay protection: off',
-  'router rows: path + handlers (WebhookEventRouter, MemorySeenEventsStore, one empty handler per event type)',
+  'router rows: path + handlers (WebhookEventRouter, MemoryClaimStore, one empty handler per event type)',
   'web handler: createWebhookHandler (mailchannels-webhooks/web) served by @hono/node-server serve() (node:http ↔ fetch Request/Response)',
   PIN ? 'pinned (server on CPU 1, load generator on CPU 0)' : 'unpinned (server and load generator share every CPU)',
   `autocannon ${installedVersion('autocannon')}, Fastify ${installedVersion('fastify')}, Express ${installedVersion('express')}, @hono/node-server ${installedVersion('@hono/node-server')}, ${machine()}`,

@@ -1,6 +1,6 @@
 // The event router's own cost per delivery, in process, paired: a 1,000-event delivery (the
 // service's largest batch) dispatched by a WebhookEventRouter with one empty handler per event
-// type, with a MemorySeenEventsStore and without a store, next to the parts it is made of (the
+// type, with a MemoryClaimStore and without a store, next to the parts it is made of (the
 // fingerprints alone; the store's claim and done mark alone; `parts`: those parts assembled by
 // hand, the fingerprints, one claim, the handler loop and one done mark). Each case is timed in CPU time
 // (process.cpuUsage) over deliveries whose events are all new (own seed in every event's

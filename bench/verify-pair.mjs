@@ -1,4 +1,4 @@
-// Webhooks.verify of two builds (a baseline and a candidate), paired and alternated in one process,
+// verifyWebhook of two builds (a baseline and a candidate), paired and alternated in one process,
 // CPU time per call, with the key from a KeyStore (fetched once from a stub, then cached): what a
 // Node receiver pays per delivery for the key cache, the digest and the parse.
 //   node --expose-gc bench/verify-pair.mjs <baseline dist> <candidate dist> [--events 1,4,100]

@@ -40,9 +40,10 @@ export interface WebhookEventRouterOptions<T = never> {
    * it `deferred`. Receivers answer such a delivery 503 with `Retry-After` set to this.
    * A claim is a lease: an instance that stops for longer than two thirds of this (a blocked
    * event loop, a paused VM or container) loses it, and another instance may then handle the
-   * event too. Keep it well above the longest pause you expect. The paused instance's next
-   * renewal finds the claim lapsed: its dispatch is given up (`context.signal` aborts) and the
-   * event fails there, never acknowledged (docs/events.md, "What exactly once covers").
+   * event too. Keep it well above the longest pause you expect. If its handlers are still
+   * running when it resumes, its next renewal finds the claim lapsed: the dispatch is given up
+   * (`context.signal` aborts) and the event fails there, never acknowledged (docs/events.md,
+   * "What exactly once covers").
    * Only used with `seenEvents`.
    * @default 30 (seconds)
    */

@@ -6,6 +6,7 @@ import { ReplayStoreError } from '../replay/errors.js'
 import { CLAIMED, DONE, REPEATED, synchronousClaims, type SynchronousClaims } from '../replay/memory-claim-store.js'
 import { isTransactionalStore, type StoreClaim, type StoreClaimResult, type ClaimStore } from '../replay/claim-store.js'
 import { DEFERRED, SKIPPED, type Outcomes } from './report.js'
+import { isDeliveryTransactionStore } from './types.js'
 import { errorSummary, storeError } from './store-errors.js'
 
 /** What claim renewal needs of the dispatch it keeps alive. */
@@ -206,7 +207,7 @@ export class Claims {
     // A store that runs handlers in its own transactions checks the claim when it commits (the
     // done mark is written only where the claim still holds): that check decides, not renewal,
     // which may answer after the commit and before the event is handed off.
-    const commitDecides = isTransactionalStore(this.store) || typeof (this.store as { openDelivery?: unknown }).openDelivery === 'function'
+    const commitDecides = isTransactionalStore(this.store) || isDeliveryTransactionStore(this.store)
     const timer = setInterval(() => {
       if (busy || this.#heldCount === 0 || dispatch.stopped) return
       if (this.sync !== null) {

@@ -8,7 +8,7 @@ import type { ClaimStore, TransactionalClaimStore } from '../replay/claim-store.
 import type { Claims } from './claims.js'
 import { HANDLED, type Outcomes } from './report.js'
 import { errorSummary, storeError } from './store-errors.js'
-import type { AnyHandler, DeliveryTransaction, DeliveryTransactionStore, DispatchContext } from './types.js'
+import { isDeliveryTransactionStore, type AnyHandler, type DeliveryTransaction, type DispatchContext } from './types.js'
 
 /** What the transactional path needs of the dispatch it runs in (src/dispatch/dispatch.ts). */
 export interface TransactionalDispatch {
@@ -31,8 +31,7 @@ export interface TransactionalDispatch {
 
 /** A new delivery transaction of `store`, if it runs deliveries in one transaction (`DeliveryTransactionStore`). */
 export function openDelivery (store: ClaimStore): DeliveryTransaction<unknown> | undefined {
-  const open = (store as Partial<DeliveryTransactionStore<unknown>>).openDelivery
-  return typeof open === 'function' ? open.call(store) : undefined
+  return isDeliveryTransactionStore(store) ? store.openDelivery() : undefined
 }
 
 /**

@@ -124,3 +124,8 @@ export interface DeliveryTransaction<T> {
 export interface DeliveryTransactionStore<T> {
   openDelivery (): DeliveryTransaction<T> | undefined
 }
+
+/** Whether `store` runs a delivery's events in few transactions (`DeliveryTransactionStore`). */
+export function isDeliveryTransactionStore<S extends object> (store: S): store is S & DeliveryTransactionStore<unknown> {
+  return typeof (store as Partial<DeliveryTransactionStore<unknown>>).openDelivery === 'function'
+}

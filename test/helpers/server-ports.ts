@@ -1,4 +1,5 @@
-// Ports for the real servers the tests start (redis-server, a Redis Cluster, PostgreSQL). A port
+// Ports for the real servers the tests start (redis-server, a Redis Cluster, PostgreSQL, child
+// processes told their port). A port
 // the kernel picks (`listen(0)`) comes from its ephemeral range (32768-60999 on Linux), the range
 // every outgoing connection of every test takes its local port from: a server that the tests stop
 // and start again on its port can find it taken meanwhile, and a Redis Cluster node needs port +
@@ -7,8 +8,14 @@
 // between the check and the server's start makes that server fail to start (the helpers say so).
 import net from 'node:net'
 
-/** The ranges, apart from one another: Redis Cluster nodes (their buses at +10000: 30000-32767), single Redis servers, PostgreSQL. */
+/**
+ * The ranges, apart from one another: ports no server is given (`closedPort`), servers of child
+ * processes the tests start on a port they choose (the README's receiver and sandbox), Redis
+ * Cluster nodes (their buses at +10000: 30000-32767), single Redis servers, PostgreSQL.
+ */
 export const PORT_RANGES = {
+  refused: { from: 10000, to: 11999 },
+  children: { from: 12000, to: 19999 },
   redisCluster: { from: 20000, to: 22767 },
   redisServer: { from: 23000, to: 26999 },
   postgres: { from: 27000, to: 29999 },

@@ -23,6 +23,7 @@ import { ROOT } from '../runtimes/helpers/runtimes.js'
 import { waitForOutput } from '../examples/helpers/readme-flow.js'
 import { startPostgres, postgresBinDir } from '../helpers/postgres.js'
 import { startRedisServer } from '../replay/helpers/redis-server.js'
+import { PORT_RANGES, serverPorts } from '../helpers/server-ports.js'
 
 t.setTimeout(300_000)
 
@@ -231,12 +232,12 @@ async function run (t: Test, dir: string, line: CommandLine, timeout = 60_000): 
   return { code, output: r.output() }
 }
 
+/**
+ * A port for a child process's server: below the ephemeral range, where a port released by
+ * `listen(0)` could be taken by any outgoing connection before the child listens on it.
+ */
 async function freePort (): Promise<number> {
-  const server = net.createServer()
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
-  const { port } = server.address() as net.AddressInfo
-  await new Promise<void>((resolve) => server.close(() => resolve()))
-  return port
+  return (await serverPorts(PORT_RANGES.children))[0]!
 }
 
 async function listening (port: number, ms: number): Promise<boolean> {
@@ -295,7 +296,7 @@ t.test('README.md in a fresh project', async (t) => {
     t.ok(existsSync(path.join(dir, receiverFile)), `${receiverFile} is a snippet of the README`)
     t.match(readFileSync(path.join(dir, receiverFile), 'utf8'), `path: '${readmeTarget.pathname}'`, 'the snippet declares that path')
     t.match(readFileSync(path.join(dir, receiverFile), 'utf8'), `process.env.PORT ?? ${readmeTarget.port}`, `the snippet listens on ${readmeTarget.port} unless PORT says otherwise`)
-    const [sandboxPort, receiverPort] = [await freePort(), await freePort()]
+    const [sandboxPort, receiverPort] = await serverPorts(PORT_RANGES.children, 2) as [number, number]
     const swap = (line: CommandLine, extraEnv: Record<string, string> = {}): CommandLine => {
       const fix = (w: string): string => w.replace(`127.0.0.1:${readmeSandboxPort}`, `127.0.0.1:${sandboxPort}`).replace(`127.0.0.1:${readmeTarget.port}`, `127.0.0.1:${receiverPort}`)
       const argv = line.argv.map(fix)
